@@ -1,0 +1,34 @@
+"""Write files so that they appear at their final path only when complete.
+
+A crash, a full disk or Ctrl-C must never leave a half-written dataset or buffer where a later run
+would trust it: everything is written to a hidden temporary file in the destination directory
+(same file system, so the final rename is atomic) and renamed on success.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path to write to; rename it to `final_path` if the block succeeds.
+
+    The temporary file is removed on any exception, KeyboardInterrupt included.
+    """
+    final = Path(final_path).expanduser()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise

@@ -1,0 +1,27 @@
+"""Offline datasets as Tianshou replay buffers: D4RL, Minari, Tianshou HDF5, local collection.
+
+Every loader returns a `tianshou.data.ReplayBuffer` whose episode ends are exact: `terminated`
+stops bootstrapping, `truncated` (a time-out or the end of the data) does not, and no transition's
+`obs_next` belongs to another episode.
+"""
+
+from offline_rl.data.buffers import load_buffer, save_buffer
+from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
+from offline_rl.data.detect import detect_format, load_dataset
+from offline_rl.data.minari import load_minari
+from offline_rl.data.stats import DatasetStats, dataset_stats
+from offline_rl.data.transitions import dataset_info
+
+__all__ = [
+    "DatasetStats",
+    "d4rl_path",
+    "d4rl_url",
+    "dataset_info",
+    "dataset_stats",
+    "detect_format",
+    "load_buffer",
+    "load_d4rl",
+    "load_dataset",
+    "load_minari",
+    "save_buffer",
+]

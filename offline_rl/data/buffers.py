@@ -1,0 +1,57 @@
+"""Save and load Tianshou HDF5 replay buffers (the output of `ReplayBuffer.save_hdf5`).
+
+Buffers are written atomically, so a converter interrupted half-way never leaves a file that a
+later training run would load as if it were complete.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+from tianshou.data import ReplayBuffer
+
+from offline_rl.atomic import atomic_path
+from offline_rl.data.transitions import require_finite
+from offline_rl.errors import DatasetError
+
+BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
+
+
+def is_tianshou_buffer_file(file: h5py.File) -> bool:
+    """Whether an open HDF5 file has the layout `ReplayBuffer.save_hdf5` writes."""
+    return isinstance(file.get("_meta"), h5py.Group) and "maxsize" in file.attrs
+
+
+def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compression: str | None = None) -> Path:
+    """Write `buffer` to `path` in Tianshou's HDF5 format; the file appears only when complete."""
+    final = Path(path).expanduser()
+    with atomic_path(final) as tmp:
+        buffer.save_hdf5(str(tmp), compression=compression)
+    return final
+
+
+def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
+    """Load a Tianshou HDF5 buffer, frame-stacked Atari buffers (`stack_num > 1`) included."""
+    file_path = Path(path).expanduser()
+    if not file_path.is_file():
+        raise DatasetError(f"{file_path}: no such file")
+    try:
+        with h5py.File(file_path, "r") as file:
+            if not is_tianshou_buffer_file(file):
+                raise DatasetError(
+                    f"{file_path}: not a Tianshou replay buffer (no '_meta' group / 'maxsize' attribute)"
+                )
+            meta = file["_meta"]
+            missing = [key for key in BUFFER_KEYS if key not in meta]
+            if missing:
+                raise DatasetError(f"{file_path}: buffer is missing key '_meta/{missing[0]}'")
+        buffer = ReplayBuffer.load_hdf5(str(file_path))
+    except OSError as error:
+        raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
+    if len(buffer) == 0:
+        raise DatasetError(f"{file_path}: buffer holds no transitions")
+    require_finite(np.asarray(buffer.rew[: len(buffer)]), source=str(file_path), key="_meta/rew")
+    return buffer

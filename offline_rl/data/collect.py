@@ -1,0 +1,245 @@
+"""Generate D4RL-format datasets locally by rolling out a behaviour policy.
+
+Nothing can be downloaded on an air-gapped machine, so the toolkit makes its own data: D4RL's
+"random" recipe (uniform actions), or a saved policy (`offline_rl.policy_file`) for medium/expert
+style data, optionally with Gaussian action noise. The file has D4RL's keys (`observations,
+actions, rewards, terminals, timeouts, next_observations`) plus `metadata/*` recording how it was
+made, so `load_d4rl` and any D4RL-reading tool open it.
+
+Episodes are written contiguously even though several environments step in parallel: each env's
+episode is buffered until it ends, then appended. When the requested size is reached, the episodes
+still running are appended as well, their last step flagged as a time-out (the data stops there;
+`next_observations` is still exact), and the file is cut to exactly `size` steps the same way.
+A run is reproducible: the envs are seeded `seed, seed + 1, ...` and all action randomness comes
+from one generator seeded with `seed`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+from offline_rl import __version__
+from offline_rl.atomic import atomic_path
+from offline_rl.envs import make_env
+from offline_rl.errors import OfflineRLError
+from offline_rl.policy_file import load_policy
+
+RANDOM_POLICY = "random"
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What to roll out and where to write it.
+
+    `noise_std` is the Gaussian action noise's standard deviation as a fraction of each action
+    dimension's half-range (0.1 on a [-1, 1] box adds N(0, 0.1²)); actions are clipped to the box.
+    """
+
+    task: str
+    output: Path
+    size: int = 1_000_000
+    policy: str = RANDOM_POLICY
+    noise_std: float = 0.0
+    seed: int = 0
+    num_envs: int = 1
+    compression: str | None = None
+    overwrite: bool = False
+    progress: bool = True
+
+
+class _EpisodeBuffer:
+    """Growable storage for the steps of one environment's current episode."""
+
+    def __init__(self, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]) -> None:
+        self.obs_shape, self.act_shape = obs_shape, act_shape
+        self.length = 0
+        self._allocate(1024)
+
+    def _allocate(self, capacity: int) -> None:
+        old = getattr(self, "columns", None)
+        self.columns = {
+            "observations": np.empty((capacity, *self.obs_shape), np.float32),
+            "actions": np.empty((capacity, *self.act_shape), np.float32),
+            "rewards": np.empty(capacity, np.float32),
+            "terminals": np.empty(capacity, bool),
+            "timeouts": np.empty(capacity, bool),
+            "next_observations": np.empty((capacity, *self.obs_shape), np.float32),
+        }
+        if old is not None:
+            for key, column in old.items():
+                self.columns[key][: self.length] = column[: self.length]
+
+    def add(self, obs: np.ndarray, act: np.ndarray, rew: float, terminal: bool, timeout: bool, next_obs: np.ndarray) -> None:
+        if self.length == len(self.columns["rewards"]):
+            self._allocate(2 * self.length)
+        row = self.length
+        self.columns["observations"][row] = obs
+        self.columns["actions"][row] = act
+        self.columns["rewards"][row] = rew
+        self.columns["terminals"][row] = terminal
+        self.columns["timeouts"][row] = timeout
+        self.columns["next_observations"][row] = next_obs
+        self.length += 1
+
+    def clear(self) -> None:
+        self.length = 0
+
+
+class _DatasetWriter:
+    """Fixed-size output columns filled with whole episodes, in the order they finish."""
+
+    def __init__(self, size: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]) -> None:
+        self.size = size
+        self.cursor = 0
+        self.columns = _EpisodeBuffer(obs_shape, act_shape)
+        self.columns._allocate(size)
+
+    @property
+    def full(self) -> bool:
+        return self.cursor >= self.size
+
+    def append(self, episode: _EpisodeBuffer, *, data_ends_here: bool) -> None:
+        """Copy an episode in; if it is cut (no room left, or still running), flag a time-out."""
+        take = min(episode.length, self.size - self.cursor)
+        if take <= 0:
+            return
+        end = self.cursor + take
+        for key, column in self.columns.columns.items():
+            column[self.cursor : end] = episode.columns[key][:take]
+        cut = take < episode.length or data_ends_here
+        if cut and not self.columns.columns["terminals"][end - 1]:
+            self.columns.columns["timeouts"][end - 1] = True
+        self.cursor = end
+
+
+def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Generator):
+    """Return `act(obs_batch) -> action_batch` for the configured behaviour policy."""
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise OfflineRLError(f"--task {config.task}: action space {space} is unbounded; expected a bounded Box")
+    half_range = (high - low) / 2.0
+    if config.policy == RANDOM_POLICY:
+        def base(obs: np.ndarray) -> np.ndarray:
+            return rng.uniform(low, high, size=(len(obs), *low.shape)).astype(np.float32)
+    else:
+        network = load_policy(config.policy)
+        if network.action_low.shape[0] != int(np.prod(low.shape)):
+            raise OfflineRLError(
+                f"{config.policy}: policy outputs {network.action_low.shape[0]} action dims, but "
+                f"--task {config.task} expects {low.shape}"
+            )
+
+        def base(obs: np.ndarray) -> np.ndarray:
+            return network.act(obs.reshape(len(obs), -1)).reshape(len(obs), *low.shape)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        actions = base(obs)
+        if config.noise_std > 0:
+            actions = actions + rng.normal(0.0, config.noise_std, size=actions.shape) * half_range
+        return np.clip(actions, low, high).astype(np.float32)
+
+    return act
+
+
+def collect_dataset(config: CollectConfig) -> Path:
+    """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
+    output = Path(config.output).expanduser()
+    if output.exists() and not config.overwrite:
+        raise OfflineRLError(f"{output}: already exists (pass --overwrite to replace it)")
+    if config.size <= 0:
+        raise OfflineRLError(f"--size {config.size}: expected a positive number of transitions")
+    if config.num_envs <= 0:
+        raise OfflineRLError(f"--num-envs {config.num_envs}: expected at least 1")
+    if config.noise_std < 0:
+        raise OfflineRLError(f"--noise-std {config.noise_std}: expected a non-negative number")
+    make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: make_env(config.task) for _ in range(config.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    try:
+        space = envs.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise OfflineRLError(f"--task {config.task}: collection needs a continuous (Box) action space")
+        rng = np.random.default_rng(config.seed)
+        act = _behaviour(config, space, rng)
+        obs_shape = tuple(envs.single_observation_space.shape or ())
+        writer = _rollout(envs, act, config, obs_shape, tuple(space.shape))
+    finally:
+        envs.close()
+    _write_file(output, writer, config)
+    return output
+
+
+def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _DatasetWriter:
+    writer = _DatasetWriter(config.size, obs_shape, act_shape)
+    running = [_EpisodeBuffer(obs_shape, act_shape) for _ in range(config.num_envs)]
+    obs, _ = envs.reset(seed=config.seed)
+    with tqdm(total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress) as bar:
+        steps = 0
+        while steps < config.size:
+            actions = act(obs)
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            finished = terminations | truncations
+            for i in range(config.num_envs):
+                true_next = infos["final_obs"][i] if finished[i] else next_obs[i]
+                running[i].add(obs[i], actions[i], float(rewards[i]), bool(terminations[i]),
+                               bool(truncations[i]) and not bool(terminations[i]), true_next)
+                if finished[i]:
+                    writer.append(running[i], data_ends_here=False)
+                    running[i].clear()
+            obs = next_obs
+            steps += config.num_envs
+            bar.update(min(config.num_envs, config.size - bar.n))
+    for episode in running:
+        if writer.full:
+            break
+        writer.append(episode, data_ends_here=True)
+    return writer
+
+
+def _write_file(output: Path, writer: _DatasetWriter, config: CollectConfig) -> None:
+    size = writer.cursor
+    with atomic_path(output) as tmp, h5py.File(tmp, "w") as file:
+        for key, column in writer.columns.columns.items():
+            file.create_dataset(key, data=column[:size], compression=config.compression)
+        meta = file.create_group("metadata")
+        meta["task"] = config.task
+        meta["policy"] = RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).resolve())
+        meta["noise_std"] = float(config.noise_std)
+        meta["seed"] = int(config.seed)
+        meta["num_envs"] = int(config.num_envs)
+        meta["generator"] = f"offline_rl {__version__}"
+
+
+def cache_dir() -> Path:
+    """Where generated default datasets live: `$OFFLINE_RL_CACHE_DIR`, else `~/.cache/offline_rl/datasets`."""
+    override = os.environ.get("OFFLINE_RL_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "offline_rl" / "datasets"
+
+
+def default_dataset_path(task: str, size: int, seed: int = 0) -> Path:
+    """Cache path of the random-policy dataset generated for `task` when no dataset is given."""
+    safe_task = task.replace("/", "_")
+    return cache_dir() / f"{safe_task}-random-{size}-seed{seed}.hdf5"
+
+
+def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int = 1) -> Path:
+    """Return the cached random dataset for `task`, generating it (once) if it is not there yet."""
+    path = default_dataset_path(task, size, seed)
+    if path.exists():
+        print(f"no dataset given: using the cached random-policy dataset {path}")
+        return path
+    print(f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)")
+    collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
+    return path

@@ -1,0 +1,311 @@
+"""Load D4RL-format HDF5 datasets into a Tianshou ReplayBuffer with exact episode ends.
+
+D4RL marks an episode end two ways: `terminals` (the MDP ended: no bootstrap) and `timeouts` (a
+time limit cut the episode: bootstrap from the next observation). Treating time-outs as terminals,
+or taking `observations[i + 1]` as the next observation of an episode's last step, are the classic
+silent bugs of offline RL; this loader does neither:
+
+- `terminated = terminals`, `truncated = timeouts`, `done = terminated | truncated`;
+- `obs_next` is `next_observations` when the file has it; otherwise `observations[i + 1]` inside an
+  episode. A time-out step (and the file's last step) has no known next observation then, so it is
+  dropped and its predecessor becomes a truncation. A terminal step keeps its own observation as a
+  placeholder `obs_next`, which the zero bootstrap weight never reads. No step is ever bridged to
+  the next episode's first observation.
+- float64 arrays are read as float32 by HDF5 itself, chunk by chunk, so memory peaks at the size of
+  the float32 arrays.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+from tianshou.data import ReplayBuffer
+from tqdm import tqdm
+
+from offline_rl.atomic import atomic_path
+from offline_rl.data.transitions import (
+    make_replay_buffer,
+    require_finite,
+    require_flag_array,
+)
+from offline_rl.errors import DatasetError, DownloadError
+from offline_rl.scores import reference_scores
+
+D4RL_URL_ROOT = "http://rail.eecs.berkeley.edu/datasets/offline_rl"
+REQUIRED_KEYS = ("observations", "actions", "rewards", "terminals")
+OPTIONAL_KEYS = ("timeouts", "next_observations")
+
+_LOCOMOTION = re.compile(
+    r"(halfcheetah|hopper|walker2d|ant)-(random|medium|expert|medium-replay|medium-expert|full-replay)-v2"
+)
+_ANTMAZE_FILES = {
+    "antmaze-umaze-v2": "Ant_maze_u-maze_noisy_multistart_False_multigoal_False_sparse_fixed.hdf5",
+    "antmaze-umaze-diverse-v2": "Ant_maze_u-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
+    "antmaze-medium-play-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
+    "antmaze-medium-diverse-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
+    "antmaze-large-play-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
+    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
+}
+_COMPACT_CHUNK = 1 << 16
+
+
+def d4rl_url(name: str) -> str:
+    """D4RL's public download URL for a dataset name such as `halfcheetah-medium-v2`."""
+    match = _LOCOMOTION.fullmatch(name)
+    if match:
+        env, kind = match.groups()
+        return f"{D4RL_URL_ROOT}/gym_mujoco_v2/{env}_{kind.replace('-', '_')}-v2.hdf5"
+    if name in _ANTMAZE_FILES:
+        return f"{D4RL_URL_ROOT}/ant_maze_v2/{_ANTMAZE_FILES[name]}"
+    raise DatasetError(
+        f"unknown D4RL dataset name '{name}'; expected e.g. halfcheetah-medium-v2 "
+        "({halfcheetah,hopper,walker2d,ant}-{random,medium,expert,medium-replay,medium-expert,"
+        "full-replay}-v2) or antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,large-play,"
+        "large-diverse}-v2, or a path to an HDF5 file"
+    )
+
+
+def is_d4rl_name(source: str) -> bool:
+    """Whether `source` is a D4RL dataset name this package knows how to find and download."""
+    return bool(_LOCOMOTION.fullmatch(source)) or source in _ANTMAZE_FILES
+
+
+def d4rl_dataset_dir() -> Path:
+    """Where D4RL keeps datasets: `$D4RL_DATASET_DIR`, else `~/.d4rl/datasets` (D4RL's default)."""
+    return Path(os.environ.get("D4RL_DATASET_DIR") or Path.home() / ".d4rl" / "datasets").expanduser()
+
+
+def d4rl_path(name: str) -> Path:
+    """Local path of a named dataset: D4RL's own file name, the basename of its download URL."""
+    return d4rl_dataset_dir() / d4rl_url(name).rsplit("/", 1)[1]
+
+
+def _name_from_filename(path: Path) -> str | None:
+    """The D4RL dataset name of a file D4RL downloaded, recognised by its file name."""
+    for name in _ANTMAZE_FILES:
+        if path.name == _ANTMAZE_FILES[name]:
+            return name
+    candidate = path.stem.replace("_", "-")
+    return candidate if _LOCOMOTION.fullmatch(candidate) else None
+
+
+def download_file(url: str, destination: Path, *, timeout_s: float = 30.0) -> None:
+    """Fetch `url` to `destination` with a progress bar; the file appears only when complete."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (fixed http URL)
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with (
+                atomic_path(destination) as tmp,
+                open(tmp, "wb") as out,
+                tqdm(total=total, unit="B", unit_scale=True, desc=f"download {destination.name}") as bar,
+            ):
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise DownloadError(
+            f"dataset not found at {destination} and the download from {url} failed ({reason}); "
+            f"copy the file to that path (or set D4RL_DATASET_DIR) and run again"
+        ) from None
+
+
+def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True) -> tuple[Path, str | None]:
+    """Map a path or a D4RL dataset name to a file on disk, downloading a named dataset if needed."""
+    path = Path(source).expanduser()
+    if path.exists():
+        return path, _name_from_filename(path)
+    name = str(source)
+    if not is_d4rl_name(name):
+        if path.suffix or os.sep in name:
+            raise DatasetError(f"{path}: no such file")
+        d4rl_url(name)  # raises the "unknown name" error with the list of known names
+    local = d4rl_path(name)
+    if not local.exists():
+        if not download:
+            raise DownloadError(f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}")
+        download_file(d4rl_url(name), local)
+    return local, name
+
+
+def load_d4rl(source: str | os.PathLike[str], *, download: bool = True) -> ReplayBuffer:
+    """Load a D4RL-format HDF5 file, or a D4RL dataset by name, into a ReplayBuffer.
+
+    The buffer's `dataset_info` (see `offline_rl.data.dataset_info`) records the format, source
+    path, dataset name, the task it was collected on (for locally generated files) and D4RL's
+    reference scores.
+    """
+    path, name = resolve_d4rl_source(source, download=download)
+    return read_d4rl_file(path, name=name)
+
+
+def read_d4rl_file(path: Path, *, name: str | None = None) -> ReplayBuffer:
+    """Read and validate one D4RL-format file (see the module docstring for the semantics)."""
+    try:
+        file = h5py.File(path, "r")
+    except OSError as error:
+        raise DatasetError(f"{path}: not a readable HDF5 file ({_short(error)})") from None
+    try:
+        with file:
+            arrays, metadata = _read_arrays(file, path)
+    except OSError as error:
+        raise DatasetError(f"{path}: corrupt HDF5 data ({_short(error)})") from None
+    task = metadata.get("task")
+    label = name or (f"{task}-{metadata.get('policy', 'local')}" if task else path.stem)
+    scores = reference_scores(name or task or label)
+    info: dict[str, Any] = {
+        "format": "d4rl",
+        "source": str(path),
+        "name": label,
+        "task": task,
+        "ref_min_score": scores[0] if scores else None,
+        "ref_max_score": scores[1] if scores else None,
+    }
+    return _build_buffer(arrays, path, info)
+
+
+def _short(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _read_arrays(file: h5py.File, path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    for key in REQUIRED_KEYS:
+        if key not in file:
+            raise DatasetError(
+                f"{path}: missing key '{key}'; a D4RL file needs {', '.join(REQUIRED_KEYS)} "
+                f"(and optionally {', '.join(OPTIONAL_KEYS)})"
+            )
+    datasets: dict[str, h5py.Dataset] = {}
+    for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS):
+        if key in file:
+            if not isinstance(file[key], h5py.Dataset):
+                raise DatasetError(f"{path}: key '{key}' is a group; expected an array")
+            datasets[key] = file[key]
+    size = datasets["observations"].shape[0] if datasets["observations"].ndim else 0
+    if size == 0:
+        raise DatasetError(f"{path}: key 'observations' is empty; expected at least one transition")
+    for key, dataset in datasets.items():
+        found = dataset.shape[0] if dataset.ndim else 0
+        if found != size:
+            raise DatasetError(
+                f"{path}: key '{key}' has {found} rows; expected {size} (the length of 'observations')"
+            )
+    _check_shapes(datasets, path)
+    arrays = {key: _read_numeric(dataset, path, key) for key, dataset in datasets.items()}
+    metadata = _read_metadata(file)
+    return arrays, metadata
+
+
+def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path) -> None:
+    obs_shape = datasets["observations"].shape
+    if len(obs_shape) < 2:
+        raise DatasetError(f"{path}: key 'observations' has shape {obs_shape}; expected (N, obs_dim)")
+    if "next_observations" in datasets and datasets["next_observations"].shape != obs_shape:
+        raise DatasetError(
+            f"{path}: key 'next_observations' has shape {datasets['next_observations'].shape}; "
+            f"expected {obs_shape} (the shape of 'observations')"
+        )
+    if datasets["actions"].ndim not in (1, 2):
+        raise DatasetError(f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)")
+    for key in ("rewards", "terminals", "timeouts"):
+        if key in datasets:
+            shape = datasets[key].shape
+            if len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
+                raise DatasetError(f"{path}: key '{key}' has shape {shape}; expected ({shape[0]},)")
+
+
+def _read_numeric(dataset: h5py.Dataset, path: Path, key: str) -> np.ndarray:
+    """Read one column; observations, actions and rewards come back as float32."""
+    dtype = dataset.dtype
+    if dtype.kind not in "biuf":
+        raise DatasetError(f"{path}: key '{key}' has dtype {dtype}; expected numbers")
+    if key in ("terminals", "timeouts"):
+        return require_flag_array(dataset[()].reshape(-1), source=str(path), key=key)
+    if dtype == np.float32:
+        out = np.empty(dataset.shape, dtype=np.float32)
+        dataset.read_direct(out)
+    else:
+        out = dataset.astype(np.float32)[()]  # HDF5 converts while reading: no float64 copy
+    if key in ("rewards",):
+        out = out.reshape(-1)
+    elif key == "actions" and out.ndim == 1:
+        out = out.reshape(-1, 1)
+    require_finite(out, source=str(path), key=key)
+    return out
+
+
+def _read_metadata(file: h5py.File) -> dict[str, Any]:
+    """Scalars under `metadata/` (written by `offline_rl.data.collect` and by D4RL itself)."""
+    metadata: dict[str, Any] = {}
+    group = file.get("metadata")
+    if isinstance(group, h5py.Group):
+        for key, value in group.items():
+            if isinstance(value, h5py.Dataset) and value.shape == ():
+                item = value[()]
+                metadata[key] = item.decode() if isinstance(item, bytes) else item
+    return metadata
+
+
+def _build_buffer(arrays: dict[str, np.ndarray], path: Path, info: dict[str, Any]) -> ReplayBuffer:
+    obs = arrays["observations"]
+    size = len(obs)
+    terminals = arrays["terminals"]
+    timeouts = arrays.get("timeouts", np.zeros(size, dtype=bool))
+    truncated = timeouts.copy()
+    if "next_observations" in arrays:
+        return make_replay_buffer(
+            obs=obs,
+            act=arrays["actions"],
+            rew=arrays["rewards"],
+            terminated=terminals,
+            truncated=truncated,
+            obs_next=arrays["next_observations"],
+            info={**info, "dropped_steps": 0},
+        )
+    # No next_observations: a time-out step and the last step have no known successor.
+    is_last = np.zeros(size, dtype=bool)
+    is_last[-1] = True
+    drop = ~terminals & (timeouts | is_last)
+    episode_end = terminals | timeouts
+    before_drop = np.flatnonzero(drop[1:]) if size > 1 else np.empty(0, dtype=np.int64)
+    before_drop = before_drop[~drop[before_drop] & ~episode_end[before_drop]]
+    truncated[before_drop] = True  # the predecessor's successor is known: it ends the truncated episode
+    obs_next = np.empty_like(obs)
+    obs_next[:-1] = obs[1:]
+    obs_next[terminals] = obs[terminals]  # placeholder, multiplied by (1 - terminated) = 0
+    keep = np.flatnonzero(~drop)
+    if len(keep) == 0:
+        raise DatasetError(
+            f"{path}: no transition has a known next observation (every step is a time-out and "
+            "there is no 'next_observations' key)"
+        )
+    columns = {
+        "obs": obs,
+        "act": arrays["actions"],
+        "rew": arrays["rewards"],
+        "terminated": terminals,
+        "truncated": truncated,
+        "obs_next": obs_next,
+    }
+    if len(keep) < size:
+        columns = {key: _compact_rows(value, keep) for key, value in columns.items()}
+    return make_replay_buffer(**columns, info={**info, "dropped_steps": int(size - len(keep))})
+
+
+def _compact_rows(array: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Move the kept rows to the front in place, in chunks, so no second full-size copy is made.
+
+    Safe because `keep` is increasing, so `keep[k] >= k`: each chunk reads rows at or after the
+    positions it overwrites, and later chunks read rows past everything written so far.
+    """
+    for start in range(0, len(keep), _COMPACT_CHUNK):
+        rows = keep[start : start + _COMPACT_CHUNK]
+        array[start : start + len(rows)] = array[rows]
+    return array[: len(keep)]

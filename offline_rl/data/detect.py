@@ -1,0 +1,65 @@
+"""Load any supported dataset, recognising its format by content rather than by file extension."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import h5py
+from tianshou.data import ReplayBuffer
+
+from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
+from offline_rl.data.d4rl import is_d4rl_name, load_d4rl
+from offline_rl.data.minari import is_minari_directory, load_minari
+from offline_rl.errors import DatasetError
+
+_MINARI_ID = re.compile(r"[\w.-]+(/[\w.-]+)*-v\d+")
+
+
+def detect_format(source: str | os.PathLike[str]) -> str:
+    """One of `d4rl`, `minari`, `tianshou`: what `load_dataset` would read `source` as."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if is_minari_directory(path):
+            return "minari"
+        raise DatasetError(f"{path}: a directory that is not a Minari dataset (no metadata.json)")
+    if path.is_file():
+        if not h5py.is_hdf5(path):
+            raise DatasetError(
+                f"{path}: not an HDF5 file; expected a D4RL file, a Tianshou buffer or a Minari directory"
+            )
+        try:
+            with h5py.File(path, "r") as file:
+                if is_tianshou_buffer_file(file):
+                    return "tianshou"
+                if "observations" in file:
+                    return "d4rl"
+        except OSError as error:
+            raise DatasetError(f"{path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
+        raise DatasetError(
+            f"{path}: HDF5 file with neither D4RL keys (observations, actions, rewards, terminals) "
+            "nor a Tianshou buffer layout (_meta)"
+        )
+    name = str(source)
+    if is_d4rl_name(name):
+        return "d4rl"
+    if _MINARI_ID.fullmatch(name) and not path.suffix.startswith(".h"):
+        return "minari"
+    raise DatasetError(
+        f"{name}: no such file or directory, and not a D4RL dataset name (e.g. halfcheetah-medium-v2) "
+        "or a Minari dataset id (e.g. mujoco/halfcheetah/medium-v0)"
+    )
+
+
+def load_dataset(source: str | os.PathLike[str], *, download: bool = False) -> ReplayBuffer:
+    """Load a D4RL file or name, a Minari id or directory, or a Tianshou HDF5 buffer.
+
+    `download` allows fetching a named D4RL or Minari dataset that is not on disk.
+    """
+    kind = detect_format(source)
+    if kind == "tianshou":
+        return load_buffer(source)
+    if kind == "minari":
+        return load_minari(source, download=download)
+    return load_d4rl(source, download=download)

@@ -1,0 +1,171 @@
+"""Load Minari datasets into a Tianshou ReplayBuffer.
+
+Minari stores each episode's T + 1 observations, so every step has its true next observation and
+nothing is dropped. Terminations and truncations are copied as they are.
+
+Dict (and Tuple) observations are flattened to one float32 vector per step: Dict entries in sorted
+key order, Tuple entries in order, depth first, each entry raveled. Gymnasium sorts the keys of a
+Dict space built from a plain dict, so this is the order `gymnasium.spaces.flatten` uses for such
+spaces, and an evaluation env wrapped in `FlattenObservation` sees the same layout.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from tianshou.data import ReplayBuffer
+from tqdm import tqdm
+
+from offline_rl.data.transitions import make_replay_buffer, require_finite
+from offline_rl.errors import DatasetError, DownloadError
+
+
+def is_minari_directory(path: Path) -> bool:
+    """Whether `path` is a Minari dataset directory (or its `data/` folder)."""
+    return (path / "data" / "metadata.json").is_file() or (path / "metadata.json").is_file()
+
+
+def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> Any:
+    """Open a Minari dataset from a local directory or by id (local first, then a download)."""
+    import minari
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not is_minari_directory(path):
+            raise DatasetError(f"{path}: not a Minari dataset directory (no metadata.json in it or in data/)")
+        data_dir = path / "data" if (path / "data").is_dir() else path
+        try:
+            return minari.MinariDataset(data_dir)
+        except Exception as error:  # Minari raises bare ValueError/KeyError for bad metadata
+            raise DatasetError(f"{data_dir}: unreadable Minari dataset ({error})") from None
+    dataset_id = str(source)
+    try:
+        return minari.load_dataset(dataset_id, download=download)
+    except FileNotFoundError:
+        from minari.storage.datasets_root_dir import get_dataset_path
+
+        raise DatasetError(
+            f"Minari dataset '{dataset_id}' not found locally at {get_dataset_path(dataset_id)}; "
+            "pass download=True (--download) to fetch it, or give a dataset directory"
+        ) from None
+    except (OSError, ValueError) as error:
+        if download:
+            raise DownloadError(f"Minari dataset '{dataset_id}' could not be downloaded ({error})") from None
+        raise DatasetError(f"Minari dataset '{dataset_id}': {error}") from None
+
+
+def load_minari(source: str | os.PathLike[str], download: bool = False) -> ReplayBuffer:
+    """Load a Minari dataset id (e.g. `mujoco/halfcheetah/medium-v0`) or dataset directory."""
+    dataset = open_minari(source, download=download)
+    label = f"Minari dataset '{dataset.spec.dataset_id}'"
+    total = int(dataset.total_steps)
+    if total == 0:
+        raise DatasetError(f"{label} holds no transitions")
+    obs_space, act_space = dataset.observation_space, dataset.action_space
+    obs_dtype, obs_shape = _observation_layout(obs_space, label)
+    act_dtype, act_shape = _action_layout(act_space, label)
+    obs = np.empty((total, *obs_shape), dtype=obs_dtype)
+    obs_next = np.empty((total, *obs_shape), dtype=obs_dtype)
+    act = np.empty((total, *act_shape), dtype=act_dtype)
+    rew = np.empty(total, dtype=np.float32)
+    terminated = np.zeros(total, dtype=bool)
+    truncated = np.zeros(total, dtype=bool)
+    cursor = 0
+    for episode in tqdm(dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False):
+        steps = len(episode.rewards)
+        if steps == 0:
+            continue
+        flat = _flatten(episode.observations, obs_space).astype(obs_dtype, copy=False)
+        if len(flat) != steps + 1:
+            raise DatasetError(
+                f"{label}: episode {episode.id} has {len(flat)} observations for {steps} steps; "
+                "expected steps + 1"
+            )
+        end = cursor + steps
+        obs[cursor:end] = flat[:-1]
+        obs_next[cursor:end] = flat[1:]
+        act[cursor:end] = np.asarray(episode.actions).reshape(steps, *act_shape)
+        rew[cursor:end] = np.asarray(episode.rewards, dtype=np.float32).reshape(steps)
+        terminated[cursor:end] = np.asarray(episode.terminations, dtype=bool).reshape(steps)
+        truncated[cursor:end] = np.asarray(episode.truncations, dtype=bool).reshape(steps)
+        if not (terminated[end - 1] or truncated[end - 1]):
+            truncated[end - 1] = True  # an episode stored unfinished: its end is a truncation
+        cursor = end
+    for key, array in (("observations", obs[:cursor]), ("actions", act[:cursor]), ("rewards", rew[:cursor])):
+        require_finite(array, source=label, key=key)
+    metadata = dataset.storage.metadata
+    info: dict[str, Any] = {
+        "format": "minari",
+        "source": str(source),
+        "name": dataset.spec.dataset_id,
+        "task": _env_id(dataset),
+        "ref_min_score": _optional_float(metadata.get("ref_min_score")),
+        "ref_max_score": _optional_float(metadata.get("ref_max_score")),
+    }
+    return make_replay_buffer(
+        obs=obs[:cursor],
+        act=act[:cursor],
+        rew=rew[:cursor],
+        terminated=terminated[:cursor],
+        truncated=truncated[:cursor],
+        obs_next=obs_next[:cursor],
+        info=info,
+    )
+
+
+def _env_id(dataset: Any) -> str | None:
+    spec = dataset.env_spec
+    return spec.id if spec is not None else None
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _flat_size(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Dict):
+        return sum(_flat_size(space[key]) for key in sorted(space.keys()))
+    if isinstance(space, gym.spaces.Tuple):
+        return sum(_flat_size(sub) for sub in space.spaces)
+    raise DatasetError(f"unsupported observation space {space}; expected Box, or Dict/Tuple of Boxes")
+
+
+def _observation_layout(space: gym.Space, label: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """Box observations keep their shape and integer dtype (images); Dict/Tuple become float32 vectors."""
+    if isinstance(space, gym.spaces.Box):
+        dtype = np.dtype(np.float32) if space.dtype.kind == "f" else space.dtype
+        return dtype, tuple(space.shape)
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        try:
+            return np.dtype(np.float32), (_flat_size(space),)
+        except DatasetError as error:
+            raise DatasetError(f"{label}: {error}") from None
+    raise DatasetError(f"{label}: observation_space is {space}; expected Box, or Dict/Tuple of Boxes")
+
+
+def _action_layout(space: gym.Space, label: str) -> tuple[np.dtype, tuple[int, ...]]:
+    if isinstance(space, gym.spaces.Box):
+        return np.dtype(np.float32), (int(np.prod(space.shape)),)
+    if isinstance(space, gym.spaces.Discrete):
+        return np.dtype(np.int64), ()
+    raise DatasetError(f"{label}: action_space is {space}; expected Box or Discrete")
+
+
+def _flatten(observations: Any, space: gym.Space) -> np.ndarray:
+    """(T + 1, flat_dim) view of an episode's observations, in the documented order."""
+    if isinstance(space, gym.spaces.Dict):
+        return np.concatenate([_flatten_leaf(observations[key], space[key]) for key in sorted(space.keys())], axis=1)
+    if isinstance(space, gym.spaces.Tuple):
+        return np.concatenate([_flatten_leaf(observations[i], sub) for i, sub in enumerate(space.spaces)], axis=1)
+    return np.asarray(observations)
+
+
+def _flatten_leaf(observations: Any, space: gym.Space) -> np.ndarray:
+    flat = _flatten(observations, space)
+    return flat.reshape(len(flat), -1).astype(np.float32, copy=False)

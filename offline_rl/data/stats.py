@@ -1,0 +1,84 @@
+"""Summary statistics of an offline dataset: the numbers a researcher checks before training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tianshou.data import ReplayBuffer
+
+_OBS_SAMPLE_FOR_IMAGES = 10_000
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """Counts, episode returns and observation moments of a replay buffer.
+
+    `terminated` counts steps that end an episode by termination; `truncated` counts steps that end
+    one by truncation only (time-out or end of data).
+    """
+
+    transitions: int
+    episodes: int
+    return_mean: float
+    return_min: float
+    return_max: float
+    length_mean: float
+    terminated: int
+    truncated: int
+    obs_mean: np.ndarray
+    obs_std: np.ndarray
+
+    def summary(self) -> str:
+        """Multi-line human-readable summary, as the converters print it."""
+        mean = np.array2string(self.obs_mean, precision=3, max_line_width=100, threshold=12)
+        std = np.array2string(self.obs_std, precision=3, max_line_width=100, threshold=12)
+        return "\n".join(
+            [
+                f"transitions: {self.transitions}",
+                f"episodes: {self.episodes} (mean length {self.length_mean:.1f})",
+                f"returns: mean {self.return_mean:.3f}, min {self.return_min:.3f}, max {self.return_max:.3f}",
+                f"episode ends: {self.terminated} terminated, {self.truncated} truncated",
+                f"obs mean: {mean}",
+                f"obs std: {std}",
+            ]
+        )
+
+
+def dataset_stats(buffer: ReplayBuffer) -> DatasetStats:
+    """Compute `DatasetStats` in chronological order (a wrapped circular buffer is unrolled)."""
+    size = len(buffer)
+    if size == 0:
+        raise ValueError("dataset_stats needs a non-empty buffer")
+    order = buffer.sample_indices(0)
+    rew = np.asarray(buffer.rew[order], dtype=np.float64)
+    terminated = np.asarray(buffer.terminated[order], dtype=bool)
+    truncated = np.asarray(buffer.truncated[order], dtype=bool)
+    ends = terminated | truncated
+    ends[-1] = True  # data that stops mid-episode still closes that episode
+    starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1])
+    returns = np.add.reduceat(rew, starts)
+    lengths = np.diff(np.append(starts, size))
+    obs_mean, obs_std = _obs_moments(np.asarray(buffer.obs[:size]) if buffer.obs.ndim > 1 else buffer.obs[:size])
+    return DatasetStats(
+        transitions=size,
+        episodes=len(starts),
+        return_mean=float(returns.mean()),
+        return_min=float(returns.min()),
+        return_max=float(returns.max()),
+        length_mean=float(lengths.mean()),
+        terminated=int(terminated.sum()),
+        truncated=int((truncated & ~terminated).sum()),
+        obs_mean=obs_mean,
+        obs_std=obs_std,
+    )
+
+
+def _obs_moments(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension moments of vector observations; scalar moments of a sample of image ones."""
+    if obs.ndim <= 2:
+        flat = obs.reshape(len(obs), -1)
+        return flat.mean(axis=0, dtype=np.float64), flat.std(axis=0, dtype=np.float64)
+    stride = max(1, len(obs) // _OBS_SAMPLE_FOR_IMAGES)
+    sample = obs[::stride].astype(np.float64)
+    return np.array([sample.mean()]), np.array([sample.std()])

@@ -1,0 +1,99 @@
+"""Turn validated transition arrays into a Tianshou ReplayBuffer that knows its episode ends.
+
+Every loader in this package funnels through `make_replay_buffer`, so the invariants that matter for
+offline RL are enforced in one place:
+- `done = terminated | truncated`, and only `terminated` stops bootstrapping;
+- the buffer's last transition is always an episode end, so Tianshou's `buffer.next()` and n-step
+  returns never wrap around into the first episode;
+- arrays are shared with the buffer, not copied (a 1M-step dataset is loaded once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tianshou.data import Batch, ReplayBuffer
+
+from offline_rl.errors import DatasetError
+
+DATASET_INFO_ATTR = "dataset_info"
+"""Name of the buffer attribute holding the dataset's metadata (a dict saved with the buffer)."""
+
+
+def make_replay_buffer(
+    *,
+    obs: np.ndarray,
+    act: np.ndarray,
+    rew: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    obs_next: np.ndarray,
+    info: dict[str, Any] | None = None,
+) -> ReplayBuffer:
+    """Wrap full-length arrays in a ReplayBuffer without copying them.
+
+    The buffer is marked full (its insertion index wrapped to 0 and `last_index` on the final
+    transition), which is the state Tianshou's own buffer reaches after exactly `size` adds.
+    """
+    size = len(obs)
+    if size == 0:
+        raise DatasetError("dataset holds no transitions")
+    terminated = np.asarray(terminated, dtype=bool)
+    truncated = np.asarray(truncated, dtype=bool)
+    if not (terminated[-1] or truncated[-1]):
+        truncated = truncated.copy()
+        truncated[-1] = True  # the data stops here: an unknown continuation is a truncation
+    buffer = ReplayBuffer(size)
+    batch = Batch(
+        obs=obs,
+        act=act,
+        rew=np.asarray(rew, dtype=np.float32).reshape(size),
+        terminated=terminated,
+        truncated=truncated,
+        done=terminated | truncated,
+        obs_next=obs_next,
+    )
+    buffer.set_batch(batch)  # type: ignore[arg-type]
+    buffer._size = size
+    buffer._insertion_idx = 0
+    buffer.last_index = np.array([size - 1])
+    set_dataset_info(buffer, info or {})
+    return buffer
+
+
+def set_dataset_info(buffer: ReplayBuffer, info: dict[str, Any]) -> None:
+    """Attach metadata (name, source, reference scores...) that `save_hdf5` keeps with the buffer."""
+    object.__setattr__(buffer, DATASET_INFO_ATTR, dict(info))
+
+
+def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:
+    """The metadata a loader attached to `buffer`, or an empty dict for a foreign buffer."""
+    value = buffer.__dict__.get(DATASET_INFO_ATTR)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
+    """Refuse NaN or inf values, which would silently poison every gradient step."""
+    if array.dtype.kind != "f":
+        return
+    finite = np.isfinite(array)
+    if not finite.all():
+        bad = int(np.argwhere(~finite.reshape(len(array), -1).all(axis=1))[0, 0])
+        count = int((~finite).sum())
+        raise DatasetError(
+            f"{source}: key '{key}' has {count} NaN/inf value(s) (first at index {bad}); "
+            "expected finite numbers"
+        )
+
+
+def require_flag_array(array: np.ndarray, *, source: str, key: str) -> np.ndarray:
+    """Read a terminal/time-out column (bool, 0/1 integers or 0.0/1.0 floats) as bool."""
+    if array.dtype == bool:
+        return array
+    if array.dtype.kind not in "iuf":
+        raise DatasetError(f"{source}: key '{key}' has dtype {array.dtype}; expected bool or 0/1 numbers")
+    flags = array != 0
+    if not np.isin(array, (0, 1)).all():
+        raise DatasetError(f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags")
+    return flags

@@ -1,0 +1,63 @@
+"""Building gymnasium environments by id, and checking a dataset fits one.
+
+ale-py's environments are registered on demand, so Atari ids (`PongNoFrameskip-v4`,
+`ALE/Pong-v5`) work wherever MuJoCo ids do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from tianshou.data import ReplayBuffer
+
+from offline_rl.errors import OfflineRLError
+
+
+def _register_atari() -> None:
+    try:
+        import ale_py
+    except ImportError:  # pragma: no cover - ale-py is a hard dependency
+        return
+    gym.register_envs(ale_py)
+
+
+def make_env(task: str, **kwargs: Any) -> gym.Env:
+    """`gymnasium.make(task)`, with a one-line error naming `--task` for an unknown id."""
+    if "NoFrameskip" in task or task.startswith("ALE/"):
+        _register_atari()
+    try:
+        return gym.make(task, **kwargs)
+    except gym.error.Error as error:
+        raise OfflineRLError(f"--task '{task}': {error}") from None
+
+
+def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> None:
+    """Refuse a dataset whose observation or action shape differs from `task`'s env."""
+    env = make_env(task)
+    try:
+        obs_shape = tuple(np.asarray(buffer.obs[:1]).shape[1:])
+        expected_obs = tuple(env.observation_space.shape or ())
+        if obs_shape != expected_obs:
+            raise OfflineRLError(
+                f"{source}: observations have shape {obs_shape}, but --task {task} observes {expected_obs}"
+            )
+        act = np.asarray(buffer.act[:1])
+        space = env.action_space
+        if isinstance(space, gym.spaces.Box):
+            expected_act = tuple(space.shape)
+            if tuple(act.shape[1:]) != expected_act:
+                raise OfflineRLError(
+                    f"{source}: actions have shape {tuple(act.shape[1:])}, but --task {task} "
+                    f"expects {expected_act}"
+                )
+        elif isinstance(space, gym.spaces.Discrete):
+            top = int(np.max(buffer.act[: len(buffer)]))
+            if act.ndim != 1 or top >= int(space.n):
+                raise OfflineRLError(
+                    f"{source}: actions are not indices below {space.n} (found max {top}, shape "
+                    f"{tuple(act.shape[1:])}), as --task {task} expects"
+                )
+    finally:
+        env.close()

@@ -1,0 +1,17 @@
+"""Errors that describe a user's mistake rather than a bug in offline_rl.
+
+Command-line entry points print these as a single line and exit with status 2, so every message
+must stand alone: it names the file, key or flag, what was expected and what was found.
+"""
+
+
+class OfflineRLError(Exception):
+    """Base class for user-facing errors (bad input, missing data, bad flags)."""
+
+
+class DatasetError(OfflineRLError):
+    """A dataset file or id cannot be used: missing, unreadable, malformed or inconsistent."""
+
+
+class DownloadError(DatasetError):
+    """A dataset is not on disk and could not be fetched."""

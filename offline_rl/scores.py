@@ -1,0 +1,35 @@
+"""D4RL reference scores and the normalised score used to report offline RL results.
+
+The (min, max) pairs are D4RL's own REF_MIN_SCORE / REF_MAX_SCORE: the returns of a random policy and
+of the expert used to build each environment's datasets. They are the same for every dataset
+version (-v0, -v2) of an environment, so they are keyed by the environment name alone.
+"""
+
+from __future__ import annotations
+
+D4RL_REFERENCE_SCORES: dict[str, tuple[float, float]] = {
+    "halfcheetah": (-280.178953, 12135.0),
+    "hopper": (-20.272305, 3234.3),
+    "walker2d": (1.629008, 4592.3),
+    "ant": (-325.6, 3879.7),
+    "antmaze": (0.0, 1.0),
+}
+
+
+def environment_key(name: str) -> str:
+    """The environment part of a D4RL dataset name or a gymnasium id, lower-cased.
+
+    `halfcheetah-medium-v2` and `HalfCheetah-v4` both give `halfcheetah`, so datasets generated
+    locally for a gymnasium task share D4RL's reference scores.
+    """
+    return name.strip().split("/")[-1].split("-")[0].lower()
+
+
+def reference_scores(name: str) -> tuple[float, float] | None:
+    """(min, max) reference returns for a D4RL dataset name or gymnasium id, if D4RL has them."""
+    return D4RL_REFERENCE_SCORES.get(environment_key(name))
+
+
+def normalized_score(episode_return: float, ref_min: float, ref_max: float) -> float:
+    """D4RL's normalised score: 0 is the random policy, 100 the expert."""
+    return 100.0 * (episode_return - ref_min) / (ref_max - ref_min)

@@ -1,0 +1,37 @@
+"""Package definition for offline_rl.
+
+torch is declared without a version pin on purpose: install `torch==2.13.0` (a CPU build on local
+disk here) before this package so pip never resolves a multi-GB CUDA build on its own.
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+README = Path(__file__).with_name("README.md")
+
+setup(
+    name="offline_rl",
+    version="0.1.0",
+    description="Offline reinforcement learning (CQL-SAC, discrete CQL) for Tianshou 2.x",
+    long_description=README.read_text(encoding="utf-8") if README.exists() else "",
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["offline_rl", "offline_rl.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "tianshou>=2.0.1,<3",
+        "torch>=2.2",
+        "numpy>=1.26",
+        "gymnasium[mujoco]>=1.0",
+        "mujoco>=3.1",
+        "ale-py>=0.9",
+        "h5py>=3.9",
+        "minari>=0.5",
+        "tensorboard>=2.14",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "rlu": ["tensorflow>=2.15"],
+        "test": ["pytest>=8", "ruff>=0.5"],
+    },
+)
