@@ -32,11 +32,14 @@ from offline_rl.errors import OfflineRLError
 from offline_rl.policy_file import load_policy
 
 RANDOM_POLICY = "random"
+OUTPUT_FORMATS = ("d4rl", "minari")
 
 
 @dataclass(frozen=True)
 class CollectConfig:
     """What to roll out and where to write it.
+
+    `output_format` is `d4rl` (one HDF5 file) or `minari` (a Minari dataset directory).
 
     `noise_std` is the Gaussian action noise's standard deviation as a fraction of each action
     dimension's half-range (0.1 on a [-1, 1] box adds N(0, 0.1²)); actions are clipped to the box.
@@ -52,6 +55,7 @@ class CollectConfig:
     compression: str | None = None
     overwrite: bool = False
     progress: bool = True
+    output_format: str = "d4rl"
 
 
 class _EpisodeBuffer:
@@ -76,7 +80,15 @@ class _EpisodeBuffer:
             for key, column in old.items():
                 self.columns[key][: self.length] = column[: self.length]
 
-    def add(self, obs: np.ndarray, act: np.ndarray, rew: float, terminal: bool, timeout: bool, next_obs: np.ndarray) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        act: np.ndarray,
+        rew: float,
+        terminal: bool,
+        timeout: bool,
+        next_obs: np.ndarray,
+    ) -> None:
         if self.length == len(self.columns["rewards"]):
             self._allocate(2 * self.length)
         row = self.length
@@ -123,9 +135,12 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
     """Return `act(obs_batch) -> action_batch` for the configured behaviour policy."""
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
-        raise OfflineRLError(f"--task {config.task}: action space {space} is unbounded; expected a bounded Box")
+        raise OfflineRLError(
+            f"--task {config.task}: action space {space} is unbounded; expected a bounded Box"
+        )
     half_range = (high - low) / 2.0
     if config.policy == RANDOM_POLICY:
+
         def base(obs: np.ndarray) -> np.ndarray:
             return rng.uniform(low, high, size=(len(obs), *low.shape)).astype(np.float32)
     else:
@@ -157,6 +172,8 @@ def collect_dataset(config: CollectConfig) -> Path:
         raise OfflineRLError(f"--size {config.size}: expected a positive number of transitions")
     if config.num_envs <= 0:
         raise OfflineRLError(f"--num-envs {config.num_envs}: expected at least 1")
+    if config.output_format not in OUTPUT_FORMATS:
+        raise OfflineRLError(f"--format {config.output_format}: expected one of {', '.join(OUTPUT_FORMATS)}")
     if config.noise_std < 0:
         raise OfflineRLError(f"--noise-std {config.noise_std}: expected a non-negative number")
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
@@ -172,9 +189,12 @@ def collect_dataset(config: CollectConfig) -> Path:
         act = _behaviour(config, space, rng)
         obs_shape = tuple(envs.single_observation_space.shape or ())
         writer = _rollout(envs, act, config, obs_shape, tuple(space.shape))
+        if config.output_format == "minari":
+            write_minari_directory(output, writer, config, envs.single_observation_space, space)
+        else:
+            _write_file(output, writer, config)
     finally:
         envs.close()
-    _write_file(output, writer, config)
     return output
 
 
@@ -182,7 +202,9 @@ def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _Dataset
     writer = _DatasetWriter(config.size, obs_shape, act_shape)
     running = [_EpisodeBuffer(obs_shape, act_shape) for _ in range(config.num_envs)]
     obs, _ = envs.reset(seed=config.seed)
-    with tqdm(total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress) as bar:
+    with tqdm(
+        total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress
+    ) as bar:
         steps = 0
         while steps < config.size:
             actions = act(obs)
@@ -190,8 +212,14 @@ def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _Dataset
             finished = terminations | truncations
             for i in range(config.num_envs):
                 true_next = infos["final_obs"][i] if finished[i] else next_obs[i]
-                running[i].add(obs[i], actions[i], float(rewards[i]), bool(terminations[i]),
-                               bool(truncations[i]) and not bool(terminations[i]), true_next)
+                running[i].add(
+                    obs[i],
+                    actions[i],
+                    float(rewards[i]),
+                    bool(terminations[i]),
+                    bool(truncations[i]) and not bool(terminations[i]),
+                    true_next,
+                )
                 if finished[i]:
                     writer.append(running[i], data_ends_here=False)
                     running[i].clear()
@@ -212,11 +240,89 @@ def _write_file(output: Path, writer: _DatasetWriter, config: CollectConfig) -> 
             file.create_dataset(key, data=column[:size], compression=config.compression)
         meta = file.create_group("metadata")
         meta["task"] = config.task
-        meta["policy"] = RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).resolve())
+        meta["policy"] = (
+            RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).resolve())
+        )
         meta["noise_std"] = float(config.noise_std)
         meta["seed"] = int(config.seed)
         meta["num_envs"] = int(config.num_envs)
         meta["generator"] = f"offline_rl {__version__}"
+
+
+def write_minari_directory(
+    output: Path, writer: _DatasetWriter, config: CollectConfig, obs_space: gym.Space, act_space: gym.Space
+) -> None:
+    """Write the collected episodes as a Minari dataset directory, appearing at `output` when complete.
+
+    Minari creates datasets under `$MINARI_DATASETS_PATH/<id>`, so the dataset is built under a
+    private temporary root next to `output` and the finished directory is renamed into place.
+    """
+    import shutil
+    import tempfile
+    import warnings
+
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    from offline_rl.scores import environment_key
+
+    size = writer.cursor
+    columns = {key: column[:size] for key, column in writer.columns.columns.items()}
+    ends = np.flatnonzero(columns["terminals"] | columns["timeouts"])
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    episodes = []
+    for index, (start, end) in enumerate(zip(starts, ends + 1, strict=True)):
+        observations = np.concatenate(
+            [columns["observations"][start:end], columns["next_observations"][end - 1 : end]]
+        )
+        episodes.append(
+            EpisodeBuffer(
+                id=index,
+                observations=observations,
+                actions=columns["actions"][start:end],
+                rewards=columns["rewards"][start:end],
+                terminations=columns["terminals"][start:end],
+                truncations=columns["timeouts"][start:end],
+                infos={},
+            )
+        )
+    kind = RANDOM_POLICY if config.policy == RANDOM_POLICY else "policy"
+    dataset_id = f"local/{environment_key(config.task)}/{kind}-v0"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent))
+    previous_root = os.environ.get("MINARI_DATASETS_PATH")
+    try:
+        os.environ["MINARI_DATASETS_PATH"] = str(staging)
+        with warnings.catch_warnings():
+            # Minari nags about author/e-mail/permalink fields a local dataset has no use for.
+            warnings.simplefilter("ignore", UserWarning)
+            _create_minari_dataset(minari, dataset_id, episodes, config, obs_space, act_space, kind)
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(staging / dataset_id, output)
+    finally:
+        if previous_root is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = previous_root
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _create_minari_dataset(minari, dataset_id, episodes, config, obs_space, act_space, kind) -> None:
+    from offline_rl.scores import reference_scores
+
+    scores = reference_scores(config.task)
+    minari.create_dataset_from_buffers(
+        dataset_id,
+        episodes,
+        env=config.task,
+        algorithm_name=f"offline_rl.collect ({kind}, noise_std={config.noise_std}, seed={config.seed})",
+        observation_space=obs_space,
+        action_space=act_space,
+        ref_min_score=scores[0] if scores else None,
+        ref_max_score=scores[1] if scores else None,
+        description=f"Generated locally by offline_rl {__version__} from {config.policy}",
+    )
 
 
 def cache_dir() -> Path:
@@ -240,6 +346,9 @@ def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int 
     if path.exists():
         print(f"no dataset given: using the cached random-policy dataset {path}")
         return path
-    print(f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)")
+    print(
+        f"no dataset given: generating a {size}-step random-policy dataset for {task} "
+        f"at {path} (reused next time)"
+    )
     collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
     return path

@@ -51,7 +51,7 @@ _ANTMAZE_FILES = {
     "antmaze-medium-play-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
     "antmaze-medium-diverse-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
     "antmaze-large-play-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
-    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
+    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",  # noqa: E501
 }
 _COMPACT_CHUNK = 1 << 16
 
@@ -99,7 +99,7 @@ def _name_from_filename(path: Path) -> str | None:
 def download_file(url: str, destination: Path, *, timeout_s: float = 30.0) -> None:
     """Fetch `url` to `destination` with a progress bar; the file appears only when complete."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (fixed http URL)
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             total = int(response.headers.get("Content-Length") or 0) or None
             with (
                 atomic_path(destination) as tmp,
@@ -130,7 +130,9 @@ def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True
     local = d4rl_path(name)
     if not local.exists():
         if not download:
-            raise DownloadError(f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}")
+            raise DownloadError(
+                f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}"
+            )
         download_file(d4rl_url(name), local)
     return local, name
 
@@ -213,7 +215,9 @@ def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path) -> None:
             f"expected {obs_shape} (the shape of 'observations')"
         )
     if datasets["actions"].ndim not in (1, 2):
-        raise DatasetError(f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)")
+        raise DatasetError(
+            f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)"
+        )
     for key in ("rewards", "terminals", "timeouts"):
         if key in datasets:
             shape = datasets[key].shape

@@ -32,6 +32,7 @@ def is_minari_directory(path: Path) -> bool:
 def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> Any:
     """Open a Minari dataset from a local directory or by id (local first, then a download)."""
     import minari
+    from minari.dataset.minari_dataset import MinariDataset
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -39,7 +40,7 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
             raise DatasetError(f"{path}: not a Minari dataset directory (no metadata.json in it or in data/)")
         data_dir = path / "data" if (path / "data").is_dir() else path
         try:
-            return minari.MinariDataset(data_dir)
+            return MinariDataset(data_dir)
         except Exception as error:  # Minari raises bare ValueError/KeyError for bad metadata
             raise DatasetError(f"{data_dir}: unreadable Minari dataset ({error})") from None
     dataset_id = str(source)
@@ -75,7 +76,9 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
     terminated = np.zeros(total, dtype=bool)
     truncated = np.zeros(total, dtype=bool)
     cursor = 0
-    for episode in tqdm(dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False):
+    for episode in tqdm(
+        dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False
+    ):
         steps = len(episode.rewards)
         if steps == 0:
             continue
@@ -160,9 +163,13 @@ def _action_layout(space: gym.Space, label: str) -> tuple[np.dtype, tuple[int, .
 def _flatten(observations: Any, space: gym.Space) -> np.ndarray:
     """(T + 1, flat_dim) view of an episode's observations, in the documented order."""
     if isinstance(space, gym.spaces.Dict):
-        return np.concatenate([_flatten_leaf(observations[key], space[key]) for key in sorted(space.keys())], axis=1)
+        return np.concatenate(
+            [_flatten_leaf(observations[key], space[key]) for key in sorted(space.keys())], axis=1
+        )
     if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate([_flatten_leaf(observations[i], sub) for i, sub in enumerate(space.spaces)], axis=1)
+        return np.concatenate(
+            [_flatten_leaf(observations[i], sub) for i, sub in enumerate(space.spaces)], axis=1
+        )
     return np.asarray(observations)
 
 

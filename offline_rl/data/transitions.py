@@ -70,7 +70,10 @@ def set_dataset_info(buffer: ReplayBuffer, info: dict[str, Any]) -> None:
 def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:
     """The metadata a loader attached to `buffer`, or an empty dict for a foreign buffer."""
     value = buffer.__dict__.get(DATASET_INFO_ATTR)
-    return dict(value) if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    # HDF5 attributes come back as numpy scalars: give callers plain Python numbers.
+    return {key: item.item() if isinstance(item, np.generic) else item for key, item in value.items()}
 
 
 def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
@@ -95,5 +98,7 @@ def require_flag_array(array: np.ndarray, *, source: str, key: str) -> np.ndarra
         raise DatasetError(f"{source}: key '{key}' has dtype {array.dtype}; expected bool or 0/1 numbers")
     flags = array != 0
     if not np.isin(array, (0, 1)).all():
-        raise DatasetError(f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags")
+        raise DatasetError(
+            f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags"
+        )
     return flags

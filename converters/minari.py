@@ -1,0 +1,29 @@
+"""Convert a Minari dataset (id or directory) to a Tianshou HDF5 buffer.
+
+python converters/minari.py mujoco/halfcheetah/medium-v0 --output halfcheetah-medium.hdf5
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+# This script shares its name with a library (`minari`); drop its own folder from the import path
+# so `import minari` finds the package, not this file.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).parent.resolve()]
+
+from offline_rl.cli import run_main  # noqa: E402
+from offline_rl.convert import build_converter_parser, run_conversion  # noqa: E402
+from offline_rl.data import load_minari  # noqa: E402
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_converter_parser(
+        "converters/minari.py", "a Minari dataset id or dataset directory", with_download=True
+    )
+    return run_conversion(argv, parser, lambda source, download: load_minari(source, download=download))
+
+
+if __name__ == "__main__":
+    run_main(main)

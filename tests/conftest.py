@@ -1,0 +1,89 @@
+"""Fixtures that write small datasets in the exact real formats (h5py for D4RL, Minari's own API)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every dataset cache at a fresh folder so tests never see the user's data."""
+    monkeypatch.setenv("D4RL_DATASET_DIR", str(tmp_path / "d4rl"))
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def write_d4rl_file(
+    path: Path,
+    *,
+    extra: dict[str, np.ndarray] | None = None,
+    **columns: np.ndarray,
+) -> Path:
+    """Write a D4RL-format file: the same flat keys D4RL's own HDF5 files hold.
+
+    `columns` are D4RL keys (observations, actions, rewards, terminals, timeouts,
+    next_observations); a test leaves one out to make a file that lacks it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as file:
+        for key, value in {**columns, **(extra or {})}.items():
+            file[key] = value
+        length = len(next(iter(columns.values())))
+        file["infos/qpos"] = np.zeros((length, 2))  # D4RL files carry infos/*: ignored
+    return path
+
+
+@pytest.fixture
+def d4rl_writer() -> Callable[..., Path]:
+    return write_d4rl_file
+
+
+def episodes_to_arrays(
+    lengths: list[int], ends: list[str], obs_dim: int = 3, act_dim: int = 2, seed: int = 0
+):
+    """Flat D4RL columns for episodes of given lengths and end kinds ('terminal', 'timeout', 'none').
+
+    Observation i is `[i, i, ...] + 0.5` (unique per step), and `next_observations` holds each
+    step's true successor: the next row inside an episode, a fresh value `-(i + 1)` at its end.
+    """
+    rng = np.random.default_rng(seed)
+    total = sum(lengths)
+    obs = np.repeat(np.arange(total, dtype=np.float32)[:, None] + 0.5, obs_dim, axis=1)
+    next_obs = np.empty_like(obs)
+    next_obs[:-1] = obs[1:]
+    terminals = np.zeros(total, dtype=bool)
+    timeouts = np.zeros(total, dtype=bool)
+    cursor = 0
+    for length, end in zip(lengths, ends, strict=True):
+        last = cursor + length - 1
+        next_obs[last] = -(last + 1.0)
+        if end == "terminal":
+            terminals[last] = True
+        elif end == "timeout":
+            timeouts[last] = True
+        cursor += length
+    actions = rng.uniform(-1, 1, size=(total, act_dim)).astype(np.float32)
+    rewards = rng.normal(size=total).astype(np.float32)
+    return {
+        "observations": obs,
+        "actions": actions,
+        "rewards": rewards,
+        "terminals": terminals,
+        "timeouts": timeouts,
+        "next_observations": next_obs,
+    }
+
+
+def script_env() -> dict[str, str]:
+    """Environment for running the repo's scripts in a subprocess."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env

@@ -1,0 +1,169 @@
+"""Every kind of bad input gives one clear line naming the file and key, and exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, episodes_to_arrays, script_env, write_d4rl_file
+from offline_rl.data import load_buffer, load_d4rl, load_dataset
+from offline_rl.errors import DatasetError
+
+
+def _good() -> dict[str, np.ndarray]:
+    return episodes_to_arrays([4, 4], ["terminal", "timeout"])
+
+
+def _without(key: str) -> Callable[[dict], dict]:
+    def edit(arrays: dict) -> dict:
+        del arrays[key]
+        return arrays
+
+    return edit
+
+
+def _set(key: str, value: Callable[[np.ndarray], np.ndarray]) -> Callable[[dict], dict]:
+    def edit(arrays: dict) -> dict:
+        arrays[key] = value(arrays[key])
+        return arrays
+
+    return edit
+
+
+def _with_nan(array: np.ndarray) -> np.ndarray:
+    array = array.copy()
+    array[5, 1] = np.nan
+    return array
+
+
+def _with_inf(array: np.ndarray) -> np.ndarray:
+    array = array.copy()
+    array[2] = np.inf
+    return array
+
+
+BAD_D4RL_FILES = {
+    "missing key": (_without("rewards"), "'rewards'", "missing key"),
+    "ragged lengths": (_set("actions", lambda a: a[:-1]), "'actions'", "expected 8"),
+    "NaN observation": (_set("observations", _with_nan), "'observations'", "NaN"),
+    "inf reward": (_set("rewards", _with_inf), "'rewards'", "NaN/inf"),
+    "string observations": (_set("observations", lambda a: a.astype("S8")), "'observations'", "dtype"),
+    "terminal flag of 2": (
+        _set("terminals", lambda a: a.astype(np.int8) * 2),
+        "'terminals'",
+        "other than 0 and 1",
+    ),
+    "next_observations shape": (
+        _set("next_observations", lambda a: a[:, :2]),
+        "'next_observations'",
+        "expected",
+    ),
+    "empty": (lambda arrays: {key: value[:0] for key, value in arrays.items()}, "'observations'", "empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_D4RL_FILES))
+def test_bad_d4rl_file_names_file_and_key(tmp_path: Path, case: str) -> None:
+    edit, key, expected = BAD_D4RL_FILES[case]
+    path = write_d4rl_file(tmp_path / "bad.hdf5", **edit(_good()))
+    with pytest.raises(DatasetError) as caught:
+        load_d4rl(path)
+    message = str(caught.value)
+    assert str(path) in message and key in message and expected in message, message
+    assert "\n" not in message
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.hdf5"
+    path.write_text("not hdf5 at all")
+    with pytest.raises(DatasetError, match="not a readable HDF5 file"):
+        load_d4rl(path)
+    with pytest.raises(DatasetError, match="not an HDF5 file"):
+        load_dataset(path)
+
+
+def test_truncated_file_is_reported_as_corrupt(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([2000, 2000], ["terminal", "timeout"], obs_dim=17)
+    path = write_d4rl_file(tmp_path / "cut.hdf5", **arrays)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError) as caught:
+        load_d4rl(path)
+    assert str(path) in str(caught.value)
+
+
+def test_hdf5_of_unknown_layout(tmp_path: Path) -> None:
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as file:
+        file["weights"] = np.zeros(3)
+    with pytest.raises(DatasetError, match="neither D4RL keys"):
+        load_dataset(path)
+    with pytest.raises(DatasetError, match="not a Tianshou replay buffer"):
+        load_buffer(path)
+
+
+def test_unknown_source_string() -> None:
+    with pytest.raises(DatasetError, match="not a D4RL dataset name"):
+        load_dataset("definitely not a dataset")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=script_env(), timeout=120
+    )
+
+
+def test_converter_cli_reports_bad_file_in_one_line_exit_2(tmp_path: Path) -> None:
+    path = write_d4rl_file(tmp_path / "bad.hdf5", **_without("actions")(_good()))
+    output = tmp_path / "out.hdf5"
+    result = _run("converters/d4rl.py", str(path), "--output", str(output))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "'actions'" in error_lines[0] and str(path) in error_lines[0]
+    assert not output.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.hdf5"]  # no partial output left behind
+
+
+def test_converter_cli_refuses_data_that_does_not_fit_the_task(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"], obs_dim=17, act_dim=6)
+    path = write_d4rl_file(tmp_path / "cheetah.hdf5", **arrays)
+    output = tmp_path / "out.hdf5"
+    result = _run("converters/d4rl.py", str(path), "--output", str(output), "--task", "Hopper-v4")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "observations have shape (17,), but --task Hopper-v4 observes (11,)" in result.stderr
+    assert not output.exists()
+
+
+def test_collect_cli_unknown_task_and_bad_flag(tmp_path: Path) -> None:
+    result = _run(
+        "-m",
+        "offline_rl.collect",
+        "--task",
+        "NoSuchEnv-v0",
+        "--output",
+        str(tmp_path / "x.hdf5"),
+        "--size",
+        "10",
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--task 'NoSuchEnv-v0'" in result.stderr
+    result = _run(
+        "-m",
+        "offline_rl.collect",
+        "--task",
+        "Pendulum-v1",
+        "--output",
+        str(tmp_path / "x.hdf5"),
+        "--size",
+        "ten",
+    )
+    assert result.returncode == 2 and "--size" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.hdf5").exists()

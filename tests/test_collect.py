@@ -1,0 +1,231 @@
+"""Local dataset generation: D4RL format, exact episode ends, reproducibility, atomic writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO_ROOT, script_env
+from offline_rl.data import dataset_info, load_d4rl, load_minari
+from offline_rl.data.collect import (
+    CollectConfig,
+    collect_dataset,
+    default_dataset_path,
+    ensure_random_dataset,
+)
+from offline_rl.policy_file import PolicyNetwork, save_policy
+
+D4RL_KEYS = {"observations", "actions", "rewards", "terminals", "timeouts", "next_observations", "metadata"}
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as file:
+        return {key: file[key][()] for key in file if key != "metadata"}
+
+
+def test_hopper_random_dataset_has_exact_episode_ends(tmp_path: Path) -> None:
+    path = collect_dataset(
+        CollectConfig(
+            task="Hopper-v4", output=tmp_path / "hopper.hdf5", size=600, num_envs=3, seed=1, progress=False
+        )
+    )
+    with h5py.File(path, "r") as file:
+        assert set(file.keys()) == D4RL_KEYS
+        assert file["metadata/task"][()].decode() == "Hopper-v4"
+        assert file["metadata/policy"][()].decode() == "random"
+        assert int(file["metadata/seed"][()]) == 1
+    data = _read(path)
+    assert len(data["observations"]) == 600
+    ends = data["terminals"] | data["timeouts"]
+    assert data["terminals"].sum() > 5  # random hopper falls over quickly
+    assert ends[-1]
+    # Inside an episode the successor is the next row; at an end it is the env's true final obs.
+    inside = np.flatnonzero(~ends)
+    np.testing.assert_array_equal(data["next_observations"][inside], data["observations"][inside + 1])
+    at_end = np.flatnonzero(ends[:-1])
+    assert not np.any(np.all(data["next_observations"][at_end] == data["observations"][at_end + 1], axis=1))
+    assert np.all(np.abs(data["actions"]) <= 1.0)
+
+
+def test_collector_output_loads_back_identically(tmp_path: Path) -> None:
+    path = collect_dataset(
+        CollectConfig(task="Pendulum-v1", output=tmp_path / "p.hdf5", size=450, num_envs=2, progress=False)
+    )
+    data = _read(path)
+    buffer = load_d4rl(path)
+    np.testing.assert_array_equal(buffer.obs, data["observations"])
+    np.testing.assert_array_equal(buffer.act, data["actions"])
+    np.testing.assert_array_equal(buffer.rew, data["rewards"])
+    np.testing.assert_array_equal(buffer.obs_next, data["next_observations"])
+    np.testing.assert_array_equal(buffer.terminated, data["terminals"])
+    np.testing.assert_array_equal(buffer.truncated, data["timeouts"])
+    # 2 envs x 225 steps: two finished 200-step episodes, then the two running ones cut at 25.
+    assert data["timeouts"].sum() == 4 and not data["terminals"].any()
+    info = dataset_info(buffer)
+    assert info["task"] == "Pendulum-v1" and info["name"] == "Pendulum-v1-random"
+
+
+def test_same_seed_same_data_other_seed_other_data(tmp_path: Path) -> None:
+    def run(name: str, seed: int) -> dict[str, np.ndarray]:
+        config = CollectConfig(
+            task="Pendulum-v1",
+            output=tmp_path / name,
+            size=300,
+            num_envs=2,
+            seed=seed,
+            noise_std=0.1,
+            progress=False,
+        )
+        return _read(collect_dataset(config))
+
+    first, again, other = run("a.hdf5", 7), run("b.hdf5", 7), run("c.hdf5", 8)
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key], err_msg=key)
+    assert not np.array_equal(first["actions"], other["actions"])
+
+
+def _constant_policy(tmp_path: Path, obs_dim: int, act_value: float, low: float, high: float) -> Path:
+    policy = PolicyNetwork(obs_dim, 1, [8], action_low=np.array([low]), action_high=np.array([high]))
+    with torch.no_grad():
+        for parameter in policy.mlp.parameters():
+            parameter.zero_()
+        squashed = (act_value - low) / (high - low) * 2 - 1
+        policy.mlp[-1].bias.fill_(float(np.arctanh(squashed)))
+    return save_policy(policy, tmp_path / "policy.pt")
+
+
+def test_saved_policy_with_and_without_gaussian_noise(tmp_path: Path) -> None:
+    policy_path = _constant_policy(tmp_path, obs_dim=3, act_value=0.5, low=-2.0, high=2.0)
+    exact = _read(
+        collect_dataset(
+            CollectConfig(
+                task="Pendulum-v1",
+                output=tmp_path / "exact.hdf5",
+                size=200,
+                policy=str(policy_path),
+                progress=False,
+            )
+        )
+    )
+    np.testing.assert_allclose(exact["actions"], 0.5, atol=1e-5)
+    noisy = _read(
+        collect_dataset(
+            CollectConfig(
+                task="Pendulum-v1",
+                output=tmp_path / "noisy.hdf5",
+                size=4000,
+                policy=str(policy_path),
+                noise_std=0.1,
+                num_envs=4,
+                progress=False,
+            )
+        )
+    )
+    # noise_std is a fraction of the half-range (2.0): std 0.2 around 0.5, far from the bounds.
+    assert abs(noisy["actions"].mean() - 0.5) < 0.02
+    assert abs(noisy["actions"].std() - 0.2) < 0.02
+
+
+def test_interrupted_write_leaves_nothing_at_the_final_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = h5py.Group.create_dataset
+    calls = {"n": 0}
+
+    def interrupt_midway(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.Group, "create_dataset", interrupt_midway)
+    with pytest.raises(KeyboardInterrupt):
+        collect_dataset(
+            CollectConfig(task="Pendulum-v1", output=tmp_path / "out.hdf5", size=50, progress=False)
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_output_is_not_overwritten_without_flag(tmp_path: Path) -> None:
+    from offline_rl.errors import OfflineRLError
+
+    target = tmp_path / "keep.hdf5"
+    target.write_bytes(b"precious")
+    with pytest.raises(OfflineRLError, match="--overwrite"):
+        collect_dataset(CollectConfig(task="Pendulum-v1", output=target, size=10, progress=False))
+    assert target.read_bytes() == b"precious"
+
+
+def test_default_dataset_is_generated_once_then_reused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ensure_random_dataset("Pendulum-v1", 250)
+    assert path == default_dataset_path("Pendulum-v1", 250)
+    assert path.is_relative_to(tmp_path / "cache")
+    first_message = capsys.readouterr().out.strip().splitlines()
+    assert len(first_message) == 1 and "generating" in first_message[0]
+    stamp = path.stat().st_mtime_ns
+    assert ensure_random_dataset("Pendulum-v1", 250) == path
+    assert "cached" in capsys.readouterr().out
+    assert path.stat().st_mtime_ns == stamp
+    assert len(load_d4rl(path)) == 250
+
+
+def test_collect_cli_then_both_converters_print_statistics(tmp_path: Path) -> None:
+    def run(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            env=script_env(),
+            timeout=180,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    d4rl_file, minari_dir = tmp_path / "hopper.hdf5", tmp_path / "hopper-minari"
+    run(
+        "-m",
+        "offline_rl.collect",
+        "--task",
+        "Hopper-v4",
+        "--output",
+        str(d4rl_file),
+        "--size",
+        "500",
+        "--num_envs",
+        "2",
+    )  # snake_case spelling accepted too
+    run(
+        "-m",
+        "offline_rl.collect",
+        "--task",
+        "Hopper-v4",
+        "--output",
+        str(minari_dir),
+        "--size",
+        "500",
+        "--num-envs",
+        "2",
+        "--format",
+        "minari",
+    )
+    from_d4rl = run(
+        "converters/d4rl.py", str(d4rl_file), "--output", str(tmp_path / "a.hdf5"), "--task", "Hopper-v4"
+    )
+    from_minari = run("converters/minari.py", str(minari_dir), "--output", str(tmp_path / "b.hdf5"))
+    for output in (from_d4rl, from_minari):
+        assert "transitions: 500" in output and "terminated" in output and "returns: mean" in output
+    # The same seed gives the same episodes in both formats.
+    a, b = load_d4rl(d4rl_file), load_minari(minari_dir)
+    np.testing.assert_array_equal(a.obs, b.obs)
+    np.testing.assert_array_equal(a.terminated, b.terminated)
+    np.testing.assert_array_equal(a.truncated, b.truncated)
+    assert dataset_info(b)["ref_max_score"] == 3234.3

@@ -1,0 +1,162 @@
+"""D4RL loading: episode ends, next observations, dtypes, names, download."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import episodes_to_arrays, write_d4rl_file
+from offline_rl.data import d4rl as d4rl_module
+from offline_rl.data import dataset_info, load_d4rl
+from offline_rl.errors import DownloadError
+
+
+def test_timeouts_are_truncations_and_terminals_are_terminations(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([3, 4, 2], ["terminal", "timeout", "terminal"])
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
+    assert len(buffer) == 9
+    np.testing.assert_array_equal(buffer.terminated, [0, 0, 1, 0, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(buffer.truncated, [0, 0, 0, 0, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(buffer.done, buffer.terminated | buffer.truncated)
+    np.testing.assert_array_equal(buffer.obs_next, arrays["next_observations"])
+
+
+def test_with_next_observations_every_step_is_kept(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([5, 5], ["timeout", "timeout"])
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
+    assert len(buffer) == 10
+    assert dataset_info(buffer)["dropped_steps"] == 0
+    np.testing.assert_array_equal(buffer.obs, arrays["observations"])
+    np.testing.assert_array_equal(buffer.act, arrays["actions"])
+    np.testing.assert_array_equal(buffer.rew, arrays["rewards"])
+
+
+def test_without_next_observations_timeout_steps_are_dropped_not_bridged(tmp_path: Path) -> None:
+    # episode A: steps 0-2 ending in a time-out; B: 3-5 ending terminal; C: 6-7, file ends.
+    arrays = episodes_to_arrays([3, 3, 2], ["timeout", "terminal", "none"])
+    del arrays["next_observations"]
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
+    obs = arrays["observations"]
+    kept = [0, 1, 3, 4, 5, 6]
+    np.testing.assert_array_equal(buffer.obs, obs[kept])
+    np.testing.assert_array_equal(buffer.act, arrays["actions"][kept])
+    # Inside episodes the successor is the next row; the new last steps are truncations.
+    np.testing.assert_array_equal(buffer.obs_next[[0, 1, 2, 3, 5]], obs[[1, 2, 4, 5, 7]])
+    np.testing.assert_array_equal(buffer.terminated, [0, 0, 0, 0, 1, 0])
+    np.testing.assert_array_equal(buffer.truncated, [0, 1, 0, 0, 0, 1])
+    # The terminal step's successor is unknown: it must not be the next episode's first obs.
+    assert not np.array_equal(buffer.obs_next[4], obs[6])
+    assert dataset_info(buffer)["dropped_steps"] == 2
+
+
+@pytest.mark.parametrize("with_next", [True, False])
+def test_no_episode_is_bridged_to_the_next(tmp_path: Path, with_next: bool) -> None:
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 12, size=40).tolist()
+    ends = rng.choice(["terminal", "timeout"], size=40).tolist()
+    arrays = episodes_to_arrays(lengths, ends)
+    if not with_next:
+        del arrays["next_observations"]
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
+    first_obs_of_episode = {
+        float(arrays["observations"][start, 0]) for start in np.cumsum([0, *lengths[:-1]])
+    }
+    for index in np.flatnonzero(buffer.done):
+        assert float(buffer.obs_next[index, 0]) not in first_obs_of_episode - {float(buffer.obs[index, 0])}
+        if index + 1 < len(buffer):
+            assert buffer.obs_next[index, 0] != buffer.obs[index + 1, 0]
+    # Tianshou's episode navigation stops at every end and at the buffer's last transition.
+    ends_idx = np.flatnonzero(buffer.done)
+    np.testing.assert_array_equal(buffer.next(ends_idx), ends_idx)
+    assert buffer.done[-1]
+
+
+def test_float64_arrays_become_float32(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"])
+    as64 = {
+        key: value.astype(np.float64) if value.dtype == np.float32 else value for key, value in arrays.items()
+    }
+    as64["observations"] = as64["observations"] + 1e-9  # not representable in float32
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **as64))
+    for key in ("obs", "act", "rew", "obs_next"):
+        assert getattr(buffer, key).dtype == np.float32, key
+    np.testing.assert_allclose(buffer.obs, as64["observations"].astype(np.float32))
+
+
+def test_flags_stored_as_floats_and_rewards_as_column(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([2, 3], ["terminal", "timeout"])
+    arrays["terminals"] = arrays["terminals"].astype(np.float32)
+    arrays["timeouts"] = arrays["timeouts"].astype(np.uint8)
+    arrays["rewards"] = arrays["rewards"][:, None]
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
+    np.testing.assert_array_equal(buffer.terminated, [0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(buffer.truncated, [0, 0, 0, 0, 1])
+    assert buffer.rew.shape == (5,)
+
+
+def test_dataset_name_is_found_under_d4rl_dataset_dir(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([3], ["timeout"])
+    write_d4rl_file(tmp_path / "d4rl" / "hopper_medium_replay-v2.hdf5", **arrays)
+    buffer = load_d4rl("hopper-medium-replay-v2", download=False)
+    info = dataset_info(buffer)
+    assert info["name"] == "hopper-medium-replay-v2"
+    assert (info["ref_min_score"], info["ref_max_score"]) == (-20.272305, 3234.3)
+
+
+def test_file_named_like_d4rl_gets_its_name_and_scores(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([3], ["timeout"])
+    path = write_d4rl_file(tmp_path / "walker2d_medium_expert-v2.hdf5", **arrays)
+    info = dataset_info(load_d4rl(path))
+    assert info["name"] == "walker2d-medium-expert-v2"
+    assert info["ref_max_score"] == 4592.3
+
+
+def test_urls_follow_d4rl_file_names() -> None:
+    assert d4rl_module.d4rl_url("halfcheetah-medium-v2").endswith("/gym_mujoco_v2/halfcheetah_medium-v2.hdf5")
+    assert d4rl_module.d4rl_url("hopper-medium-replay-v2").endswith(
+        "/gym_mujoco_v2/hopper_medium_replay-v2.hdf5"
+    )
+    assert d4rl_module.d4rl_url("antmaze-large-play-v2").endswith(
+        "/ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5"
+    )
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_missing_named_dataset_is_downloaded_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = tmp_path / "served"
+    arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"])
+    write_d4rl_file(served / "gym_mujoco_v2" / "hopper_medium-v2.hdf5", **arrays)
+    handler = functools.partial(_QuietHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setattr(d4rl_module, "D4RL_URL_ROOT", f"http://127.0.0.1:{server.server_address[1]}")
+        buffer = load_d4rl("hopper-medium-v2")
+    finally:
+        server.shutdown()
+    assert len(buffer) == 8
+    target_dir = tmp_path / "d4rl"
+    assert sorted(p.name for p in target_dir.iterdir()) == ["hopper_medium-v2.hdf5"]
+
+
+def test_download_failure_names_path_and_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(d4rl_module, "D4RL_URL_ROOT", "http://127.0.0.1:9")  # discard port: refused
+    with pytest.raises(DownloadError) as caught:
+        load_d4rl("walker2d-medium-v2")
+    message = str(caught.value)
+    assert str(tmp_path / "d4rl" / "walker2d_medium-v2.hdf5") in message
+    assert "http://127.0.0.1:9/gym_mujoco_v2/walker2d_medium-v2.hdf5" in message
+    assert "\n" not in message
+    assert not (tmp_path / "d4rl").exists() or not any((tmp_path / "d4rl").iterdir())

@@ -1,0 +1,118 @@
+"""Minari datasets written with Minari's own `create_dataset_from_buffers` load back exactly."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import minari
+import numpy as np
+import pytest
+from minari.data_collector import EpisodeBuffer
+
+from offline_rl.data import dataset_info, load_dataset, load_minari
+from offline_rl.errors import DatasetError
+
+
+def _episodes(rng: np.random.Generator, specs: list[tuple[int, str]], make_obs) -> list[EpisodeBuffer]:
+    episodes = []
+    for index, (length, end) in enumerate(specs):
+        terminations = np.zeros(length, dtype=bool)
+        truncations = np.zeros(length, dtype=bool)
+        (terminations if end == "terminated" else truncations)[-1] = True
+        episodes.append(
+            EpisodeBuffer(
+                id=index,
+                observations=make_obs(length + 1),
+                actions=rng.uniform(-1, 1, size=(length, 2)).astype(np.float32),
+                rewards=rng.normal(size=length),
+                terminations=terminations,
+                truncations=truncations,
+                infos={},
+            )
+        )
+    return episodes
+
+
+def _create(dataset_id: str, episodes: list[EpisodeBuffer], obs_space: gym.Space) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        minari.create_dataset_from_buffers(
+            dataset_id,
+            episodes,
+            env="Pendulum-v1",  # reference scores are only stored for datasets tied to an env
+            observation_space=obs_space,
+            action_space=gym.spaces.Box(-1, 1, (2,), np.float32),
+            ref_min_score=-5.0,
+            ref_max_score=15.0,
+        )
+
+
+SPECS = [(5, "terminated"), (3, "truncated"), (4, "terminated"), (2, "truncated")]
+
+
+def test_round_trip_keeps_terminations_truncations_and_true_next_obs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    box = gym.spaces.Box(-10, 10, (3,), np.float32)
+    episodes = _episodes(rng, SPECS, lambda n: rng.normal(size=(n, 3)).astype(np.float32))
+    _create("test/pointmass/mixed-v0", episodes, box)
+    by_id = load_minari("test/pointmass/mixed-v0")
+    by_dir = load_minari(tmp_path / "minari" / "test" / "pointmass" / "mixed-v0")
+    detected = load_dataset("test/pointmass/mixed-v0")
+    for buffer in (by_id, by_dir, detected):
+        assert len(buffer) == 14
+        np.testing.assert_array_equal(buffer.obs, np.concatenate([e.observations[:-1] for e in episodes]))
+        np.testing.assert_array_equal(buffer.obs_next, np.concatenate([e.observations[1:] for e in episodes]))
+        np.testing.assert_array_equal(buffer.act, np.concatenate([e.actions for e in episodes]))
+        np.testing.assert_allclose(
+            buffer.rew, np.concatenate([e.rewards for e in episodes]).astype(np.float32)
+        )
+        np.testing.assert_array_equal(buffer.terminated, np.concatenate([e.terminations for e in episodes]))
+        np.testing.assert_array_equal(buffer.truncated, np.concatenate([e.truncations for e in episodes]))
+    info = dataset_info(by_id)
+    assert (info["ref_min_score"], info["ref_max_score"]) == (-5.0, 15.0)
+    assert info["name"] == "test/pointmass/mixed-v0"
+
+
+def test_dict_observations_are_flattened_in_sorted_key_order() -> None:
+    rng = np.random.default_rng(1)
+    space = gym.spaces.Dict(
+        {
+            "velocity": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "position": gym.spaces.Box(-1, 1, (3,), np.float32),
+        }
+    )
+
+    def make_obs(n: int) -> dict[str, np.ndarray]:
+        return {
+            "velocity": rng.normal(size=(n, 2)).astype(np.float32),
+            "position": rng.normal(size=(n, 3)).astype(np.float32),
+        }
+
+    episodes = _episodes(rng, SPECS[:2], make_obs)
+    _create("test/dictenv/flat-v0", episodes, space)
+    buffer = load_minari("test/dictenv/flat-v0")
+    expected = np.concatenate(
+        [
+            np.concatenate([e.observations["position"], e.observations["velocity"]], axis=1)[:-1]
+            for e in episodes
+        ]
+    )
+    np.testing.assert_array_equal(buffer.obs, expected)
+    # The same order gymnasium uses to flatten such a space, so a FlattenObservation env matches.
+    sample = {"velocity": np.array([1, 2], np.float32), "position": np.array([3, 4, 5], np.float32)}
+    np.testing.assert_array_equal(gym.spaces.flatten(space, sample), [3, 4, 5, 1, 2])
+
+
+def test_missing_dataset_id_names_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError) as caught:
+        load_minari("mujoco/halfcheetah/medium-v0")
+    assert str(tmp_path / "minari") in str(caught.value)
+    assert "download" in str(caught.value)
+
+
+def test_directory_that_is_not_a_dataset(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match="not a Minari dataset directory"):
+        load_minari(tmp_path / "empty")
