@@ -50,3 +50,34 @@ def run_main(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[
         sys.stderr.write("interrupted: nothing partial was written\n")
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(code or 0)
+
+
+def str_to_bool(value: str) -> bool:
+    """Parse yes/no style values for flags given as `--flag false` (CORL's spelling)."""
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got '{value}'")
+
+
+def add_bool_flag(parser: FlagParser, name: str, default: bool, help_text: str) -> None:
+    """`--name` / `--no-name` pair (also `--name false`), with snake_case spellings."""
+    dest = name.lstrip("-").replace("-", "_")
+    parser.add_argument(name, dest=dest, nargs="?", const=True, default=default, type=str_to_bool,
+                        help=f"{help_text} (default: {default})")
+    parser.add_argument("--no-" + name.lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
+
+
+def pick_device(flag: str) -> str:
+    """`auto` means CUDA when a GPU is visible, else CPU; an explicit `cuda` without one is an error."""
+    import torch
+
+    if flag == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if flag.startswith("cuda") and not torch.cuda.is_available():
+        raise OfflineRLError(f"--device {flag}: no CUDA device is available here (use --device cpu or auto)")
+    if not (flag == "cpu" or flag.startswith("cuda")):
+        raise OfflineRLError(f"--device {flag}: expected auto, cpu, cuda or cuda:N")
+    return flag

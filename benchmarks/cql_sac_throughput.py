@@ -1,0 +1,140 @@
+"""Gradient updates per second: offline_rl's CQL-SAC against Tianshou 2.0.1's `CQL`, in one process.
+
+    python benchmarks/cql_sac_throughput.py [--device cpu|cuda] [--updates 60] [--rounds 3]
+
+Same synthetic dataset for both (obs 17, act 6, 100k transitions), batch 256, two critics of 2×256,
+actor 2×256, N = 10 sampled actions per group, fixed α = 0.2, Lagrange off, Cal-QL off. Both are
+driven through their `update(buffer, batch_size)` entry point, as Tianshou's offline trainer does.
+Rounds alternate between the two implementations so that machine noise hits both alike; the
+figure is the median over rounds. The last line is `ratio_vs_tianshou: X.XX`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm import CQL
+from tianshou.algorithm.algorithm_base import policy_within_training_step
+from tianshou.algorithm.modelfree.sac import SACPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.data import Batch, ReplayBuffer
+from tianshou.utils.net.common import Net
+from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
+
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.data.transitions import make_replay_buffer
+
+OBS_DIM, ACT_DIM, SIZE, BATCH, N_ACTIONS = 17, 6, 100_000, 256, 10
+
+
+def synthetic_buffer(seed: int = 0) -> ReplayBuffer:
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(SIZE, OBS_DIM)).astype(np.float32)
+    terminated = rng.random(SIZE) < 0.001
+    truncated = (np.arange(SIZE) % 1000) == 999
+    return make_replay_buffer(
+        obs=obs,
+        act=rng.uniform(-1, 1, size=(SIZE, ACT_DIM)).astype(np.float32),
+        rew=rng.normal(size=SIZE).astype(np.float32),
+        terminated=terminated,
+        truncated=truncated & ~terminated,
+        obs_next=np.roll(obs, -1, axis=0),
+    )
+
+
+def spaces() -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    return (
+        gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+        gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32),
+    )
+
+
+def build_ours(device: str) -> CQLSAC:
+    obs_space, act_space = spaces()
+    config = CQLSACConfig(
+        actor_hidden_sizes=[256, 256],
+        critic_hidden_sizes=[256, 256],
+        cql_n_actions=N_ACTIONS,
+        alpha=0.2,
+        auto_alpha=False,
+        with_lagrange=False,
+        cql_weight=1.0,
+    )
+    return CQLSAC.build(obs_space, act_space, config, device=device)
+
+
+def build_tianshou(device: str) -> CQL:
+    obs_space, act_space = spaces()
+    actor = ContinuousActorProbabilistic(
+        preprocess_net=Net(state_shape=OBS_DIM, hidden_sizes=[256, 256]),
+        action_shape=ACT_DIM,
+        unbounded=True,
+        conditioned_sigma=True,
+    ).to(device)
+
+    def critic() -> ContinuousCritic:
+        net = Net(state_shape=OBS_DIM, action_shape=ACT_DIM, hidden_sizes=[256, 256], concat=True)
+        return ContinuousCritic(preprocess_net=net).to(device)
+
+    policy = SACPolicy(actor=actor, action_space=act_space, observation_space=obs_space)
+    return CQL(
+        policy=policy,
+        policy_optim=AdamOptimizerFactory(lr=1e-4),
+        critic=critic(),
+        critic_optim=AdamOptimizerFactory(lr=3e-4),
+        critic2=critic(),
+        critic2_optim=AdamOptimizerFactory(lr=3e-4),
+        alpha=0.2,
+        with_lagrange=False,
+        num_repeat_actions=N_ACTIONS,
+        calibrated=False,
+    ).to(device)
+
+
+def rate(algorithm, buffer: ReplayBuffer, updates: int, device: str) -> float:
+    with policy_within_training_step(algorithm.policy):
+        for _ in range(3):  # warm-up: allocator, lazy init
+            algorithm.update(buffer=buffer, sample_size=BATCH)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(updates):
+            algorithm.update(buffer=buffer, sample_size=BATCH)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return updates / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--updates", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    buffer = synthetic_buffer()
+    ours, theirs = build_ours(args.device), build_tianshou(args.device)
+    ours.process_buffer(buffer)
+    theirs.process_buffer(buffer)
+    ours_rates, theirs_rates = [], []
+    for _ in range(args.rounds):
+        theirs_rates.append(rate(theirs, buffer, args.updates, args.device))
+        ours_rates.append(rate(ours, buffer, args.updates, args.device))
+    ours_rate, theirs_rate = statistics.median(ours_rates), statistics.median(theirs_rates)
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
+    print(f"device: {device_name}, torch {torch.__version__}")
+    print(f"tianshou CQL:       {theirs_rate:7.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})")
+    print(f"offline_rl CQL-SAC: {ours_rate:7.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in ours_rates)})")
+    print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")
+
+
+if __name__ == "__main__":
+    _ = Batch  # Tianshou's Batch is imported so both stacks are fully loaded before timing
+    main()
