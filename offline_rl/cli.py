@@ -65,8 +65,15 @@ def str_to_bool(value: str) -> bool:
 def add_bool_flag(parser: FlagParser, name: str, default: bool, help_text: str) -> None:
     """`--name` / `--no-name` pair (also `--name false`), with snake_case spellings."""
     dest = name.lstrip("-").replace("-", "_")
-    parser.add_argument(name, dest=dest, nargs="?", const=True, default=default, type=str_to_bool,
-                        help=f"{help_text} (default: {default})")
+    parser.add_argument(
+        name,
+        dest=dest,
+        nargs="?",
+        const=True,
+        default=default,
+        type=str_to_bool,
+        help=f"{help_text} (default: {default})",
+    )
     parser.add_argument("--no-" + name.lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
 
 

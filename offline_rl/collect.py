@@ -17,9 +17,7 @@ def build_parser() -> FlagParser:
     parser.add_argument("--task", required=True, help="gymnasium id, e.g. HalfCheetah-v4")
     parser.add_argument("--output", required=True, type=Path, help="HDF5 file to write")
     parser.add_argument("--size", type=int, default=1_000_000, help="number of transitions")
-    parser.add_argument(
-        "--policy", default=RANDOM_POLICY, help="'random' or a policy file (offline_rl.policy_file)"
-    )
+    parser.add_argument("--policy", default=RANDOM_POLICY, help="'random' or a policy file (offline_rl.policy_file)")
     parser.add_argument(
         "--noise-std", type=float, default=0.0, help="Gaussian action noise, fraction of the half-range"
     )
@@ -56,8 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = dataset_stats(buffer)
     print(stats.summary())
     print(
-        f"wrote {path}: {stats.transitions} transitions, {stats.episodes} episodes, "
-        f"mean return {stats.return_mean:.2f}"
+        f"wrote {path}: {stats.transitions} transitions, {stats.episodes} episodes, mean return {stats.return_mean:.2f}"
     )
     return 0
 

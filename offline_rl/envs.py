@@ -49,8 +49,7 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
             expected_act = tuple(space.shape)
             if tuple(act.shape[1:]) != expected_act:
                 raise OfflineRLError(
-                    f"{source}: actions have shape {tuple(act.shape[1:])}, but --task {task} "
-                    f"expects {expected_act}"
+                    f"{source}: actions have shape {tuple(act.shape[1:])}, but --task {task} expects {expected_act}"
                 )
         elif isinstance(space, gym.spaces.Discrete):
             top = int(np.max(buffer.act[: len(buffer)]))

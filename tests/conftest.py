@@ -46,9 +46,7 @@ def d4rl_writer() -> Callable[..., Path]:
     return write_d4rl_file
 
 
-def episodes_to_arrays(
-    lengths: list[int], ends: list[str], obs_dim: int = 3, act_dim: int = 2, seed: int = 0
-):
+def episodes_to_arrays(lengths: list[int], ends: list[str], obs_dim: int = 3, act_dim: int = 2, seed: int = 0):
     """Flat D4RL columns for episodes of given lengths and end kinds ('terminal', 'timeout', 'none').
 
     Observation i is `[i, i, ...] + 0.5` (unique per step), and `next_observations` holds each

@@ -31,9 +31,7 @@ def _read(path: Path) -> dict[str, np.ndarray]:
 
 def test_hopper_random_dataset_has_exact_episode_ends(tmp_path: Path) -> None:
     path = collect_dataset(
-        CollectConfig(
-            task="Hopper-v4", output=tmp_path / "hopper.hdf5", size=600, num_envs=3, seed=1, progress=False
-        )
+        CollectConfig(task="Hopper-v4", output=tmp_path / "hopper.hdf5", size=600, num_envs=3, seed=1, progress=False)
     )
     with h5py.File(path, "r") as file:
         assert set(file.keys()) == D4RL_KEYS
@@ -132,9 +130,7 @@ def test_saved_policy_with_and_without_gaussian_noise(tmp_path: Path) -> None:
     assert abs(noisy["actions"].std() - 0.2) < 0.02
 
 
-def test_interrupted_write_leaves_nothing_at_the_final_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_interrupted_write_leaves_nothing_at_the_final_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = h5py.Group.create_dataset
     calls = {"n": 0}
 
@@ -146,9 +142,7 @@ def test_interrupted_write_leaves_nothing_at_the_final_path(
 
     monkeypatch.setattr(h5py.Group, "create_dataset", interrupt_midway)
     with pytest.raises(KeyboardInterrupt):
-        collect_dataset(
-            CollectConfig(task="Pendulum-v1", output=tmp_path / "out.hdf5", size=50, progress=False)
-        )
+        collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "out.hdf5", size=50, progress=False))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -162,9 +156,7 @@ def test_existing_output_is_not_overwritten_without_flag(tmp_path: Path) -> None
     assert target.read_bytes() == b"precious"
 
 
-def test_default_dataset_is_generated_once_then_reused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_default_dataset_is_generated_once_then_reused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = ensure_random_dataset("Pendulum-v1", 250)
     assert path == default_dataset_path("Pendulum-v1", 250)
     assert path.is_relative_to(tmp_path / "cache")
@@ -217,9 +209,7 @@ def test_collect_cli_then_both_converters_print_statistics(tmp_path: Path) -> No
         "--format",
         "minari",
     )
-    from_d4rl = run(
-        "converters/d4rl.py", str(d4rl_file), "--output", str(tmp_path / "a.hdf5"), "--task", "Hopper-v4"
-    )
+    from_d4rl = run("converters/d4rl.py", str(d4rl_file), "--output", str(tmp_path / "a.hdf5"), "--task", "Hopper-v4")
     from_minari = run("converters/minari.py", str(minari_dir), "--output", str(tmp_path / "b.hdf5"))
     for output in (from_d4rl, from_minari):
         assert "transitions: 500" in output and "terminated" in output and "returns: mean" in output

@@ -63,9 +63,7 @@ def test_no_episode_is_bridged_to_the_next(tmp_path: Path, with_next: bool) -> N
     if not with_next:
         del arrays["next_observations"]
     buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **arrays))
-    first_obs_of_episode = {
-        float(arrays["observations"][start, 0]) for start in np.cumsum([0, *lengths[:-1]])
-    }
+    first_obs_of_episode = {float(arrays["observations"][start, 0]) for start in np.cumsum([0, *lengths[:-1]])}
     for index in np.flatnonzero(buffer.done):
         assert float(buffer.obs_next[index, 0]) not in first_obs_of_episode - {float(buffer.obs[index, 0])}
         if index + 1 < len(buffer):
@@ -78,9 +76,7 @@ def test_no_episode_is_bridged_to_the_next(tmp_path: Path, with_next: bool) -> N
 
 def test_float64_arrays_become_float32(tmp_path: Path) -> None:
     arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"])
-    as64 = {
-        key: value.astype(np.float64) if value.dtype == np.float32 else value for key, value in arrays.items()
-    }
+    as64 = {key: value.astype(np.float64) if value.dtype == np.float32 else value for key, value in arrays.items()}
     as64["observations"] = as64["observations"] + 1e-9  # not representable in float32
     buffer = load_d4rl(write_d4rl_file(tmp_path / "d.hdf5", **as64))
     for key in ("obs", "act", "rew", "obs_next"):
@@ -118,9 +114,7 @@ def test_file_named_like_d4rl_gets_its_name_and_scores(tmp_path: Path) -> None:
 
 def test_urls_follow_d4rl_file_names() -> None:
     assert d4rl_module.d4rl_url("halfcheetah-medium-v2").endswith("/gym_mujoco_v2/halfcheetah_medium-v2.hdf5")
-    assert d4rl_module.d4rl_url("hopper-medium-replay-v2").endswith(
-        "/gym_mujoco_v2/hopper_medium_replay-v2.hdf5"
-    )
+    assert d4rl_module.d4rl_url("hopper-medium-replay-v2").endswith("/gym_mujoco_v2/hopper_medium_replay-v2.hdf5")
     assert d4rl_module.d4rl_url("antmaze-large-play-v2").endswith(
         "/ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5"
     )
@@ -131,9 +125,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_missing_named_dataset_is_downloaded_atomically(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_named_dataset_is_downloaded_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     served = tmp_path / "served"
     arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"])
     write_d4rl_file(served / "gym_mujoco_v2" / "hopper_medium-v2.hdf5", **arrays)

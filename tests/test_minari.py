@@ -65,9 +65,7 @@ def test_round_trip_keeps_terminations_truncations_and_true_next_obs(tmp_path: P
         np.testing.assert_array_equal(buffer.obs, np.concatenate([e.observations[:-1] for e in episodes]))
         np.testing.assert_array_equal(buffer.obs_next, np.concatenate([e.observations[1:] for e in episodes]))
         np.testing.assert_array_equal(buffer.act, np.concatenate([e.actions for e in episodes]))
-        np.testing.assert_allclose(
-            buffer.rew, np.concatenate([e.rewards for e in episodes]).astype(np.float32)
-        )
+        np.testing.assert_allclose(buffer.rew, np.concatenate([e.rewards for e in episodes]).astype(np.float32))
         np.testing.assert_array_equal(buffer.terminated, np.concatenate([e.terminations for e in episodes]))
         np.testing.assert_array_equal(buffer.truncated, np.concatenate([e.truncations for e in episodes]))
     info = dataset_info(by_id)
@@ -94,10 +92,7 @@ def test_dict_observations_are_flattened_in_sorted_key_order() -> None:
     _create("test/dictenv/flat-v0", episodes, space)
     buffer = load_minari("test/dictenv/flat-v0")
     expected = np.concatenate(
-        [
-            np.concatenate([e.observations["position"], e.observations["velocity"]], axis=1)[:-1]
-            for e in episodes
-        ]
+        [np.concatenate([e.observations["position"], e.observations["velocity"]], axis=1)[:-1] for e in episodes]
     )
     np.testing.assert_array_equal(buffer.obs, expected)
     # The same order gymnasium uses to flatten such a space, so a FlattenObservation env matches.

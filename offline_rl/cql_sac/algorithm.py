@@ -324,9 +324,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
 
     def soft_update_targets(self) -> None:
         """Polyak averaging: θ̄ ← θ̄ + τ(θ − θ̄)."""
-        torch._foreach_lerp_(
-            list(self.critic_target.parameters()), list(self.critic.parameters()), self.config.tau
-        )
+        torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.config.tau)
 
     def compute_losses(
         self,

@@ -63,30 +63,53 @@ def build_parser() -> FlagParser:
         description="Train CQL-SAC offline on a D4RL/Minari/Tianshou dataset and evaluate it in gymnasium.",
     )
     parser.add_argument("--task", default=defaults.task, help="gymnasium id with a Box action space")
-    parser.add_argument("--dataset", default=None,
-                        help="D4RL name or HDF5 file, Minari id or directory, or Tianshou buffer; "
-                             "default: a random-policy dataset generated for --task and cached")
-    parser.add_argument("--dataset-size", type=int, default=defaults.dataset_size,
-                        help="transitions in the generated default dataset")
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        help="D4RL name or HDF5 file, Minari id or directory, or Tianshou buffer; "
+        "default: a random-policy dataset generated for --task and cached",
+    )
+    parser.add_argument(
+        "--dataset-size", type=int, default=defaults.dataset_size, help="transitions in the generated default dataset"
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--epoch", type=int, default=defaults.epoch)
     parser.add_argument("--step-per-epoch", type=int, default=defaults.step_per_epoch, help="updates per epoch")
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--hidden-sizes", type=int, nargs="*", default=algo.actor_hidden_sizes,
-                        help="actor hidden layers (critics are as wide as the widest)")
-    parser.add_argument("--critic-layers", type=int, default=len(algo.critic_hidden_sizes),
-                        help="number of hidden layers of each critic")
+    parser.add_argument(
+        "--hidden-sizes",
+        type=int,
+        nargs="*",
+        default=algo.actor_hidden_sizes,
+        help="actor hidden layers (critics are as wide as the widest)",
+    )
+    parser.add_argument(
+        "--critic-layers",
+        type=int,
+        default=len(algo.critic_hidden_sizes),
+        help="number of hidden layers of each critic",
+    )
     parser.add_argument("--num-critics", type=int, default=algo.num_critics)
     parser.add_argument("--actor-lr", type=float, default=algo.actor_lr)
     parser.add_argument("--critic-lr", type=float, default=algo.critic_lr)
     parser.add_argument("--alpha", type=float, default=algo.alpha, help="entropy temperature (initial if tuned)")
     add_bool_flag(parser, "--auto-alpha", algo.auto_alpha, "tune α towards the target entropy -|A|")
     parser.add_argument("--alpha-lr", type=float, default=algo.alpha_lr)
-    parser.add_argument("--cql-weight", "--min-q-weight", dest="cql_weight", type=float, default=algo.cql_weight,
-                        help="weight of the conservative term")
+    parser.add_argument(
+        "--cql-weight",
+        "--min-q-weight",
+        dest="cql_weight",
+        type=float,
+        default=algo.cql_weight,
+        help="weight of the conservative term",
+    )
     parser.add_argument("--cql-n-actions", type=int, default=algo.cql_n_actions, help="N, samples per action group")
-    parser.add_argument("--temperature", type=float, default=algo.temperature,
-                        help="T of T·logsumexp(Q/T) (TF-Agents' softmax_temperature is 1/T)")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=algo.temperature,
+        help="T of T·logsumexp(Q/T) (TF-Agents' softmax_temperature is 1/T)",
+    )
     add_bool_flag(parser, "--importance-sample", algo.importance_sample, "density-corrected CQL(H); off: CQL(ρ)")
     add_bool_flag(parser, "--with-lagrange", algo.with_lagrange, "tune α′ so the gap meets --target-action-gap")
     parser.add_argument("--target-action-gap", type=float, default=algo.target_action_gap)
@@ -106,8 +129,12 @@ def build_parser() -> FlagParser:
     parser.add_argument("--gamma", type=float, default=algo.gamma)
     parser.add_argument("--test-num", type=int, default=defaults.test_num, help="evaluation episodes")
     parser.add_argument("--logdir", default=defaults.logdir)
-    parser.add_argument("--log-interval", type=int, default=defaults.log_interval,
-                        help="log training statistics every this many updates")
+    parser.add_argument(
+        "--log-interval",
+        type=int,
+        default=defaults.log_interval,
+        help="log training statistics every this many updates",
+    )
     parser.add_argument("--device", default=defaults.device, help="auto (CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--threads", type=int, default=defaults.threads, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--resume-path", default=None, help="checkpoint.pth or policy.pth to continue from")
@@ -118,9 +145,16 @@ def build_parser() -> FlagParser:
 
 def config_from_args(argv: Sequence[str] | None) -> ExperimentConfig:
     args = build_parser().parse_args(argv)
-    positive = {"--epoch": args.epoch, "--step-per-epoch": args.step_per_epoch, "--batch-size": args.batch_size,
-                "--test-num": args.test_num, "--dataset-size": args.dataset_size, "--critic-layers": args.critic_layers,
-                "--log-interval": args.log_interval, "--num-critics": args.num_critics}
+    positive = {
+        "--epoch": args.epoch,
+        "--step-per-epoch": args.step_per_epoch,
+        "--batch-size": args.batch_size,
+        "--test-num": args.test_num,
+        "--dataset-size": args.dataset_size,
+        "--critic-layers": args.critic_layers,
+        "--log-interval": args.log_interval,
+        "--num-critics": args.num_critics,
+    }
     for flag, value in positive.items():
         if value <= 0:
             raise OfflineRLError(f"{flag} {value}: expected a positive integer")
@@ -161,10 +195,22 @@ def config_from_args(argv: Sequence[str] | None) -> ExperimentConfig:
     if args.watch and not args.resume_path:
         raise OfflineRLError("--watch needs --resume-path (a policy.pth or checkpoint.pth)")
     return ExperimentConfig(
-        task=args.task, dataset=args.dataset, dataset_size=args.dataset_size, seed=args.seed, epoch=args.epoch,
-        step_per_epoch=args.step_per_epoch, batch_size=args.batch_size, test_num=args.test_num, logdir=args.logdir,
-        log_interval=args.log_interval, device=args.device, threads=args.threads, resume_path=args.resume_path,
-        watch=args.watch, render=args.render, algorithm=algorithm,
+        task=args.task,
+        dataset=args.dataset,
+        dataset_size=args.dataset_size,
+        seed=args.seed,
+        epoch=args.epoch,
+        step_per_epoch=args.step_per_epoch,
+        batch_size=args.batch_size,
+        test_num=args.test_num,
+        logdir=args.logdir,
+        log_interval=args.log_interval,
+        device=args.device,
+        threads=args.threads,
+        resume_path=args.resume_path,
+        watch=args.watch,
+        render=args.render,
+        algorithm=algorithm,
     )
 
 
@@ -203,8 +249,9 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
     seed_everything(config.seed)
     env = make_env(config.task)
     if not isinstance(env.action_space, gym.spaces.Box):
-        raise OfflineRLError(f"--task {config.task}: CQL-SAC needs a continuous (Box) action space, "
-                             f"got {env.action_space}")
+        raise OfflineRLError(
+            f"--task {config.task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}"
+        )
     checkpoint = load_checkpoint(config.resume_path, device) if config.resume_path else None
     algorithm_config = config.algorithm
     if checkpoint is not None and isinstance(checkpoint.get("config", {}).get("algorithm"), dict):
@@ -216,8 +263,9 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         try:
             algorithm.load_state_dict(checkpoint["algorithm"])
         except (RuntimeError, KeyError, ValueError) as error:
-            raise OfflineRLError(f"--resume-path {config.resume_path}: does not match these flags "
-                                 f"({str(error).splitlines()[0]})") from None
+            raise OfflineRLError(
+                f"--resume-path {config.resume_path}: does not match these flags ({str(error).splitlines()[0]})"
+            ) from None
     info: dict[str, Any] = dict(checkpoint.get("dataset_info", {})) if checkpoint else {}
     buffer = None
     if not config.watch:
@@ -226,9 +274,11 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         check_dataset_fits_env(buffer, config.task, source=source)
         info = dataset_info(buffer)
         stats = dataset_stats(buffer)
-        print(f"dataset {info.get('name', source)}: {stats.transitions} transitions, {stats.episodes} episodes, "
-              f"return {stats.return_mean:.1f} (min {stats.return_min:.1f}, max {stats.return_max:.1f}), "
-              f"{stats.terminated} terminated / {stats.truncated} truncated")
+        print(
+            f"dataset {info.get('name', source)}: {stats.transitions} transitions, {stats.episodes} episodes, "
+            f"return {stats.return_mean:.1f} (min {stats.return_min:.1f}, max {stats.return_max:.1f}), "
+            f"{stats.terminated} terminated / {stats.truncated} truncated"
+        )
     ref_min, ref_max = _scores_for(config.task, info)
     test_envs = _make_test_envs(config.task, config.test_num, config.seed, render=config.render > 0)
     test_collector = Collector(algorithm.policy, test_envs)
@@ -240,8 +290,10 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         result = test_collector.collect(n_episode=config.test_num, render=config.render or None)
         record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
         summary = {"mode": "watch", "task": config.task, "checkpoint": config.resume_path, **record}
-        print(f"watch {config.task} from {config.resume_path}: {reporter.format(record)} "
-              f"over {int(record['episodes'])} episodes")
+        print(
+            f"watch {config.task} from {config.resume_path}: {reporter.format(record)} "
+            f"over {int(record['episodes'])} episodes"
+        )
         return summary
 
     if checkpoint is not None:
@@ -261,8 +313,9 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         export_policy(algo, log_path / "behaviour_policy.pt")
 
     def save_last(epoch: int, env_step: int, gradient_step: int) -> str:
-        path = save_checkpoint(log_path / "checkpoint.pth", algorithm, epoch=epoch, gradient_step=gradient_step,
-                               env_step=env_step, **saved)
+        path = save_checkpoint(
+            log_path / "checkpoint.pth", algorithm, epoch=epoch, gradient_step=gradient_step, env_step=env_step, **saved
+        )
         return str(path)
 
     assert buffer is not None
@@ -302,9 +355,11 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
     writer.close()
     best_text = EvaluationReporter.format(best) if best else "n/a"
     last_text = EvaluationReporter.format(last) if last else "n/a"
-    print(f"done: {config.task} on {info.get('name')}: {updates} updates in {elapsed:.0f} s "
-          f"({summary['updates_per_second']:.1f}/s, {device}); best {best_text}; last {last_text}; "
-          f"checkpoints in {log_path}")
+    print(
+        f"done: {config.task} on {info.get('name')}: {updates} updates in {elapsed:.0f} s "
+        f"({summary['updates_per_second']:.1f}/s, {device}); best {best_text}; last {last_text}; "
+        f"checkpoints in {log_path}"
+    )
     return summary
 
 

@@ -10,7 +10,7 @@ import torch
 from offline_rl.policy_file import PolicyNetwork, save_policy
 
 
-def export_policy(algorithm, path: str | os.PathLike[str]) -> Path:  # noqa: ANN001 (CQLSAC, avoids a cycle)
+def export_policy(algorithm, path: str | os.PathLike[str]) -> Path:
     """Write the actor's deterministic action (tanh of the Gaussian mean) as a policy file."""
     actor = algorithm.actor
     linears = [m for m in actor.net if isinstance(m, torch.nn.Linear)]

@@ -8,6 +8,7 @@ state and broadcast over the K actions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -150,7 +151,7 @@ class EnsembleCritic(nn.Module):
         sizes = [obs_dim + act_dim, *hidden_sizes, 1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for layer, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        for layer, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
             weight = torch.empty(num_critics, fan_in, fan_out)
             bias = torch.zeros(num_critics, 1, fan_out)
             is_output = layer == len(sizes) - 2

@@ -25,9 +25,7 @@ def is_tianshou_buffer_file(file: h5py.File) -> bool:
     return isinstance(file.get("_meta"), h5py.Group) and "maxsize" in file.attrs
 
 
-def save_buffer(
-    buffer: ReplayBuffer, path: str | os.PathLike[str], *, compression: str | None = None
-) -> Path:
+def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compression: str | None = None) -> Path:
     """Write `buffer` to `path` in Tianshou's HDF5 format; the file appears only when complete."""
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:

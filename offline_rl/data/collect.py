@@ -135,9 +135,7 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
     """Return `act(obs_batch) -> action_batch` for the configured behaviour policy."""
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
-        raise OfflineRLError(
-            f"--task {config.task}: action space {space} is unbounded; expected a bounded Box"
-        )
+        raise OfflineRLError(f"--task {config.task}: action space {space} is unbounded; expected a bounded Box")
     half_range = (high - low) / 2.0
     if config.policy == RANDOM_POLICY:
 
@@ -202,9 +200,7 @@ def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _Dataset
     writer = _DatasetWriter(config.size, obs_shape, act_shape)
     running = [_EpisodeBuffer(obs_shape, act_shape) for _ in range(config.num_envs)]
     obs, _ = envs.reset(seed=config.seed)
-    with tqdm(
-        total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress
-    ) as bar:
+    with tqdm(total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress) as bar:
         steps = 0
         while steps < config.size:
             actions = act(obs)
@@ -240,9 +236,7 @@ def _write_file(output: Path, writer: _DatasetWriter, config: CollectConfig) -> 
             file.create_dataset(key, data=column[:size], compression=config.compression)
         meta = file.create_group("metadata")
         meta["task"] = config.task
-        meta["policy"] = (
-            RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).resolve())
-        )
+        meta["policy"] = RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).resolve())
         meta["noise_std"] = float(config.noise_std)
         meta["seed"] = int(config.seed)
         meta["num_envs"] = int(config.num_envs)
@@ -272,9 +266,7 @@ def write_minari_directory(
     starts = np.concatenate([[0], ends[:-1] + 1])
     episodes = []
     for index, (start, end) in enumerate(zip(starts, ends + 1, strict=True)):
-        observations = np.concatenate(
-            [columns["observations"][start:end], columns["next_observations"][end - 1 : end]]
-        )
+        observations = np.concatenate([columns["observations"][start:end], columns["next_observations"][end - 1 : end]])
         episodes.append(
             EpisodeBuffer(
                 id=index,
@@ -346,9 +338,6 @@ def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int 
     if path.exists():
         print(f"no dataset given: using the cached random-policy dataset {path}")
         return path
-    print(
-        f"no dataset given: generating a {size}-step random-policy dataset for {task} "
-        f"at {path} (reused next time)"
-    )
+    print(f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)")
     collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
     return path

@@ -51,7 +51,7 @@ _ANTMAZE_FILES = {
     "antmaze-medium-play-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
     "antmaze-medium-diverse-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
     "antmaze-large-play-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
-    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",  # noqa: E501
+    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
 }
 _COMPACT_CHUNK = 1 << 16
 
@@ -130,9 +130,7 @@ def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True
     local = d4rl_path(name)
     if not local.exists():
         if not download:
-            raise DownloadError(
-                f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}"
-            )
+            raise DownloadError(f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}")
         download_file(d4rl_url(name), local)
     return local, name
 
@@ -196,9 +194,7 @@ def _read_arrays(file: h5py.File, path: Path) -> tuple[dict[str, np.ndarray], di
     for key, dataset in datasets.items():
         found = dataset.shape[0] if dataset.ndim else 0
         if found != size:
-            raise DatasetError(
-                f"{path}: key '{key}' has {found} rows; expected {size} (the length of 'observations')"
-            )
+            raise DatasetError(f"{path}: key '{key}' has {found} rows; expected {size} (the length of 'observations')")
     _check_shapes(datasets, path)
     arrays = {key: _read_numeric(dataset, path, key) for key, dataset in datasets.items()}
     metadata = _read_metadata(file)
@@ -215,9 +211,7 @@ def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path) -> None:
             f"expected {obs_shape} (the shape of 'observations')"
         )
     if datasets["actions"].ndim not in (1, 2):
-        raise DatasetError(
-            f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)"
-        )
+        raise DatasetError(f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)")
     for key in ("rewards", "terminals", "timeouts"):
         if key in datasets:
             shape = datasets[key].shape

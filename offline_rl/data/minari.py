@@ -76,17 +76,14 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
     terminated = np.zeros(total, dtype=bool)
     truncated = np.zeros(total, dtype=bool)
     cursor = 0
-    for episode in tqdm(
-        dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False
-    ):
+    for episode in tqdm(dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False):
         steps = len(episode.rewards)
         if steps == 0:
             continue
         flat = _flatten(episode.observations, obs_space).astype(obs_dtype, copy=False)
         if len(flat) != steps + 1:
             raise DatasetError(
-                f"{label}: episode {episode.id} has {len(flat)} observations for {steps} steps; "
-                "expected steps + 1"
+                f"{label}: episode {episode.id} has {len(flat)} observations for {steps} steps; expected steps + 1"
             )
         end = cursor + steps
         obs[cursor:end] = flat[:-1]
@@ -163,13 +160,9 @@ def _action_layout(space: gym.Space, label: str) -> tuple[np.dtype, tuple[int, .
 def _flatten(observations: Any, space: gym.Space) -> np.ndarray:
     """(T + 1, flat_dim) view of an episode's observations, in the documented order."""
     if isinstance(space, gym.spaces.Dict):
-        return np.concatenate(
-            [_flatten_leaf(observations[key], space[key]) for key in sorted(space.keys())], axis=1
-        )
+        return np.concatenate([_flatten_leaf(observations[key], space[key]) for key in sorted(space.keys())], axis=1)
     if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate(
-            [_flatten_leaf(observations[i], sub) for i, sub in enumerate(space.spaces)], axis=1
-        )
+        return np.concatenate([_flatten_leaf(observations[i], sub) for i, sub in enumerate(space.spaces)], axis=1)
     return np.asarray(observations)
 
 

@@ -59,9 +59,7 @@ def dataset_stats(buffer: ReplayBuffer) -> DatasetStats:
     starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1])
     returns = np.add.reduceat(rew, starts)
     lengths = np.diff(np.append(starts, size))
-    obs_mean, obs_std = _obs_moments(
-        np.asarray(buffer.obs[:size]) if buffer.obs.ndim > 1 else buffer.obs[:size]
-    )
+    obs_mean, obs_std = _obs_moments(np.asarray(buffer.obs[:size]) if buffer.obs.ndim > 1 else buffer.obs[:size])
     return DatasetStats(
         transitions=size,
         episodes=len(starts),

@@ -85,8 +85,7 @@ def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
         bad = int(np.argwhere(~finite.reshape(len(array), -1).all(axis=1))[0, 0])
         count = int((~finite).sum())
         raise DatasetError(
-            f"{source}: key '{key}' has {count} NaN/inf value(s) (first at index {bad}); "
-            "expected finite numbers"
+            f"{source}: key '{key}' has {count} NaN/inf value(s) (first at index {bad}); expected finite numbers"
         )
 
 
@@ -98,7 +97,5 @@ def require_flag_array(array: np.ndarray, *, source: str, key: str) -> np.ndarra
         raise DatasetError(f"{source}: key '{key}' has dtype {array.dtype}; expected bool or 0/1 numbers")
     flags = array != 0
     if not np.isin(array, (0, 1)).all():
-        raise DatasetError(
-            f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags"
-        )
+        raise DatasetError(f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags")
     return flags

@@ -1,0 +1,128 @@
+"""`examples/d4rl_cql.py` end to end on a cheap task: train, checkpoints, resume, watch, bad flags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, script_env
+from offline_rl.cql_sac.experiment import config_from_args
+from offline_rl.data import load_d4rl
+from offline_rl.data.collect import CollectConfig, collect_dataset
+from offline_rl.errors import OfflineRLError
+
+TINY = [
+    "--task",
+    "Pendulum-v1",
+    "--dataset-size",
+    "1500",
+    "--step-per-epoch",
+    "15",
+    "--test-num",
+    "1",
+    "--hidden-sizes",
+    "16",
+    "--critic-layers",
+    "1",
+    "--cql-n-actions",
+    "3",
+    "--batch-size",
+    "32",
+]
+
+
+def run_example(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples" / "d4rl_cql.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=script_env(),
+        timeout=300,
+    )
+
+
+def test_train_resume_watch_and_export(tmp_path: Path) -> None:
+    first = run_example(*TINY, "--epoch", "1", "--logdir", str(tmp_path / "log"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "generating a 1500-step random-policy dataset for Pendulum-v1" in first.stdout
+    summary = [line for line in first.stdout.splitlines() if line.startswith("done:")]
+    assert len(summary) == 1 and "15 updates" in summary[0] and "best return" in summary[0]
+    (run_dir,) = (tmp_path / "log" / "Pendulum-v1" / "cql" / "0").iterdir()
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"policy.pth", "checkpoint.pth", "behaviour_policy.pt"} <= names
+    assert any(name.startswith("events.out.tfevents") for name in names)
+    assert not any(name.endswith(".part") for name in names)
+
+    second = run_example(*TINY, "--epoch", "2", "--resume-path", str(run_dir / "checkpoint.pth"), cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "using the cached random-policy dataset" in second.stdout
+    assert "Epoch #2" in second.stdout + second.stderr and "Epoch #1:" not in second.stdout
+    assert "15 updates" in next(line for line in second.stdout.splitlines() if line.startswith("done:"))
+
+    watched = run_example(
+        "--task",
+        "Pendulum-v1",
+        "--test-num",
+        "2",
+        "--watch",
+        "--resume-path",
+        str(run_dir / "policy.pth"),
+        cwd=tmp_path,
+    )
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    assert "over 2 episodes" in watched.stdout
+
+    # The exported actor drives the collector, for medium/expert-style datasets.
+    data = collect_dataset(
+        CollectConfig(
+            task="Pendulum-v1",
+            output=tmp_path / "from_policy.hdf5",
+            size=50,
+            policy=str(run_dir / "behaviour_policy.pt"),
+            progress=False,
+        )
+    )
+    assert np.all(np.abs(load_d4rl(data).act) <= 2.0)
+
+
+def test_bad_flags_and_mismatched_datasets_exit_2(tmp_path: Path) -> None:
+    result = run_example("--task", "Pendulum-v1", "--cql-weight", "lots", cwd=tmp_path)
+    assert result.returncode == 2 and "--cql-weight" in result.stderr and "Traceback" not in result.stderr
+    cheetah = collect_dataset(CollectConfig(task="HalfCheetah-v4", output=tmp_path / "c.hdf5", size=20, progress=False))
+    result = run_example("--task", "Hopper-v4", "--dataset", str(cheetah), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "observations have shape (17,), but --task Hopper-v4 observes (11,)" in result.stderr
+
+
+def test_flag_spellings_and_validation() -> None:
+    config = config_from_args(
+        [
+            "--min_q_weight",
+            "5",
+            "--no-auto-alpha",
+            "--hidden_sizes",
+            "64",
+            "32",
+            "--critic-layers",
+            "2",
+            "--with-lagrange",
+            "--max-target-backup",
+            "false",
+        ]
+    )
+    assert config.algorithm.cql_weight == 5.0
+    assert config.algorithm.auto_alpha is False
+    assert config.algorithm.actor_hidden_sizes == [64, 32]
+    assert config.algorithm.critic_hidden_sizes == [64, 64]
+    assert config.algorithm.with_lagrange is True and config.algorithm.max_target_backup is False
+    with pytest.raises(OfflineRLError, match="--epoch"):
+        config_from_args(["--epoch", "0"])
+    with pytest.raises(OfflineRLError, match="--temperature"):
+        config_from_args(["--temperature", "0"])
+    with pytest.raises(OfflineRLError, match="--watch needs --resume-path"):
+        config_from_args(["--watch"])
