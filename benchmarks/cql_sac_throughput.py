@@ -28,6 +28,7 @@ from tianshou.utils.net.continuous import ContinuousActorProbabilistic, Continuo
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
+from offline_rl.perf import tune_cpu_allocator
 
 OBS_DIM, ACT_DIM, SIZE, BATCH, N_ACTIONS = 17, 6, 100_000, 256, 10
 
@@ -116,8 +117,21 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--matmul-precision",
+        default="highest",
+        choices=["highest", "high", "medium"],
+        help="torch.set_float32_matmul_precision, applied to both implementations alike",
+    )
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="skip offline_rl.perf.tune_cpu_allocator (applied to the whole process, so to both)",
+    )
     args = parser.parse_args()
+    allocator = "glibc defaults" if args.default_allocator else f"tuned={tune_cpu_allocator()}"
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
     torch.manual_seed(0)
     buffer = synthetic_buffer()
     ours, theirs = build_ours(args.device), build_tianshou(args.device)
@@ -129,7 +143,10 @@ def main() -> None:
         ours_rates.append(rate(ours, buffer, args.updates, args.device))
     ours_rate, theirs_rate = statistics.median(ours_rates), statistics.median(theirs_rates)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"device: {device_name}, torch {torch.__version__}")
+    print(
+        f"device: {device_name}, torch {torch.__version__}, float32 matmul precision {args.matmul_precision}, "
+        f"allocator {allocator}"
+    )
     print(f"tianshou CQL:       {theirs_rate:7.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})")
     print(f"offline_rl CQL-SAC: {ours_rate:7.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in ours_rates)})")
     print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")

@@ -31,6 +31,7 @@ from offline_rl.data.collect import ensure_random_dataset
 from offline_rl.envs import check_dataset_fits_env, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
+from offline_rl.perf import tune_cpu_allocator
 from offline_rl.scores import reference_scores
 
 
@@ -50,6 +51,7 @@ class ExperimentConfig:
     log_interval: int = 1
     device: str = "auto"
     threads: int = 0
+    matmul_precision: str = "highest"
     resume_path: str | None = None
     watch: bool = False
     render: float = 0.0
@@ -137,6 +139,13 @@ def build_parser() -> FlagParser:
     )
     parser.add_argument("--device", default=defaults.device, help="auto (CUDA when present), cpu, cuda, cuda:N")
     parser.add_argument("--threads", type=int, default=defaults.threads, help="torch CPU threads (0: torch's default)")
+    parser.add_argument(
+        "--matmul-precision",
+        default=defaults.matmul_precision,
+        choices=["highest", "high", "medium"],
+        help="torch.set_float32_matmul_precision; 'medium' lets CPUs with bf16 units (and GPUs) use "
+        "faster internal arithmetic for float32 matrix products",
+    )
     parser.add_argument("--resume-path", default=None, help="checkpoint.pth or policy.pth to continue from")
     parser.add_argument("--watch", action="store_true", help="only evaluate --resume-path")
     parser.add_argument("--render", type=float, default=defaults.render, help="seconds between rendered frames")
@@ -207,6 +216,7 @@ def config_from_args(argv: Sequence[str] | None) -> ExperimentConfig:
         log_interval=args.log_interval,
         device=args.device,
         threads=args.threads,
+        matmul_precision=args.matmul_precision,
         resume_path=args.resume_path,
         watch=args.watch,
         render=args.render,
@@ -246,6 +256,9 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
     device = pick_device(config.device)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
+    torch.set_float32_matmul_precision(config.matmul_precision)
+    if device == "cpu":
+        tune_cpu_allocator()
     seed_everything(config.seed)
     env = make_env(config.task)
     if not isinstance(env.action_space, gym.spaces.Box):

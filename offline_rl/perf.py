@@ -1,0 +1,38 @@
+"""Process-wide CPU settings that make training faster without changing its results.
+
+`tune_cpu_allocator` keeps freed memory inside glibc's heap instead of returning it to the kernel.
+A CQL-SAC update allocates and frees a dozen activation tensors of ~8 MB; by default each is a
+fresh `mmap`, so every update pays page faults and kernel zeroing for ~100 MB. Keeping the heap
+removes that cost (results are bit-identical). It is a no-op where glibc is not the allocator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+_M_TRIM_THRESHOLD = -1
+_M_TOP_PAD = -2
+_M_MMAP_THRESHOLD = -3
+
+
+@functools.cache
+def tune_cpu_allocator() -> bool:
+    """Raise glibc's mmap/trim thresholds for this process; True if glibc accepted them."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    accepted = [
+        mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024),  # glibc's maximum on 64-bit
+        mallopt(_M_TRIM_THRESHOLD, 1 << 30),
+        mallopt(_M_TOP_PAD, 64 * 1024 * 1024),
+    ]
+    return all(accepted)
