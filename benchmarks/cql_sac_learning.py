@@ -17,14 +17,13 @@ import time
 
 import numpy as np
 import torch
+from baselines import tianshou_cql
 from tianshou.algorithm import CQL
-from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
+from tianshou.algorithm.modelfree.sac import AutoAlpha
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OfflineTrainerParams
-from tianshou.utils.net.common import Net
-from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data import dataset_stats, load_d4rl
@@ -35,35 +34,10 @@ from offline_rl.perf import tune_cpu_allocator
 from offline_rl.scores import normalized_score, reference_scores
 
 
-def tianshou_cql(env, device: str) -> CQL:
-    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    actor = ContinuousActorProbabilistic(
-        preprocess_net=Net(state_shape=obs_dim, hidden_sizes=[256, 256]),
-        action_shape=act_dim,
-        unbounded=True,
-        conditioned_sigma=True,
-    ).to(device)
-
-    def critic() -> ContinuousCritic:
-        net = Net(state_shape=obs_dim, action_shape=act_dim, hidden_sizes=[256, 256], concat=True)
-        return ContinuousCritic(preprocess_net=net).to(device)
-
-    policy = SACPolicy(actor=actor, action_space=env.action_space, observation_space=env.observation_space)
-    return CQL(
-        policy=policy,
-        policy_optim=AdamOptimizerFactory(lr=1e-4),
-        critic=critic(),
-        critic_optim=AdamOptimizerFactory(lr=3e-4),
-        critic2=critic(),
-        critic2_optim=AdamOptimizerFactory(lr=3e-4),
-        alpha=AutoAlpha(-float(act_dim), 0.0, AdamOptimizerFactory(lr=1e-4)),
-        cql_weight=10.0,
-        with_lagrange=False,
-        num_repeat_actions=10,
-        calibrated=False,
-        min_action=float(env.action_space.low.min()),
-        max_action=float(env.action_space.high.max()),
-    ).to(device)
+def tianshou(env, device: str) -> CQL:
+    act_dim = env.action_space.shape[0]
+    alpha = AutoAlpha(-float(act_dim), 0.0, AdamOptimizerFactory(lr=1e-4))
+    return tianshou_cql(env.observation_space, env.action_space, alpha=alpha, cql_weight=10.0, device=device)
 
 
 def ours(env, device: str) -> CQLSAC:
@@ -134,7 +108,7 @@ def main() -> None:
     ref = (scores[0], scores[1]) if scores else (None, None)
     env = make_env(args.task)
     results = []
-    for name, factory in (("offline_rl CQL-SAC", ours), ("tianshou CQL", tianshou_cql)):
+    for name, factory in (("offline_rl CQL-SAC", ours), ("tianshou CQL", tianshou)):
         torch.manual_seed(args.seed)
         np.random.seed(args.seed)
         results.append(train(name, factory(env, args.device), buffer, args, ref))

@@ -18,13 +18,10 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
+from baselines import tianshou_cql
 from tianshou.algorithm import CQL
 from tianshou.algorithm.algorithm_base import policy_within_training_step
-from tianshou.algorithm.modelfree.sac import SACPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
-from tianshou.utils.net.common import Net
-from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
@@ -71,30 +68,7 @@ def build_ours(device: str) -> CQLSAC:
 
 def build_tianshou(device: str) -> CQL:
     obs_space, act_space = spaces()
-    actor = ContinuousActorProbabilistic(
-        preprocess_net=Net(state_shape=OBS_DIM, hidden_sizes=[256, 256]),
-        action_shape=ACT_DIM,
-        unbounded=True,
-        conditioned_sigma=True,
-    ).to(device)
-
-    def critic() -> ContinuousCritic:
-        net = Net(state_shape=OBS_DIM, action_shape=ACT_DIM, hidden_sizes=[256, 256], concat=True)
-        return ContinuousCritic(preprocess_net=net).to(device)
-
-    policy = SACPolicy(actor=actor, action_space=act_space, observation_space=obs_space)
-    return CQL(
-        policy=policy,
-        policy_optim=AdamOptimizerFactory(lr=1e-4),
-        critic=critic(),
-        critic_optim=AdamOptimizerFactory(lr=3e-4),
-        critic2=critic(),
-        critic2_optim=AdamOptimizerFactory(lr=3e-4),
-        alpha=0.2,
-        with_lagrange=False,
-        num_repeat_actions=N_ACTIONS,
-        calibrated=False,
-    ).to(device)
+    return tianshou_cql(obs_space, act_space, alpha=0.2, cql_weight=1.0, num_repeat_actions=N_ACTIONS, device=device)
 
 
 def rate(algorithm, buffer: ReplayBuffer, updates: int, device: str) -> float:

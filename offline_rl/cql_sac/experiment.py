@@ -334,21 +334,27 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
     assert buffer is not None
     start = time.time()
     updates_before = int(algorithm.num_updates)
-    result = algorithm.run_training(
-        OfflineTrainerParams(
-            buffer=buffer,
-            test_collector=test_collector,
-            max_epochs=config.epoch,
-            epoch_num_steps=config.step_per_epoch,
-            test_step_num_episodes=config.test_num,
-            batch_size=config.batch_size,
-            save_best_fn=save_best,
-            save_checkpoint_fn=save_last,
-            resume_from_log=checkpoint is not None,
-            logger=logger,
-            compute_score_fn=reporter,
+    try:
+        result = algorithm.run_training(
+            OfflineTrainerParams(
+                buffer=buffer,
+                test_collector=test_collector,
+                max_epochs=config.epoch,
+                epoch_num_steps=config.step_per_epoch,
+                test_step_num_episodes=config.test_num,
+                batch_size=config.batch_size,
+                save_best_fn=save_best,
+                save_checkpoint_fn=save_last,
+                resume_from_log=checkpoint is not None,
+                logger=logger,
+                compute_score_fn=reporter,
+            )
         )
-    )
+    except KeyboardInterrupt:
+        last = log_path / "checkpoint.pth"
+        hint = f"; continue with --resume-path {last}" if last.exists() else ""
+        print(f"interrupted after {int(algorithm.num_updates) - updates_before} updates{hint}")
+        raise
     elapsed = time.time() - start
     updates = int(algorithm.num_updates) - updates_before
     best = max(reporter.history, key=lambda r: r["return_mean"]) if reporter.history else None

@@ -1,0 +1,203 @@
+"""Discrete Conservative Q-Learning on a QR-DQN head (Kumar et al. 2020, §4 Atari) for Tianshou 2.x.
+
+One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`):
+
+1. n-step returns from the buffer that stop at episode ends: G = Σ_{k<m} γ^k r_{t+k}, where m ≤ n is
+   cut short by an episode end; the bootstrap weight is γ^m·(1 − terminated), so a truncated
+   (time-out) episode still bootstraps from its last true next observation.
+2. Target quantiles θ̄(s', a*), a* greedy under the target network (or the online one with
+   `double_q`); target network copied from the online one every `target_update_freq` updates.
+3. Quantile-Huber loss with τ̂ᵢ = (i + 0.5)/Nq: Σᵢ meanⱼ |τ̂ᵢ − 1{uᵢⱼ < 0}|·Lκ(uᵢⱼ)/κ with
+   uᵢⱼ = Tⱼ − θᵢ(s, a_data), averaged over the batch.
+4. Conservative term: `min_q_weight`·mean over the batch of (logsumexp_a Q(s, a) − Q(s, a_data)),
+   Q = mean over quantiles.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
+from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+from tianshou.data import ReplayBuffer
+from tianshou.utils.torch_utils import torch_train_mode
+
+from offline_rl.discrete_cql.config import DiscreteCQLConfig
+
+
+@dataclass(kw_only=True)
+class DiscreteCQLTrainingStats(TrainingStats):
+    loss: float
+    qr_loss: float
+    cql_loss: float
+    q_data: float
+    q_mean: float
+    q_max: float
+
+
+def nstep_returns(
+    buffer: ReplayBuffer, indices: np.ndarray, n_step: int, gamma: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(returns, bootstrap weights, index of each window's last step) for n-step TD targets.
+
+    The window starting at each index walks forward with `buffer.next`, and stops after the first
+    step flagged `done` (terminated or truncated): rewards of the next episode never leak in.
+    """
+    returns = np.zeros(len(indices), dtype=np.float64)
+    discount = np.ones(len(indices), dtype=np.float64)
+    current = np.asarray(indices).copy()
+    last = current.copy()
+    active = np.ones(len(indices), dtype=bool)
+    for step in range(n_step):
+        returns += np.where(active, discount * buffer.rew[current], 0.0)
+        last = np.where(active, current, last)
+        discount = np.where(active, discount * gamma, discount)
+        still = active & ~np.asarray(buffer.done[current], dtype=bool)
+        if step + 1 < n_step:
+            current = np.where(still, buffer.next(current), current)
+        active = still
+    bootstrap = discount * (1.0 - np.asarray(buffer.terminated[last], dtype=np.float64))
+    return returns, bootstrap, last
+
+
+def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0) -> torch.Tensor:
+    """QR-DQN's loss per transition: Σᵢ meanⱼ ρ^κ_τ̂ᵢ(Tⱼ − θᵢ); current, target are (B, Nq)."""
+    num_quantiles = current.shape[1]
+    tau_hat = (torch.arange(num_quantiles, device=current.device, dtype=current.dtype) + 0.5) / num_quantiles
+    diff = target.unsqueeze(1) - current.unsqueeze(2)  # (B, i, j): u_ij = T_j - θ_i
+    abs_diff = diff.abs()
+    huber = torch.where(abs_diff <= kappa, 0.5 * diff.pow(2), kappa * (abs_diff - 0.5 * kappa))
+    weight = (tau_hat.view(1, -1, 1) - (diff.detach() < 0).to(diff.dtype)).abs()
+    return (weight * huber / kappa).mean(dim=2).sum(dim=1)
+
+
+class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
+    """CQL for discrete actions on a QR-DQN model; evaluated by Tianshou collectors via `QRDQNPolicy`."""
+
+    def __init__(self, *, policy: QRDQNPolicy, config: DiscreteCQLConfig) -> None:
+        super().__init__(policy=policy)
+        config.validate()
+        self.config = config
+        self.model = policy.model
+        self.model_target = copy.deepcopy(self.model).requires_grad_(False)
+        space = policy.action_space
+        assert isinstance(space, gym.spaces.Discrete)
+        self.num_actions = int(space.n)
+        self._optim = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
+        self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
+        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+
+    @classmethod
+    def build(
+        cls,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: DiscreteCQLConfig | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        hidden_sizes: list[int] | None = None,
+        eps_test: float = 0.0,
+    ) -> DiscreteCQL:
+        """QR-DQN model (Nature CNN for image stacks, MLP otherwise), QRDQNPolicy and algorithm."""
+        from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
+
+        config = config or DiscreteCQLConfig()
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise TypeError(f"discrete CQL needs a Discrete action space, got {action_space}")
+        shape = tuple(observation_space.shape or ())
+        num_actions = int(action_space.n)
+        model: torch.nn.Module
+        if len(shape) == 3:
+            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles)
+        else:
+            model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, hidden_sizes or [128, 128])
+        policy = QRDQNPolicy(
+            model=model, action_space=action_space, observation_space=observation_space, eps_inference=eps_test
+        )
+        return cls(policy=policy, config=config).to(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.num_updates.device
+
+    def update(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
+        """Sample a batch, build n-step targets that respect episode ends, take one step."""
+        if not self.policy.is_within_training_step:
+            raise RuntimeError("update() must run inside a training step (see policy_within_training_step)")
+        start = time.time()
+        indices = buffer.sample_indices(sample_size or len(buffer))
+        stats = self._update_at(buffer, indices)
+        for scheduler in self.lr_schedulers:
+            scheduler.step()
+        stats.train_time = time.time() - start
+        return stats
+
+    def _update_with_batch(self, batch: Any) -> DiscreteCQLTrainingStats:  # pragma: no cover - update() is used
+        raise NotImplementedError("DiscreteCQL samples its own n-step windows; call update(buffer, batch_size)")
+
+    def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> DiscreteCQLTrainingStats:
+        cfg = self.config
+        returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma)
+        obs = buffer[indices].obs
+        obs_next = buffer[last].obs_next
+        act = torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long, device=self.device)
+        with torch_train_mode(self):
+            losses = self.compute_losses(
+                obs,
+                act,
+                torch.as_tensor(returns, dtype=torch.float32, device=self.device),
+                torch.as_tensor(bootstrap, dtype=torch.float32, device=self.device),
+                obs_next,
+            )
+            self._optim.zero_grad(set_to_none=True)
+            losses["loss"].backward()
+            self._optim.step()
+        with torch.no_grad():
+            self.num_updates += 1
+            if int(self.num_updates) % cfg.target_update_freq == 0:
+                self.model_target.load_state_dict(self.model.state_dict())
+        values = torch.stack([losses[key].detach() for key in _STAT_NAMES]).tolist()
+        return DiscreteCQLTrainingStats(**dict(zip(_STAT_NAMES, values, strict=True)))
+
+    def compute_losses(
+        self,
+        obs: Any,
+        act: torch.Tensor,
+        returns: torch.Tensor,
+        bootstrap: torch.Tensor,
+        obs_next: Any,
+    ) -> dict[str, torch.Tensor]:
+        """Quantile-Huber TD loss plus the conservative term, and statistics (see module docstring)."""
+        cfg = self.config
+        rows = torch.arange(act.shape[0], device=act.device)
+        theta, _ = self.model(obs)  # (B, A, Nq)
+        theta_data = theta[rows, act]
+        with torch.no_grad():
+            next_target, _ = self.model_target(obs_next)
+            if cfg.double_q:
+                next_online, _ = self.model(obs_next)
+                best = next_online.mean(dim=2).argmax(dim=1)
+            else:
+                best = next_target.mean(dim=2).argmax(dim=1)
+            target = returns.unsqueeze(1) + bootstrap.unsqueeze(1) * next_target[rows, best]
+        qr_loss = quantile_huber_loss(theta_data, target, cfg.kappa).mean()
+        q_values = theta.mean(dim=2)
+        q_data = q_values[rows, act]
+        cql_loss = (torch.logsumexp(q_values, dim=1) - q_data).mean()
+        return {
+            "loss": qr_loss + cfg.min_q_weight * cql_loss,
+            "qr_loss": qr_loss,
+            "cql_loss": cql_loss,
+            "q_data": q_data.detach().mean(),
+            "q_mean": q_values.detach().mean(),
+            "q_max": q_values.detach().max(dim=1).values.mean(),
+        }
+
+
+_STAT_NAMES = ("loss", "qr_loss", "cql_loss", "q_data", "q_mean", "q_max")

@@ -1,0 +1,70 @@
+"""Quantile networks for discrete CQL: the Nature DQN CNN for Atari and an MLP for vector tasks.
+
+Both follow Tianshou's model protocol, `obs -> (logits, state)`, with logits shaped
+(batch, actions, quantiles), which `QRDQNPolicy` averages over quantiles to act greedily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class QuantileNatureCNN(nn.Module):
+    """Mnih et al. (2015)'s network with a quantile head; uint8 frames are scaled to [0, 1] inside."""
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        num_actions: int,
+        num_quantiles: int,
+        *,
+        scale_obs: bool = True,
+    ) -> None:
+        super().__init__()
+        in_channels = int(input_shape[0])
+        self.num_actions, self.num_quantiles, self.scale_obs = num_actions, num_quantiles, scale_obs
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(inplace=True),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = int(self.features(torch.zeros(1, *input_shape)).shape[1])
+        self.head = nn.Sequential(
+            nn.Linear(flat, 512), nn.ReLU(inplace=True), nn.Linear(512, num_actions * num_quantiles)
+        )
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
+        device = self.head[-1].weight.device
+        x = torch.as_tensor(obs, device=device)
+        x = x.float().div_(255.0) if self.scale_obs else x.float()
+        logits = self.head(self.features(x))
+        return logits.view(-1, self.num_actions, self.num_quantiles), state
+
+
+class QuantileMLP(nn.Module):
+    """A ReLU MLP with a quantile head, for vector observations (CartPole and friends)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, num_quantiles: int, hidden_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self.num_actions, self.num_quantiles = num_actions, num_quantiles
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for hidden in hidden_sizes:
+            layers += [nn.Linear(width, hidden), nn.ReLU(inplace=True)]
+            width = hidden
+        layers.append(nn.Linear(width, num_actions * num_quantiles))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
+        device = self.net[-1].weight.device
+        x = torch.as_tensor(obs, dtype=torch.float32, device=device).reshape(len(obs), -1)
+        return self.net(x).view(-1, self.num_actions, self.num_quantiles), state
