@@ -25,6 +25,7 @@ setup(
         "gymnasium[mujoco]>=1.0",
         "mujoco>=3.1",
         "ale-py>=0.9",
+        "opencv-python-headless>=4.8",  # gymnasium's AtariPreprocessing resizes frames with cv2
         "h5py>=3.9",
         "minari>=0.5",
         "tensorboard>=2.14",

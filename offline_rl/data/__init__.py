@@ -8,12 +8,15 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 from offline_rl.data.buffers import load_buffer, save_buffer
 from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
+from offline_rl.data.frame_stack import FrameStackBuffer, FrameStackBufferBuilder
 from offline_rl.data.minari import load_minari
 from offline_rl.data.stats import DatasetStats, dataset_stats
 from offline_rl.data.transitions import dataset_info
 
 __all__ = [
     "DatasetStats",
+    "FrameStackBuffer",
+    "FrameStackBufferBuilder",
     "d4rl_path",
     "d4rl_url",
     "dataset_info",

@@ -14,10 +14,13 @@ import numpy as np
 from tianshou.data import ReplayBuffer
 
 from offline_rl.atomic import atomic_path
+from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer
 from offline_rl.data.transitions import require_finite
 from offline_rl.errors import DatasetError
 
 BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
+FRAME_STACK_KEYS = ("frames", "frame_index", "episode_first_frame", "act", "rew", "terminated", "truncated", "done")
+_ROOT_KEYS = ("frames", "frame_index", "episode_first_frame")
 
 
 def is_tianshou_buffer_file(file: h5py.File) -> bool:
@@ -34,7 +37,8 @@ def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compressi
 
 
 def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
-    """Load a Tianshou HDF5 buffer, frame-stacked Atari buffers (`stack_num > 1`) included."""
+    """Load a Tianshou HDF5 buffer: Tianshou's own (frame-stacked ones with `stack_num > 1` included)
+    or this package's `FrameStackBuffer`, recognised by content."""
     file_path = Path(path).expanduser()
     if not file_path.is_file():
         raise DatasetError(f"{file_path}: no such file")
@@ -44,11 +48,15 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
                 raise DatasetError(
                     f"{file_path}: not a Tianshou replay buffer (no '_meta' group / 'maxsize' attribute)"
                 )
+            frame_stacked = FRAME_STACK_MARKER in file
             meta = file["_meta"]
-            missing = [key for key in BUFFER_KEYS if key not in meta]
+            required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
+            missing = [key for key in required if key not in (file if key in _ROOT_KEYS else meta)]
             if missing:
-                raise DatasetError(f"{file_path}: buffer is missing key '_meta/{missing[0]}'")
-        buffer = ReplayBuffer.load_hdf5(str(file_path))
+                where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
+                raise DatasetError(f"{file_path}: buffer is missing key '{where}'")
+        buffer_class = FrameStackBuffer if frame_stacked else ReplayBuffer
+        buffer = buffer_class.load_hdf5(str(file_path))
     except OSError as error:
         raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
     if len(buffer) == 0:

@@ -59,7 +59,9 @@ def dataset_stats(buffer: ReplayBuffer) -> DatasetStats:
     starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1])
     returns = np.add.reduceat(rew, starts)
     lengths = np.diff(np.append(starts, size))
-    obs_mean, obs_std = _obs_moments(np.asarray(buffer.obs[:size]) if buffer.obs.ndim > 1 else buffer.obs[:size])
+    frames = buffer.__dict__.get("frames")
+    observations = frames[:, None] if frames is not None else np.asarray(buffer.obs[:size])
+    obs_mean, obs_std = _obs_moments(observations)
     return DatasetStats(
         transitions=size,
         episodes=len(starts),

@@ -1,0 +1,171 @@
+"""A frame-stacked Atari replay buffer that stores every 84×84 frame once.
+
+`FrameStackObservation(4)` hands out stacks whose last three frames repeat the previous stack's, and
+`obs_next` repeats `obs` shifted by one frame; storing stacks (and `obs_next`) costs 8× the frames.
+Here each frame is stored once — an episode of T steps stores its T + 1 frames — and stacks are
+rebuilt by fancy indexing at sample time, clamped at the episode's first frame, which is exactly
+what `FrameStackObservation(padding_type="reset")` produced while collecting. 1M transitions cost
+the 7.06 GB of their frames plus 30 bytes per step of bookkeeping.
+
+The buffer is a Tianshou `ReplayBuffer`: `buf[indices]` yields `obs` and `obs_next` as
+(batch, stack, 84, 84) uint8 arrays with `act`, `rew`, `terminated`, `truncated`, `done`;
+`buf.next`, `buf.prev` and `buf.sample_indices` work as Tianshou's do; `save_hdf5` / `load_buffer`
+round-trip it (optionally compressed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tianshou.data import Batch, ReplayBuffer
+
+FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
+"""Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
+
+
+class FrameStackBuffer(ReplayBuffer):
+    """Transitions over frames stored once; see the module docstring.
+
+    Build one with `FrameStackBufferBuilder`, or load one with `offline_rl.data.load_buffer`.
+    """
+
+    def __init__(
+        self,
+        frames: np.ndarray,
+        frame_index: np.ndarray,
+        episode_first_frame: np.ndarray,
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        stack_num: int = 4,
+    ) -> None:
+        size = len(act)
+        super().__init__(size)
+        self.options["stack_num"] = stack_num
+        self.frames = frames
+        self.frame_index = frame_index.astype(np.int64, copy=False)
+        self.episode_first_frame = episode_first_frame.astype(np.int64, copy=False)
+        self.frame_stack = int(stack_num)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        self.set_batch(
+            Batch(
+                act=act,
+                rew=np.asarray(rew, dtype=np.float32),
+                terminated=terminated,
+                truncated=truncated,
+                done=terminated | truncated,
+            )  # type: ignore[arg-type]
+        )
+        self._size = size
+        self._insertion_idx = 0
+        self.last_index = np.array([size - 1])
+        object.__setattr__(self, FRAME_STACK_MARKER, np.array([1], dtype=np.int8))
+
+    def stacks(self, newest_frames: np.ndarray, first_frames: np.ndarray) -> np.ndarray:
+        """(len, stack, H, W) stacks ending at `newest_frames`, clamped at each episode's first frame."""
+        offsets = np.arange(-self.frame_stack + 1, 1)
+        index = np.maximum(newest_frames[:, None] + offsets[None, :], first_frames[:, None])
+        return self.frames[index]
+
+    def __getitem__(self, index: Any) -> Batch:
+        if isinstance(index, slice):
+            indices = np.arange(len(self))[index]
+        else:
+            indices = np.asarray(index)
+        scalar = indices.ndim == 0
+        indices = np.atleast_1d(indices)
+        newest = self.frame_index[indices]
+        first = self.episode_first_frame[indices]
+        batch = Batch(
+            obs=self.stacks(newest, first),
+            act=self._meta.act[indices],
+            rew=self._meta.rew[indices],
+            terminated=self._meta.terminated[indices],
+            truncated=self._meta.truncated[indices],
+            done=self._meta.done[indices],
+            obs_next=self.stacks(newest + 1, first),
+            info=Batch(),
+            policy=Batch(),
+        )
+        return batch[0] if scalar else batch  # type: ignore[return-value]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in RAM by the frames and the per-step arrays."""
+        arrays = [self.frames, self.frame_index, self.episode_first_frame]
+        arrays += [self._meta[key] for key in ("act", "rew", "terminated", "truncated", "done")]
+        return int(sum(np.asarray(a).nbytes for a in arrays))
+
+
+class FrameStackBufferBuilder:
+    """Accumulates transitions from a `FrameStackObservation` env into a `FrameStackBuffer`.
+
+    Call `add(obs, act, rew, terminated, truncated, obs_next)` with the stacks the env returned;
+    only the newest frame of `obs_next` (and, at an episode's first step, of `obs`) is kept. Frames
+    go into a preallocated array when the capacity is known (`max_frames`), so collecting 1M steps
+    never holds a second copy.
+    """
+
+    def __init__(self, frame_shape: tuple[int, int] = (84, 84), stack_num: int = 4, max_frames: int = 1024) -> None:
+        self.frame_shape, self.stack_num = frame_shape, stack_num
+        self._frames = np.empty((max_frames, *frame_shape), dtype=np.uint8)
+        self._num_frames = 0
+        self._frame_index: list[int] = []
+        self._first: list[int] = []
+        self._act: list[Any] = []
+        self._rew: list[float] = []
+        self._terminated: list[bool] = []
+        self._truncated: list[bool] = []
+        self._episode_first: int | None = None
+
+    def _push_frame(self, frame: np.ndarray) -> int:
+        if self._num_frames == len(self._frames):
+            grown = np.empty((2 * len(self._frames), *self.frame_shape), dtype=np.uint8)
+            grown[: self._num_frames] = self._frames[: self._num_frames]
+            self._frames = grown
+        self._frames[self._num_frames] = frame
+        self._num_frames += 1
+        return self._num_frames - 1
+
+    def add(
+        self, obs: np.ndarray, act: Any, rew: float, terminated: bool, truncated: bool, obs_next: np.ndarray
+    ) -> None:
+        if self._episode_first is None:
+            self._episode_first = self._push_frame(np.asarray(obs)[-1])
+            current = self._episode_first
+        else:
+            current = self._num_frames - 1
+        self._frame_index.append(current)
+        self._first.append(self._episode_first)
+        self._push_frame(np.asarray(obs_next)[-1])
+        self._act.append(act)
+        self._rew.append(float(rew))
+        self._terminated.append(bool(terminated))
+        self._truncated.append(bool(truncated))
+        if terminated or truncated:
+            self._episode_first = None
+
+    def __len__(self) -> int:
+        return len(self._act)
+
+    def build(self) -> FrameStackBuffer:
+        """The buffer so far; an episode still running is closed as truncated (the data stops)."""
+        if not self._act:
+            raise ValueError("no transitions were added")
+        terminated = np.array(self._terminated, dtype=bool)
+        truncated = np.array(self._truncated, dtype=bool)
+        if not (terminated[-1] or truncated[-1]):
+            truncated[-1] = True
+        return FrameStackBuffer(
+            frames=self._frames[: self._num_frames],
+            frame_index=np.array(self._frame_index, dtype=np.int64),
+            episode_first_frame=np.array(self._first, dtype=np.int64),
+            act=np.array(self._act),
+            rew=np.array(self._rew, dtype=np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            stack_num=self.stack_num,
+        )
