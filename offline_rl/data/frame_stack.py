@@ -71,10 +71,7 @@ class FrameStackBuffer(ReplayBuffer):
         return self.frames[index]
 
     def __getitem__(self, index: Any) -> Batch:
-        if isinstance(index, slice):
-            indices = np.arange(len(self))[index]
-        else:
-            indices = np.asarray(index)
+        indices = np.arange(len(self))[index] if isinstance(index, slice) else np.asarray(index)
         scalar = indices.ndim == 0
         indices = np.atleast_1d(indices)
         newest = self.frame_index[indices]
