@@ -9,19 +9,13 @@ evaluates it. The actor is also exported as `behaviour_policy.pt` (`offline_rl.p
 
 from __future__ import annotations
 
-import datetime
-import random
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
-import torch
 
-from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.checkpoint import load_checkpoint
 from offline_rl.cli import FlagParser, add_bool_flag, pick_device
 from offline_rl.cql_sac.algorithm import CQLSAC
 from offline_rl.cql_sac.config import CQLSACConfig
@@ -31,8 +25,8 @@ from offline_rl.data.collect import ensure_random_dataset
 from offline_rl.envs import check_dataset_fits_env, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
-from offline_rl.perf import tune_cpu_allocator
 from offline_rl.scores import reference_scores
+from offline_rl.training import RunSettings, configure_torch, train_offline, watch
 
 
 @dataclass
@@ -224,12 +218,6 @@ def config_from_args(argv: Sequence[str] | None) -> ExperimentConfig:
     )
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _make_test_envs(task: str, num: int, seed: int, render: bool) -> Any:
     from tianshou.env import DummyVectorEnv
 
@@ -249,17 +237,9 @@ def _scores_for(task: str, info: dict[str, Any]) -> tuple[float | None, float | 
 def run(config: ExperimentConfig) -> dict[str, Any]:
     """Train (or, with `watch`, only evaluate) and return the final summary as a dict."""
     from tianshou.data import Collector
-    from tianshou.trainer import OfflineTrainerParams
-    from tianshou.utils import TensorboardLogger
-    from torch.utils.tensorboard import SummaryWriter
 
     device = pick_device(config.device)
-    if config.threads > 0:
-        torch.set_num_threads(config.threads)
-    torch.set_float32_matmul_precision(config.matmul_precision)
-    if device == "cpu":
-        tune_cpu_allocator()
-    seed_everything(config.seed)
+    configure_torch(device, config.threads, config.matmul_precision, config.seed)
     env = make_env(config.task)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise OfflineRLError(
@@ -295,104 +275,32 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
     ref_min, ref_max = _scores_for(config.task, info)
     test_envs = _make_test_envs(config.task, config.test_num, config.seed, render=config.render > 0)
     test_collector = Collector(algorithm.policy, test_envs)
-
-    if config.watch:
-        reporter = EvaluationReporter(ref_min, ref_max)
-        algorithm.eval()
-        test_collector.reset()
-        result = test_collector.collect(n_episode=config.test_num, render=config.render or None)
-        record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
-        summary = {"mode": "watch", "task": config.task, "checkpoint": config.resume_path, **record}
-        print(
-            f"watch {config.task} from {config.resume_path}: {reporter.format(record)} "
-            f"over {int(record['episodes'])} episodes"
-        )
-        return summary
-
-    if checkpoint is not None:
-        log_path = Path(config.resume_path).expanduser().resolve().parent  # type: ignore[arg-type]
-    else:
-        stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-        log_path = Path(config.logdir) / config.task.replace("/", "_") / "cql" / str(config.seed) / stamp
-    log_path.mkdir(parents=True, exist_ok=True)
-    writer = SummaryWriter(str(log_path))
-    writer.add_text("config", str(asdict(config)))
-    logger = TensorboardLogger(writer, update_interval=config.log_interval, save_interval=1)
-    reporter = EvaluationReporter(ref_min, ref_max, writer=writer)
-    saved = {"config": _plain(asdict(config)), "dataset_info": _plain(info)}
-
-    def save_best(algo: CQLSAC) -> None:
-        save_checkpoint(log_path / "policy.pth", algo, **saved)
-        export_policy(algo, log_path / "behaviour_policy.pt")
-
-    def save_last(epoch: int, env_step: int, gradient_step: int) -> str:
-        path = save_checkpoint(
-            log_path / "checkpoint.pth", algorithm, epoch=epoch, gradient_step=gradient_step, env_step=env_step, **saved
-        )
-        return str(path)
-
-    assert buffer is not None
-    start = time.time()
-    updates_before = int(algorithm.num_updates)
-    try:
-        result = algorithm.run_training(
-            OfflineTrainerParams(
-                buffer=buffer,
-                test_collector=test_collector,
-                max_epochs=config.epoch,
-                epoch_num_steps=config.step_per_epoch,
-                test_step_num_episodes=config.test_num,
-                batch_size=config.batch_size,
-                save_best_fn=save_best,
-                save_checkpoint_fn=save_last,
-                resume_from_log=checkpoint is not None,
-                logger=logger,
-                compute_score_fn=reporter,
-            )
-        )
-    except KeyboardInterrupt:
-        last = log_path / "checkpoint.pth"
-        hint = f"; continue with --resume-path {last}" if last.exists() else ""
-        print(f"interrupted after {int(algorithm.num_updates) - updates_before} updates{hint}")
-        raise
-    elapsed = time.time() - start
-    updates = int(algorithm.num_updates) - updates_before
-    best = max(reporter.history, key=lambda r: r["return_mean"]) if reporter.history else None
-    last = reporter.history[-1] if reporter.history else None
-    summary: dict[str, Any] = {
-        "mode": "train",
-        "task": config.task,
-        "dataset": info.get("name"),
-        "updates": updates,
-        "seconds": elapsed,
-        "updates_per_second": updates / max(elapsed, 1e-9),
-        "best": best,
-        "last": last,
-        "best_epoch": result.best_epoch if hasattr(result, "best_epoch") else None,
-        "log_path": str(log_path),
-    }
-    writer.close()
-    best_text = EvaluationReporter.format(best) if best else "n/a"
-    last_text = EvaluationReporter.format(last) if last else "n/a"
-    print(
-        f"done: {config.task} on {info.get('name')}: {updates} updates in {elapsed:.0f} s "
-        f"({summary['updates_per_second']:.1f}/s, {device}); best {best_text}; last {last_text}; "
-        f"checkpoints in {log_path}"
+    settings = RunSettings(
+        task=config.task,
+        algo_name="cql",
+        seed=config.seed,
+        logdir=config.logdir,
+        epoch=config.epoch,
+        step_per_epoch=config.step_per_epoch,
+        batch_size=config.batch_size,
+        test_num=config.test_num,
+        log_interval=config.log_interval,
+        render=config.render,
     )
-    return summary
-
-
-def _plain(value: Any) -> Any:
-    """Checkpoints load with `weights_only=True`: keep only plain containers and scalars."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
+    if config.watch:
+        return watch(algorithm, test_collector, settings, EvaluationReporter(ref_min, ref_max), str(config.resume_path))
+    assert buffer is not None
+    return train_offline(
+        algorithm,
+        buffer,
+        test_collector,
+        settings,
+        lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer),
+        saved={"config": asdict(config), "dataset_info": info},
+        resume_path=config.resume_path,
+        on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt"),
+        dataset_name=info.get("name"),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,178 @@
+"""Running an offline algorithm the way the examples do: logs, checkpoints, evaluation, summary.
+
+Shared by `examples/d4rl_cql.py` and `examples/atari_cql.py`, so both behave alike:
+- logs under `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (TensorBoard, Tianshou's logger, training
+  statistics every `log_interval` updates);
+- `policy.pth` at every new best evaluation and `checkpoint.pth` after every epoch, both full
+  checkpoints (`offline_rl.checkpoint`), written atomically;
+- resuming from a checkpoint continues at the epoch it recorded (Tianshou's `resume_from_log`);
+- one summary line at the end; Ctrl-C says how to resume.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from offline_rl.checkpoint import save_checkpoint
+from offline_rl.evaluation import EvaluationReporter
+
+
+@dataclass
+class RunSettings:
+    """Where and how long to train; mirrors the examples' common flags."""
+
+    task: str
+    algo_name: str
+    seed: int
+    logdir: str
+    epoch: int
+    step_per_epoch: int
+    batch_size: int
+    test_num: int
+    log_interval: int = 1
+    render: float = 0.0
+
+
+def plain(value: Any) -> Any:
+    """Checkpoints load with `weights_only=True`: keep only plain containers and scalars."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def watch(
+    algorithm: Any, test_collector: Any, settings: RunSettings, reporter: EvaluationReporter, checkpoint_path: str
+) -> dict[str, Any]:
+    """Evaluate only: `test_num` whole episodes, printed as one line."""
+    algorithm.eval()
+    test_collector.reset()
+    result = test_collector.collect(n_episode=settings.test_num, render=settings.render or None)
+    record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
+    print(
+        f"watch {settings.task} from {checkpoint_path}: {reporter.format(record)} "
+        f"over {int(record['episodes'])} episodes"
+    )
+    return {"mode": "watch", "task": settings.task, "checkpoint": checkpoint_path, **record}
+
+
+def train_offline(
+    algorithm: Any,
+    buffer: Any,
+    test_collector: Any,
+    settings: RunSettings,
+    reporter_factory: Callable[[Any], EvaluationReporter],
+    *,
+    saved: dict[str, Any],
+    resume_path: str | None,
+    on_best: Callable[[Any, Path], None] | None = None,
+    dataset_name: str | None = None,
+) -> dict[str, Any]:
+    """Run Tianshou's offline trainer with logging and checkpoints; return the summary."""
+    from tianshou.trainer import OfflineTrainerParams
+    from tianshou.utils import TensorboardLogger
+    from torch.utils.tensorboard import SummaryWriter
+
+    if resume_path:
+        log_path = Path(resume_path).expanduser().resolve().parent
+    else:
+        stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
+        log_path = Path(settings.logdir) / settings.task.replace("/", "_") / settings.algo_name / str(settings.seed)
+        log_path = log_path / stamp
+    log_path.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(log_path))
+    writer.add_text("config", str(saved.get("config")))
+    logger = TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1)
+    reporter = reporter_factory(writer)
+    saved = plain(saved)
+
+    def save_best(algo: Any) -> None:
+        save_checkpoint(log_path / "policy.pth", algo, **saved)
+        if on_best is not None:
+            on_best(algo, log_path)
+
+    def save_last(epoch: int, env_step: int, gradient_step: int) -> str:
+        path = save_checkpoint(
+            log_path / "checkpoint.pth", algorithm, epoch=epoch, gradient_step=gradient_step, env_step=env_step, **saved
+        )
+        return str(path)
+
+    device = next(algorithm.parameters()).device
+    start = time.time()
+    updates_before = int(algorithm.num_updates)
+    try:
+        result = algorithm.run_training(
+            OfflineTrainerParams(
+                buffer=buffer,
+                test_collector=test_collector,
+                max_epochs=settings.epoch,
+                epoch_num_steps=settings.step_per_epoch,
+                test_step_num_episodes=settings.test_num,
+                batch_size=settings.batch_size,
+                save_best_fn=save_best,
+                save_checkpoint_fn=save_last,
+                resume_from_log=resume_path is not None,
+                logger=logger,
+                compute_score_fn=reporter,
+            )
+        )
+    except KeyboardInterrupt:
+        last = log_path / "checkpoint.pth"
+        hint = f"; continue with --resume-path {last}" if last.exists() else ""
+        print(f"interrupted after {int(algorithm.num_updates) - updates_before} updates{hint}")
+        raise
+    finally:
+        writer.close()
+    elapsed = time.time() - start
+    updates = int(algorithm.num_updates) - updates_before
+    best = max(reporter.history, key=lambda r: r["return_mean"]) if reporter.history else None
+    last = reporter.history[-1] if reporter.history else None
+    summary: dict[str, Any] = {
+        "mode": "train",
+        "task": settings.task,
+        "dataset": dataset_name,
+        "updates": updates,
+        "seconds": elapsed,
+        "updates_per_second": updates / max(elapsed, 1e-9),
+        "best": best,
+        "last": last,
+        "best_epoch": getattr(result, "best_epoch", None),
+        "log_path": str(log_path),
+    }
+    best_text = EvaluationReporter.format(best) if best else "n/a"
+    last_text = EvaluationReporter.format(last) if last else "n/a"
+    print(
+        f"done: {settings.task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
+        f"({summary['updates_per_second']:.1f}/s, {device.type}); best {best_text}; last {last_text}; "
+        f"checkpoints in {log_path}"
+    )
+    return summary
+
+
+def configure_torch(device: str, threads: int, matmul_precision: str, seed: int) -> None:
+    """Threads, float32 matmul precision, CPU allocator and seeds, once per run."""
+    import random
+
+    from offline_rl.perf import tune_cpu_allocator
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision(matmul_precision)
+    if device == "cpu":
+        tune_cpu_allocator()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
