@@ -60,3 +60,23 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
                 )
     finally:
         env.close()
+
+
+def is_atari_task(task: str) -> bool:
+    return "NoFrameskip" in task or task.startswith("ALE/")
+
+
+def make_atari_env(task: str, frames_stack: int = 4, **kwargs: Any) -> gym.Env:
+    """DeepMind-style Atari: gymnasium's `AtariPreprocessing` (frame skip 4, 84×84 grayscale, up to
+    30 no-ops at reset) and `FrameStackObservation(frames_stack)`.
+
+    Whole games with unclipped rewards (no life-loss terminals), as evaluation needs. `ALE/*-v5`
+    ids get `frameskip=1` so that the skipping happens once, in the preprocessing wrapper.
+    """
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    if task.startswith("ALE/"):
+        kwargs.setdefault("frameskip", 1)
+    env = make_env(task, **kwargs)
+    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
+    return FrameStackObservation(env, frames_stack)

@@ -166,3 +166,23 @@ class FrameStackBufferBuilder:
             truncated=truncated,
             stack_num=self.stack_num,
         )
+
+
+def merge_frame_stack_buffers(buffers: list[FrameStackBuffer]) -> FrameStackBuffer:
+    """One buffer holding the transitions of several (e.g. one per parallel env), episodes intact."""
+    if not buffers:
+        raise ValueError("nothing to merge")
+    offsets = np.cumsum([0] + [len(b.frames) for b in buffers[:-1]])
+    meta = [b._meta for b in buffers]
+    return FrameStackBuffer(
+        frames=np.concatenate([b.frames for b in buffers]),
+        frame_index=np.concatenate([b.frame_index + off for b, off in zip(buffers, offsets, strict=True)]),
+        episode_first_frame=np.concatenate(
+            [b.episode_first_frame + off for b, off in zip(buffers, offsets, strict=True)]
+        ),
+        act=np.concatenate([m.act for m in meta]),
+        rew=np.concatenate([m.rew for m in meta]),
+        terminated=np.concatenate([m.terminated for m in meta]),
+        truncated=np.concatenate([m.truncated for m in meta]),
+        stack_num=buffers[0].frame_stack,
+    )

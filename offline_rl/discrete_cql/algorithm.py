@@ -103,6 +103,7 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         device: str | torch.device = "cpu",
         hidden_sizes: list[int] | None = None,
         eps_test: float = 0.0,
+        scale_obs: bool = True,
     ) -> DiscreteCQL:
         """QR-DQN model (Nature CNN for image stacks, MLP otherwise), QRDQNPolicy and algorithm."""
         from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
@@ -114,7 +115,7 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         num_actions = int(action_space.n)
         model: torch.nn.Module
         if len(shape) == 3:
-            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles)
+            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles, scale_obs=scale_obs)
         else:
             model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, hidden_sizes or [128, 128])
         policy = QRDQNPolicy(
