@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.data import ReplayBuffer
@@ -68,13 +69,13 @@ def nstep_returns(
 
 def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0) -> torch.Tensor:
     """QR-DQN's loss per transition: Σᵢ meanⱼ ρ^κ_τ̂ᵢ(Tⱼ − θᵢ); current, target are (B, Nq)."""
-    num_quantiles = current.shape[1]
+    batch, num_quantiles = current.shape
     tau_hat = (torch.arange(num_quantiles, device=current.device, dtype=current.dtype) + 0.5) / num_quantiles
-    diff = target.unsqueeze(1) - current.unsqueeze(2)  # (B, i, j): u_ij = T_j - θ_i
-    abs_diff = diff.abs()
-    huber = torch.where(abs_diff <= kappa, 0.5 * diff.pow(2), kappa * (abs_diff - 0.5 * kappa))
-    weight = (tau_hat.view(1, -1, 1) - (diff.detach() < 0).to(diff.dtype)).abs()
-    return (weight * huber / kappa).mean(dim=2).sum(dim=1)
+    shape = (batch, num_quantiles, num_quantiles)  # (B, i, j): u_ij = T_j - θ_i
+    current_ij, target_ij = current.unsqueeze(2).expand(shape), target.unsqueeze(1).expand(shape)
+    huber = F.huber_loss(current_ij, target_ij, reduction="none", delta=kappa)  # one fused kernel
+    weight = (tau_hat.view(1, -1, 1) - (target_ij < current_ij).to(current.dtype)).abs()
+    return (weight * huber).mean(dim=2).sum(dim=1) / kappa
 
 
 class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
@@ -89,7 +90,7 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         space = policy.action_space
         assert isinstance(space, gym.spaces.Discrete)
         self.num_actions = int(space.n)
-        self._optim = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
+        self._optim = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps, foreach=True)
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
 

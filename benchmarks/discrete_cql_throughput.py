@@ -1,0 +1,151 @@
+"""Updates per second and memory: offline_rl's discrete CQL against Tianshou 2.0.1's `DiscreteCQL`.
+
+    python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
+
+Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
+1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
+save_only_last_obs=True)`, stacks rebuilt at every sample), ours in `FrameStackBuffer`. Same
+network (Nature CNN, 200 quantiles), batch 32, n-step 1, min-Q weight 10. Rounds alternate; the
+figure is the median. Also printed: sampling alone (a batch of 32 stacked obs + obs_next) and the
+bytes per transition each buffer holds. The last line is `ratio_vs_tianshou: X.XX`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
+from tianshou.algorithm.algorithm_base import policy_within_training_step
+from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.data import Batch, ReplayBuffer
+
+from offline_rl.data.frame_stack import FrameStackBuffer
+from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
+from offline_rl.discrete_cql.networks import QuantileNatureCNN
+from offline_rl.perf import tune_cpu_allocator
+
+STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
+
+
+def synthetic_buffers(transitions: int, seed: int = 0) -> tuple[ReplayBuffer, FrameStackBuffer]:
+    rng = np.random.default_rng(seed)
+    episodes = max(1, transitions // EPISODE)
+    frames_per_episode = EPISODE + 1
+    frames = rng.integers(0, 256, size=(episodes * frames_per_episode, 84, 84), dtype=np.uint8)
+    act = rng.integers(0, ACTIONS, size=episodes * EPISODE)
+    rew = rng.choice([-1.0, 0.0, 1.0], size=episodes * EPISODE).astype(np.float32)
+    terminated = np.zeros(episodes * EPISODE, bool)
+    terminated[EPISODE - 1 :: EPISODE] = True
+    step = np.arange(episodes * EPISODE)
+    frame_index = step // EPISODE * frames_per_episode + step % EPISODE
+    first = step // EPISODE * frames_per_episode
+    ours = FrameStackBuffer(frames, frame_index, first, act, rew, terminated, np.zeros_like(terminated), STACK)
+    theirs = ReplayBuffer(len(act), stack_num=STACK, ignore_obs_next=True, save_only_last_obs=True)
+    for t in range(len(act)):  # Tianshou stores the newest frame of each obs
+        theirs.add(
+            Batch(
+                obs=frames[frame_index[t]][None].repeat(STACK, 0),
+                act=act[t],
+                rew=rew[t],
+                terminated=terminated[t],
+                truncated=False,
+                obs_next=frames[frame_index[t] + 1][None],
+                info={},
+            )
+        )
+    return theirs, ours
+
+
+def spaces() -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
+    return gym.spaces.Box(0, 255, (STACK, 84, 84), np.uint8), gym.spaces.Discrete(ACTIONS)
+
+
+def build_tianshou(device: str) -> TianshouDiscreteCQL:
+    obs_space, act_space = spaces()
+    model = QuantileNatureCNN(obs_space.shape, ACTIONS, QUANTILES).to(device)
+    policy = QRDQNPolicy(model=model, action_space=act_space, observation_space=obs_space)
+    return TianshouDiscreteCQL(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=1e-4),
+        min_q_weight=10.0,
+        num_quantiles=QUANTILES,
+        target_update_freq=500,
+    ).to(device)
+
+
+def build_ours(device: str) -> DiscreteCQL:
+    obs_space, act_space = spaces()
+    config = DiscreteCQLConfig(num_quantiles=QUANTILES, min_q_weight=10.0, lr=1e-4, target_update_freq=500)
+    return DiscreteCQL.build(obs_space, act_space, config, device=device)
+
+
+def rate(algorithm, buffer, updates: int, device: str) -> float:
+    with policy_within_training_step(algorithm.policy):
+        for _ in range(2):
+            algorithm.update(buffer=buffer, sample_size=BATCH)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(updates):
+            algorithm.update(buffer=buffer, sample_size=BATCH)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return updates / (time.perf_counter() - start)
+
+
+def sampling_ms(buffer, repeats: int = 50) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        batch, _ = buffer.sample(BATCH)
+        _ = batch.obs, batch.obs_next
+    return (time.perf_counter() - start) / repeats * 1e3
+
+
+def tianshou_bytes(buffer: ReplayBuffer) -> int:
+    meta = buffer._meta
+    return int(sum(np.asarray(meta[key]).nbytes for key in meta.get_keys()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--transitions", type=int, default=50_000)
+    parser.add_argument("--updates", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    tune_cpu_allocator()
+    torch.manual_seed(0)
+    theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
+    theirs, ours = build_tianshou(args.device), build_ours(args.device)
+    theirs_rates, ours_rates = [], []
+    for _ in range(args.rounds):
+        theirs_rates.append(rate(theirs, theirs_buffer, args.updates, args.device))
+        ours_rates.append(rate(ours, ours_buffer, args.updates, args.device))
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
+    print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
+    print(
+        f"sampling 32 stacked obs + obs_next: tianshou {sampling_ms(theirs_buffer):.2f} ms, "
+        f"offline_rl {sampling_ms(ours_buffer):.2f} ms"
+    )
+    print(
+        f"bytes per transition: tianshou {tianshou_bytes(theirs_buffer) / len(theirs_buffer):.0f}, "
+        f"offline_rl {ours_buffer.nbytes / len(ours_buffer):.0f}"
+    )
+    theirs_rate, ours_rate = statistics.median(theirs_rates), statistics.median(ours_rates)
+    print(
+        f"tianshou DiscreteCQL:   {theirs_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})"
+    )
+    print(f"offline_rl DiscreteCQL: {ours_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in ours_rates)})")
+    print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()
