@@ -167,3 +167,48 @@ def test_collect_cli_unknown_task_and_bad_flag(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "--size" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.hdf5").exists()
+
+
+def test_policy_file_errors_are_one_line(tmp_path: Path) -> None:
+    from offline_rl.errors import OfflineRLError
+    from offline_rl.policy_file import load_policy
+
+    with pytest.raises(OfflineRLError, match="no such policy file"):
+        load_policy(tmp_path / "absent.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"\x00not a torch file")
+    with pytest.raises(OfflineRLError, match="not a policy file") as caught:
+        load_policy(junk)
+    assert "\n" not in str(caught.value)
+
+
+def test_minari_nan_is_refused(tmp_path: Path) -> None:
+    import warnings
+
+    import gymnasium as gym
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    from offline_rl.data import load_minari
+
+    observations = np.zeros((4, 2), np.float32)
+    observations[2, 1] = np.nan
+    episode = EpisodeBuffer(
+        id=0,
+        observations=observations,
+        actions=np.zeros((3, 1), np.float32),
+        rewards=np.zeros(3),
+        terminations=np.array([0, 0, 1], bool),
+        truncations=np.zeros(3, bool),
+        infos={},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        minari.create_dataset_from_buffers(
+            "test/nan/bad-v0",
+            [episode],
+            observation_space=gym.spaces.Box(-1, 1, (2,), np.float32),
+            action_space=gym.spaces.Box(-1, 1, (1,), np.float32),
+        )
+    with pytest.raises(DatasetError, match="'observations' has 1 NaN/inf"):
+        load_minari("test/nan/bad-v0")
