@@ -11,6 +11,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from typing import Any
+
+import torch
 
 _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
@@ -36,3 +39,15 @@ def tune_cpu_allocator() -> bool:
         mallopt(_M_TOP_PAD, 64 * 1024 * 1024),
     ]
     return all(accepted)
+
+
+def make_adam(parameters: Any, **kwargs: Any) -> torch.optim.Adam:
+    """Adam as one fused kernel per step where this torch build has it, else multi-tensor.
+
+    Same update rule as the default implementation; only the kernels differ.
+    """
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, fused=True, **kwargs)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(parameters, foreach=True, **kwargs)

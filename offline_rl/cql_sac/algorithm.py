@@ -50,6 +50,7 @@ from offline_rl.cql_sac.networks import (
     tanh_gaussian_log_prob,
     tanh_gaussian_sample,
 )
+from offline_rl.perf import make_adam
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
 """Dataset actions are clipped to ±this for log π(a_data|s), so atanh stays finite."""
@@ -176,9 +177,8 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         assert isinstance(space, gym.spaces.Box)
         self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
         self.register_buffer("action_high", torch.as_tensor(space.high, dtype=torch.float32).reshape(-1))
-        # foreach: one multi-tensor kernel per step instead of a Python loop over parameters.
-        self._actor_optim = torch.optim.Adam(self.actor.net.parameters(), lr=config.actor_lr, foreach=True)
-        self._critic_optim = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, foreach=True)
+        self._actor_optim = make_adam(self.actor.net.parameters(), lr=config.actor_lr)
+        self._critic_optim = make_adam(self.critic.parameters(), lr=config.critic_lr)
         self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
         self._cql_alpha_optim = torch.optim.Adam([self.log_cql_alpha], lr=config.cql_alpha_lr)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.

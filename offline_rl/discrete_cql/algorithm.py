@@ -30,6 +30,7 @@ from tianshou.data import ReplayBuffer
 from tianshou.utils.torch_utils import torch_train_mode
 
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.perf import make_adam
 
 
 @dataclass(kw_only=True)
@@ -90,7 +91,7 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         space = policy.action_space
         assert isinstance(space, gym.spaces.Discrete)
         self.num_actions = int(space.n)
-        self._optim = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps, foreach=True)
+        self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
 
