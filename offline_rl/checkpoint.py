@@ -40,3 +40,24 @@ def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise OfflineRLError(f"--resume-path {file_path}: not an offline_rl checkpoint")
     return payload
+
+
+def restore_algorithm(algorithm: torch.nn.Module, checkpoint: dict[str, Any], path: str) -> None:
+    """Load a checkpoint's state into `algorithm`; a one-line error if the networks differ."""
+    try:
+        algorithm.load_state_dict(checkpoint["algorithm"])
+    except (RuntimeError, KeyError, ValueError) as error:
+        raise OfflineRLError(
+            f"--resume-path {path}: does not match these flags ({str(error).splitlines()[0]})"
+        ) from None
+
+
+def saved_algorithm_config(
+    checkpoint: dict[str, Any] | None, config_class: type, fallback: Any, path: str | None
+) -> Any:
+    """The algorithm settings a checkpoint was trained with (they define its networks), else `fallback`."""
+    saved = (checkpoint or {}).get("config", {}).get("algorithm")
+    if not isinstance(saved, dict):
+        return fallback
+    print(f"using the algorithm settings saved in {path}")
+    return config_class(**saved)

@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from offline_rl.checkpoint import load_checkpoint
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm, saved_algorithm_config
 from offline_rl.cli import FlagParser, add_bool_flag, pick_device
 from offline_rl.cql_sac.algorithm import CQLSAC
 from offline_rl.cql_sac.config import CQLSACConfig
@@ -246,19 +246,10 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
             f"--task {config.task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}"
         )
     checkpoint = load_checkpoint(config.resume_path, device) if config.resume_path else None
-    algorithm_config = config.algorithm
-    if checkpoint is not None and isinstance(checkpoint.get("config", {}).get("algorithm"), dict):
-        # The checkpoint defines the networks and the update; flags cannot change them mid-run.
-        algorithm_config = CQLSACConfig(**checkpoint["config"]["algorithm"])
-        print(f"using the algorithm settings saved in {config.resume_path}")
+    algorithm_config = saved_algorithm_config(checkpoint, CQLSACConfig, config.algorithm, config.resume_path)
     algorithm = CQLSAC.build(env.observation_space, env.action_space, algorithm_config, device=device)
     if checkpoint is not None:
-        try:
-            algorithm.load_state_dict(checkpoint["algorithm"])
-        except (RuntimeError, KeyError, ValueError) as error:
-            raise OfflineRLError(
-                f"--resume-path {config.resume_path}: does not match these flags ({str(error).splitlines()[0]})"
-            ) from None
+        restore_algorithm(algorithm, checkpoint, str(config.resume_path))
     info: dict[str, Any] = dict(checkpoint.get("dataset_info", {})) if checkpoint else {}
     buffer = None
     if not config.watch:

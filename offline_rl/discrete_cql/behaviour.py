@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
 from offline_rl.cli import FlagParser, pick_device
 from offline_rl.data import save_buffer
 from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
@@ -214,12 +214,7 @@ def run(config: AtariQRDQNConfig) -> dict[str, Any]:
     algorithm = build_qrdqn(config, env, device)
     if config.resume_path:
         checkpoint = load_checkpoint(config.resume_path, device)
-        try:
-            algorithm.load_state_dict(checkpoint["algorithm"])
-        except (RuntimeError, KeyError, ValueError) as error:
-            raise OfflineRLError(
-                f"--resume-path {config.resume_path}: does not match these flags ({str(error).splitlines()[0]})"
-            ) from None
+        restore_algorithm(algorithm, checkpoint, config.resume_path)
     elif config.watch:
         print("no --resume-path: playing with an untrained policy")
     policy = algorithm.policy

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.checkpoint import load_checkpoint
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm, saved_algorithm_config
 from offline_rl.cli import FlagParser, add_bool_flag, pick_device
 from offline_rl.data import dataset_info, load_buffer
 from offline_rl.data.frame_stack import FrameStackBuffer
@@ -182,10 +182,7 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
     configure_torch(device, config.threads, config.matmul_precision, config.seed)
     env = make_atari_env(config.task, config.frames_stack)
     checkpoint = load_checkpoint(config.resume_path, device) if config.resume_path else None
-    algorithm_config = config.algorithm
-    if checkpoint is not None and isinstance(checkpoint.get("config", {}).get("algorithm"), dict):
-        algorithm_config = DiscreteCQLConfig(**checkpoint["config"]["algorithm"])
-        print(f"using the algorithm settings saved in {config.resume_path}")
+    algorithm_config = saved_algorithm_config(checkpoint, DiscreteCQLConfig, config.algorithm, config.resume_path)
     algorithm = DiscreteCQL.build(
         env.observation_space,
         env.action_space,
@@ -195,12 +192,7 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
         scale_obs=config.scale_obs,
     )
     if checkpoint is not None:
-        try:
-            algorithm.load_state_dict(checkpoint["algorithm"])
-        except (RuntimeError, KeyError, ValueError) as error:
-            raise OfflineRLError(
-                f"--resume-path {config.resume_path}: does not match these flags ({str(error).splitlines()[0]})"
-            ) from None
+        restore_algorithm(algorithm, checkpoint, str(config.resume_path))
     buffer = None if config.watch else load_atari_buffer(config, env)
     render_kwargs = {"render_mode": "human"} if config.render > 0 else {}
     test_envs = DummyVectorEnv(
