@@ -12,7 +12,7 @@ offline dataset it plays.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,9 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
     print(
         f"wrote {path}: {summary['transitions']} transitions, {summary['episodes']} finished episodes, "
         f"mean return {summary['return_mean']:.2f}, {summary['bytes_per_transition']:.0f} bytes/transition in RAM"
+        if returns
+        else f"wrote {path}: {summary['transitions']} transitions (no episode finished), "
+        f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
     )
     return summary
 
@@ -211,10 +214,15 @@ def run(config: AtariQRDQNConfig) -> dict[str, Any]:
     env = make_atari_env(config.task, config.frames_stack)
     if not isinstance(env.action_space, gym.spaces.Discrete):
         raise OfflineRLError(f"--task {config.task}: expected an Atari task with discrete actions")
+    checkpoint = load_checkpoint(config.resume_path, device) if config.resume_path else None
+    saved = (checkpoint or {}).get("config", {})
+    if saved.get("num_quantiles") and saved["num_quantiles"] != config.num_quantiles:
+        # the network's shape is the checkpoint's, whatever the flags say
+        print(f"using --num-quantiles {saved['num_quantiles']} from {config.resume_path}")
+        config = replace(config, num_quantiles=int(saved["num_quantiles"]))
     algorithm = build_qrdqn(config, env, device)
-    if config.resume_path:
-        checkpoint = load_checkpoint(config.resume_path, device)
-        restore_algorithm(algorithm, checkpoint, config.resume_path)
+    if checkpoint is not None:
+        restore_algorithm(algorithm, checkpoint, str(config.resume_path))
     elif config.watch:
         print("no --resume-path: playing with an untrained policy")
     policy = algorithm.policy
