@@ -7,6 +7,7 @@ two critics 2×256. Cal-QL is off (it needs Monte-Carlo returns the benchmarks d
 from __future__ import annotations
 
 import gymnasium as gym
+import torch
 from tianshou.algorithm import CQL
 from tianshou.algorithm.modelfree.sac import Alpha, SACPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
@@ -51,3 +52,29 @@ def tianshou_cql(
         min_action=float(action_space.low.min()),
         max_action=float(action_space.high.max()),
     ).to(device)
+
+
+class TianshouAtariQRDQNNet(torch.nn.Module):
+    """The Nature CNN with a quantile head as Tianshou's Atari examples build it (NCHW layout,
+    `obs -> (logits (B, A, Nq), state)`); Tianshou's package ships no Atari network of its own."""
+
+    def __init__(self, input_shape: tuple[int, int, int], num_actions: int, num_quantiles: int) -> None:
+        super().__init__()
+        self.num_actions, self.num_quantiles = num_actions, num_quantiles
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(input_shape[0], 32, kernel_size=8, stride=4),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Flatten(),
+            torch.nn.Linear(3136, 512),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Linear(512, num_actions * num_quantiles),
+        )
+
+    def forward(self, obs, state=None, info=None):
+        device = self.net[0].weight.device
+        x = torch.as_tensor(obs, device=device, dtype=torch.float32) / 255.0
+        return self.net(x).view(-1, self.num_actions, self.num_quantiles), state

@@ -4,8 +4,9 @@
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
-save_only_last_obs=True)`, stacks rebuilt at every sample), ours in `FrameStackBuffer`. Same
-network (Nature CNN, 200 quantiles), batch 32, n-step 1, min-Q weight 10. Rounds alternate; the
+save_only_last_obs=True)`, stacks rebuilt at every sample), ours in `FrameStackBuffer`. The same
+Nature CNN architecture with 200 quantiles — Tianshou's as its Atari examples build it, ours
+(channels-last) — batch 32, n-step 1, min-Q weight 10. Rounds alternate; the
 figure is the median. Also printed: sampling alone (a batch of 32 stacked obs + obs_next) and the
 bytes per transition each buffer holds. The last line is `ratio_vs_tianshou: X.XX`.
 """
@@ -19,6 +20,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
+from baselines import TianshouAtariQRDQNNet
 from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
@@ -27,7 +29,6 @@ from tianshou.data import Batch, ReplayBuffer
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
-from offline_rl.discrete_cql.networks import QuantileNatureCNN
 from offline_rl.perf import tune_cpu_allocator
 
 STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
@@ -68,7 +69,7 @@ def spaces() -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
 
 def build_tianshou(device: str) -> TianshouDiscreteCQL:
     obs_space, act_space = spaces()
-    model = QuantileNatureCNN(obs_space.shape, ACTIONS, QUANTILES).to(device)
+    model = TianshouAtariQRDQNNet(obs_space.shape, ACTIONS, QUANTILES).to(device)
     policy = QRDQNPolicy(model=model, action_space=act_space, observation_space=obs_space)
     return TianshouDiscreteCQL(
         policy=policy,
