@@ -6,6 +6,8 @@ ale-py's environments are registered on demand, so Atari ids (`PongNoFrameskip-v
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -23,10 +25,35 @@ def _register_atari() -> None:
     gym.register_envs(ale_py)
 
 
+_HARMLESS_MUJOCO_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+@functools.cache
+def _route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings through Python's `warnings`, minus one known-harmless deprecation.
+
+    MuJoCo ≥ 3.x prints a deprecation for an attribute of gymnasium's bundled models at every env
+    creation (ten evaluation envs: ten copies) and appends it to MUJOCO_LOG.TXT in the current
+    directory; routed here, it is dropped and no log file appears.
+    """
+    try:
+        import mujoco
+    except ImportError:  # pragma: no cover - mujoco is a hard dependency
+        return
+
+    def handle(message: str) -> None:
+        if not any(harmless in message for harmless in _HARMLESS_MUJOCO_WARNINGS):
+            warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+
+    mujoco.set_mju_user_warning(handle)
+
+
 def make_env(task: str, **kwargs: Any) -> gym.Env:
     """`gymnasium.make(task)`, with a one-line error naming `--task` for an unknown id."""
     if "NoFrameskip" in task or task.startswith("ALE/"):
         _register_atari()
+    else:
+        _route_mujoco_warnings()
     try:
         return gym.make(task, **kwargs)
     except gym.error.Error as error:
