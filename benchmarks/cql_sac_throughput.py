@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import gymnasium as gym
 import numpy as np
 import torch
 from baselines import tianshou_cql
 from tianshou.algorithm import CQL
-from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Batch, ReplayBuffer
+from timing import updates_per_second
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
@@ -71,20 +70,6 @@ def build_tianshou(device: str) -> CQL:
     return tianshou_cql(obs_space, act_space, alpha=0.2, cql_weight=1.0, num_repeat_actions=N_ACTIONS, device=device)
 
 
-def rate(algorithm, buffer: ReplayBuffer, updates: int, device: str) -> float:
-    with policy_within_training_step(algorithm.policy):
-        for _ in range(3):  # warm-up: allocator, lazy init
-            algorithm.update(buffer=buffer, sample_size=BATCH)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(updates):
-            algorithm.update(buffer=buffer, sample_size=BATCH)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return updates / (time.perf_counter() - start)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -113,8 +98,8 @@ def main() -> None:
     theirs.process_buffer(buffer)
     ours_rates, theirs_rates = [], []
     for _ in range(args.rounds):
-        theirs_rates.append(rate(theirs, buffer, args.updates, args.device))
-        ours_rates.append(rate(ours, buffer, args.updates, args.device))
+        theirs_rates.append(updates_per_second(theirs, buffer, BATCH, args.updates, args.device))
+        ours_rates.append(updates_per_second(ours, buffer, BATCH, args.updates, args.device))
     ours_rate, theirs_rate = statistics.median(ours_rates), statistics.median(theirs_rates)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from baselines import TianshouAtariQRDQNNet
 from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
-from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
+from timing import updates_per_second
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
@@ -86,20 +86,6 @@ def build_ours(device: str) -> DiscreteCQL:
     return DiscreteCQL.build(obs_space, act_space, config, device=device)
 
 
-def rate(algorithm, buffer, updates: int, device: str) -> float:
-    with policy_within_training_step(algorithm.policy):
-        for _ in range(2):
-            algorithm.update(buffer=buffer, sample_size=BATCH)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(updates):
-            algorithm.update(buffer=buffer, sample_size=BATCH)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return updates / (time.perf_counter() - start)
-
-
 def sampling_ms(buffer, repeats: int = 50) -> float:
     start = time.perf_counter()
     for _ in range(repeats):
@@ -128,8 +114,8 @@ def main() -> None:
     theirs, ours = build_tianshou(args.device), build_ours(args.device)
     theirs_rates, ours_rates = [], []
     for _ in range(args.rounds):
-        theirs_rates.append(rate(theirs, theirs_buffer, args.updates, args.device))
-        ours_rates.append(rate(ours, ours_buffer, args.updates, args.device))
+        theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
+        ours_rates.append(updates_per_second(ours, ours_buffer, BATCH, args.updates, args.device))
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
     print(
