@@ -15,6 +15,7 @@ round-trip it (optionally compressed).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,13 @@ from tianshou.data import Batch, ReplayBuffer
 
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
 """Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
+
+
+@functools.cache
+def _window_offsets(length: int) -> np.ndarray:
+    offsets = np.arange(-length + 1, 1)
+    offsets.setflags(write=False)
+    return offsets
 
 
 class FrameStackBuffer(ReplayBuffer):
@@ -64,26 +72,33 @@ class FrameStackBuffer(ReplayBuffer):
         self.last_index = np.array([size - 1])
         object.__setattr__(self, FRAME_STACK_MARKER, np.array([1], dtype=np.int8))
 
-    def stacks(self, newest_frames: np.ndarray, first_frames: np.ndarray) -> np.ndarray:
-        """(len, stack, H, W) stacks ending at `newest_frames`, clamped at each episode's first frame."""
-        offsets = np.arange(-self.frame_stack + 1, 1)
-        index = np.maximum(newest_frames[:, None] + offsets[None, :], first_frames[:, None])
+    def stacks(self, newest_frames: np.ndarray, first_frames: np.ndarray, length: int | None = None) -> np.ndarray:
+        """(len, length, H, W) frame windows ending at `newest_frames` (default length: the stack size),
+        clamped at each episode's first frame."""
+        offsets = _window_offsets(length or self.frame_stack)
+        index = newest_frames[:, None] + offsets
+        np.maximum(index, first_frames[:, None], out=index)
         return self.frames[index]
 
     def __getitem__(self, index: Any) -> Batch:
-        indices = np.arange(len(self))[index] if isinstance(index, slice) else np.asarray(index)
-        scalar = indices.ndim == 0
-        indices = np.atleast_1d(indices)
+        if isinstance(index, np.ndarray) and index.ndim == 1:  # the sampling path: no conversions
+            indices, scalar = index, False
+        else:
+            indices = np.arange(len(self))[index] if isinstance(index, slice) else np.asarray(index)
+            scalar = indices.ndim == 0
+            indices = np.atleast_1d(indices)
         newest = self.frame_index[indices]
         first = self.episode_first_frame[indices]
+        # obs and obs_next share all but one frame: gather the stack + 1 frame window once.
+        window = self.stacks(newest + 1, first, length=self.frame_stack + 1)
         batch = Batch(
-            obs=self.stacks(newest, first),
+            obs=window[:, :-1],
             act=self._meta.act[indices],
             rew=self._meta.rew[indices],
             terminated=self._meta.terminated[indices],
             truncated=self._meta.truncated[indices],
             done=self._meta.done[indices],
-            obs_next=self.stacks(newest + 1, first),
+            obs_next=window[:, 1:],
             info=Batch(),
             policy=Batch(),
         )
