@@ -120,7 +120,8 @@ class DeviceDataset:
         device: torch.device,
     ) -> None:
         size = len(buffer)
-        order = np.arange(size) if buffer._insertion_idx in (0, size) else buffer.sample_indices(0)
+        # A full buffer (what the loaders build) is already in order: slice, do not copy.
+        order = None if buffer._insertion_idx in (0, size) else buffer.sample_indices(0)
 
         def column(array: np.ndarray) -> torch.Tensor:
             data = np.asarray(array[:size] if order is None else array[order])
