@@ -172,7 +172,9 @@ def test_behaviour_cloning_warmup_maximises_dataset_log_likelihood() -> None:
     act = torch.tensor([[1.0], [-0.6]])  # an action on the bound: clipped to 1 - 1e-3 for atanh
     losses, _ = algo.compute_losses(obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
     assert torch.isfinite(losses["actor"])
-    algo.num_updates.fill_(10)  # warm-up over: the Q term returns
+    state = algo.state_dict()
+    state["num_updates"] = torch.tensor(10)
+    algo.load_state_dict(state)  # as a resumed run past its warm-up: the Q term returns
     losses_after, _ = algo.compute_losses(obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
     assert losses_after["actor"].item() != pytest.approx(losses["actor"].item())
 

@@ -174,6 +174,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha) if config.alpha > 0 else -math.inf))
         self.log_cql_alpha = torch.nn.Parameter(torch.tensor(0.0))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+        self._host_updates = 0  # host mirror of num_updates: reading the device copy would sync
         space = policy.action_space
         assert isinstance(space, gym.spaces.Box)
         self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
@@ -228,6 +229,11 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
     @property
     def device(self) -> torch.device:
         return self.action_low.device
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._host_updates = int(self.num_updates)
+        return result
 
     def to_policy_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Map env actions into the policy's [-1, 1] box (inverse of SACPolicy's action scaling)."""
@@ -321,6 +327,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
                 self.log_cql_alpha.clamp_(max=math.log(CQL_ALPHA_MAX))
             self.soft_update_targets()
             self.num_updates += 1
+        self._host_updates += 1
         values = torch.stack([stats[name] for name in _STAT_NAMES]).tolist()
         return CQLSACTrainingStats(**dict(zip(_STAT_NAMES, values, strict=True)))
 
@@ -344,7 +351,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
 
         # Actor (and entropy temperature).
         new_action, new_log_prob = samples.pi_actions[:, :1], samples.pi_log_prob[:, 0]
-        if int(self.num_updates) < cfg.bc_steps:
+        if self._host_updates < cfg.bc_steps:
             data_action = act.clamp(-BC_ACTION_LIMIT, BC_ACTION_LIMIT)
             actor_objective = tanh_gaussian_log_prob(samples.mean, samples.log_std, data_action)
         else:

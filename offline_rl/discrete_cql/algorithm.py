@@ -94,6 +94,7 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+        self._host_updates = 0  # host mirror of num_updates: reading the device copy would sync
 
     @classmethod
     def build(
@@ -129,6 +130,11 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
     def device(self) -> torch.device:
         return self.num_updates.device
 
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._host_updates = int(self.num_updates)
+        return result
+
     def update(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
         """Sample a batch, build n-step targets that respect episode ends, take one step."""
         if not self.policy.is_within_training_step:
@@ -163,7 +169,8 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
             self._optim.step()
         with torch.no_grad():
             self.num_updates += 1
-            if int(self.num_updates) % cfg.target_update_freq == 0:
+            self._host_updates += 1
+            if self._host_updates % cfg.target_update_freq == 0:
                 self.model_target.load_state_dict(self.model.state_dict())
         values = torch.stack([losses[key].detach() for key in _STAT_NAMES]).tolist()
         return DiscreteCQLTrainingStats(**dict(zip(_STAT_NAMES, values, strict=True)))
