@@ -1,3 +1,20 @@
-"""offline_rl: offline reinforcement learning (CQL-SAC, discrete CQL) on Tianshou 2.x."""
+"""offline_rl: offline reinforcement learning (CQL-SAC, discrete CQL) on Tianshou 2.x.
 
-__version__ = "0.1.0"
+Public names: the algorithms and their configurations here; datasets in `offline_rl.data`.
+"""
+
+__version__ = "0.1.0"  # first: submodules read it while this package is still initialising
+
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig  # noqa: E402
+from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig  # noqa: E402
+from offline_rl.errors import DatasetError, OfflineRLError  # noqa: E402
+
+__all__ = [
+    "CQLSAC",
+    "CQLSACConfig",
+    "DatasetError",
+    "DiscreteCQL",
+    "DiscreteCQLConfig",
+    "OfflineRLError",
+    "__version__",
+]
