@@ -27,7 +27,7 @@ setup(
         "ale-py>=0.9",
         "opencv-python-headless>=4.8",  # gymnasium's AtariPreprocessing resizes frames with cv2
         "h5py>=3.9",
-        "minari>=0.5",
+        "minari[hf]>=0.5",  # hf: Minari downloads datasets through huggingface_hub
         "tensorboard>=2.14",
         "tqdm>=4.60",
     ],

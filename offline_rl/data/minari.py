@@ -53,10 +53,29 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
             f"Minari dataset '{dataset_id}' not found locally at {get_dataset_path(dataset_id)}; "
             "pass download=True (--download) to fetch it, or give a dataset directory"
         ) from None
+    except ImportError as error:
+        raise DownloadError(
+            f"Minari dataset '{dataset_id}' is not local and downloading it needs an optional package "
+            f"({error}); pip install 'minari[hf]'"
+        ) from None
     except (OSError, ValueError) as error:
         if download:
-            raise DownloadError(f"Minari dataset '{dataset_id}' could not be downloaded ({error})") from None
+            raise _download_error(dataset_id, error) from None
         raise DatasetError(f"Minari dataset '{dataset_id}': {error}") from None
+    except Exception as error:  # the HTTP client's own errors (no network) are not OSErrors
+        if download:
+            raise _download_error(dataset_id, error) from None
+        raise
+
+
+def _download_error(dataset_id: str, error: BaseException) -> DownloadError:
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return DownloadError(
+        f"Minari dataset '{dataset_id}' is not at {get_dataset_path(dataset_id)} and could not be "
+        f"downloaded ({reason}); copy the dataset directory there (or set MINARI_DATASETS_PATH)"
+    )
 
 
 def load_minari(source: str | os.PathLike[str], download: bool = False) -> ReplayBuffer:
