@@ -216,6 +216,7 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions() -> None:
 
 
 def test_random_actions_cover_the_box_uniformly() -> None:
+    torch.manual_seed(0)
     algo = tiny_algorithm(cql_n_actions=50)
     obs = torch.zeros(400, OBS)
     random_actions = algo.sample_actions(obs, obs).random_actions.numpy().ravel()
@@ -223,7 +224,7 @@ def test_random_actions_cover_the_box_uniformly() -> None:
     counts, _ = np.histogram(random_actions, bins=10, range=(-1, 1))
     fractions = counts / len(random_actions)
     np.testing.assert_allclose(fractions, 0.1, atol=0.01)  # a constant +1 puts everything in the last bin
-    assert abs(random_actions.mean()) < 0.01
+    assert abs(random_actions.mean()) < 0.02  # ~5 standard errors for 20 000 draws
 
 
 def test_max_target_backup_takes_min_over_critics_then_max_over_samples() -> None:
