@@ -54,19 +54,40 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def vector_envs(make: Callable[[], Any], num: int, seed: int) -> Any:
+    """`num` envs from `make` in Tianshou's `DummyVectorEnv`, seeded `seed, seed + 1, ...`."""
+    from tianshou.env import DummyVectorEnv
+
+    envs = DummyVectorEnv([make for _ in range(num)])
+    envs.seed([seed + i for i in range(num)])
+    return envs
+
+
+def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
+    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs."""
+    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
+    path = Path(logdir) / task.replace("/", "_") / algo_name / str(seed) / stamp
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def watch(
-    algorithm: Any, test_collector: Any, settings: RunSettings, reporter: EvaluationReporter, checkpoint_path: str
+    algorithm: Any,
+    test_collector: Any,
+    *,
+    task: str,
+    episodes: int,
+    render: float,
+    reporter: EvaluationReporter,
+    source: str,
 ) -> dict[str, Any]:
-    """Evaluate only: `test_num` whole episodes, printed as one line."""
+    """Evaluate only: `episodes` whole episodes, printed as one line."""
     algorithm.eval()
     test_collector.reset()
-    result = test_collector.collect(n_episode=settings.test_num, render=settings.render or None)
+    result = test_collector.collect(n_episode=episodes, render=render or None)
     record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
-    print(
-        f"watch {settings.task} from {checkpoint_path}: {reporter.format(record)} "
-        f"over {int(record['episodes'])} episodes"
-    )
-    return {"mode": "watch", "task": settings.task, "checkpoint": checkpoint_path, **record}
+    print(f"watch {task} from {source}: {reporter.format(record)} over {int(record['episodes'])} episodes")
+    return {"mode": "watch", "task": task, "source": source, **record}
 
 
 def train_offline(
@@ -89,10 +110,7 @@ def train_offline(
     if resume_path:
         log_path = Path(resume_path).expanduser().resolve().parent
     else:
-        stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-        log_path = Path(settings.logdir) / settings.task.replace("/", "_") / settings.algo_name / str(settings.seed)
-        log_path = log_path / stamp
-    log_path.mkdir(parents=True, exist_ok=True)
+        log_path = new_log_path(settings.logdir, settings.task, settings.algo_name, settings.seed)
     writer = SummaryWriter(str(log_path))
     writer.add_text("config", str(saved.get("config")))
     logger = TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1)

@@ -109,16 +109,8 @@ class DeviceDataset:
     Observations are stored normalised, actions in the policy's [-1, 1] box, rewards scaled.
     """
 
-    def __init__(
-        self,
-        buffer: ReplayBuffer,
-        *,
-        normalizer: ObservationNormalizer,
-        to_policy_actions: Any,
-        reward_scale: float,
-        reward_bias: float,
-        device: torch.device,
-    ) -> None:
+    def __init__(self, buffer: ReplayBuffer, prepare: Any, device: torch.device) -> None:
+        """`prepare(obs, act, rew, terminated, obs_next)` is the algorithm's `prepare_transitions`."""
         size = len(buffer)
         # A full buffer (what the loaders build) is already in order: slice, do not copy.
         order = None if buffer._insertion_idx in (0, size) else buffer.sample_indices(0)
@@ -127,12 +119,10 @@ class DeviceDataset:
             data = np.asarray(array[:size] if order is None else array[order])
             return torch.as_tensor(data, dtype=torch.float32).to(device)
 
-        with torch.no_grad():
-            self.obs = normalizer(column(buffer.obs).reshape(size, -1))
-            self.obs_next = normalizer(column(buffer.obs_next).reshape(size, -1))
-            self.act = to_policy_actions(column(buffer.act).reshape(size, -1))
-            self.rew = column(buffer.rew).reshape(size) * reward_scale + reward_bias
-            self.not_terminated = 1.0 - column(buffer.terminated).reshape(size)
+        keys = ("obs", "act", "rew", "terminated", "obs_next")
+        self.obs, self.act, self.rew, self.not_terminated, self.obs_next = prepare(
+            *(column(getattr(buffer, key)) for key in keys)
+        )
         self.size = size
 
     def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
@@ -260,14 +250,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
     def _stage(self, buffer: ReplayBuffer) -> DeviceDataset:
         key = (id(buffer), len(buffer))
         if self._dataset is None or self._dataset_key != key or self._dataset.obs.device != self.device:
-            self._dataset = DeviceDataset(
-                buffer,
-                normalizer=self.normalizer,
-                to_policy_actions=self.to_policy_actions,
-                reward_scale=self.config.reward_scale,
-                reward_bias=self.config.reward_bias,
-                device=self.device,
-            )
+            self._dataset = DeviceDataset(buffer, self.prepare_transitions, self.device)
             self._dataset_key = key
         return self._dataset
 
@@ -287,18 +270,29 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
 
     def _update_with_batch(self, batch: Any) -> CQLSACTrainingStats:
         """Tianshou's generic path (a sampled Batch), kept for callers that use it directly."""
-        device = self.device
-        size = len(batch.rew)
-        obs = torch.as_tensor(np.asarray(batch.obs), dtype=torch.float32, device=device).reshape(size, -1)
-        obs_next = torch.as_tensor(np.asarray(batch.obs_next), dtype=torch.float32, device=device).reshape(size, -1)
-        act = torch.as_tensor(np.asarray(batch.act), dtype=torch.float32, device=device).reshape(size, -1)
-        rew = torch.as_tensor(np.asarray(batch.rew), dtype=torch.float32, device=device).reshape(size)
-        terminated = torch.as_tensor(np.asarray(batch.terminated), dtype=torch.float32, device=device).reshape(size)
-        with torch.no_grad():
-            obs, obs_next = self.normalizer(obs), self.normalizer(obs_next)
-            act = self.to_policy_actions(act)
-            rew = rew * self.config.reward_scale + self.config.reward_bias
-        return self.learn(obs, act, rew, 1.0 - terminated, obs_next)
+        keys = ("obs", "act", "rew", "terminated", "obs_next")
+        columns = (torch.as_tensor(np.asarray(batch[key]), dtype=torch.float32, device=self.device) for key in keys)
+        return self.learn(*self.prepare_transitions(*columns))
+
+    @torch.no_grad()
+    def prepare_transitions(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        terminated: torch.Tensor,
+        obs_next: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        """Raw columns -> what `learn` takes: normalised obs, policy-space actions, scaled rewards,
+        1 - terminated, normalised next obs."""
+        size = rew.shape[0]
+        return (
+            self.normalizer(obs.reshape(size, -1)),
+            self.to_policy_actions(act.reshape(size, -1)),
+            rew.reshape(size) * self.config.reward_scale + self.config.reward_bias,
+            1.0 - terminated.reshape(size),
+            self.normalizer(obs_next.reshape(size, -1)),
+        )
 
     # ----------------------------------------------------------------------------------------
     # the update

@@ -26,7 +26,7 @@ from offline_rl.envs import check_dataset_fits_env, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
 from offline_rl.scores import reference_scores
-from offline_rl.training import RunSettings, configure_torch, train_offline, watch
+from offline_rl.training import RunSettings, configure_torch, train_offline, vector_envs, watch
 
 
 @dataclass
@@ -218,15 +218,6 @@ def config_from_args(argv: Sequence[str] | None) -> ExperimentConfig:
     )
 
 
-def _make_test_envs(task: str, num: int, seed: int, render: bool) -> Any:
-    from tianshou.env import DummyVectorEnv
-
-    kwargs = {"render_mode": "human"} if render else {}
-    envs = DummyVectorEnv([lambda: make_env(task, **kwargs) for _ in range(num)])
-    envs.seed([seed + 10_000 + i for i in range(num)])
-    return envs
-
-
 def _scores_for(task: str, info: dict[str, Any]) -> tuple[float | None, float | None]:
     if info.get("ref_min_score") is not None and info.get("ref_max_score") is not None:
         return float(info["ref_min_score"]), float(info["ref_max_score"])
@@ -264,7 +255,8 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
             f"{stats.terminated} terminated / {stats.truncated} truncated"
         )
     ref_min, ref_max = _scores_for(config.task, info)
-    test_envs = _make_test_envs(config.task, config.test_num, config.seed, render=config.render > 0)
+    render_kwargs = {"render_mode": "human"} if config.render > 0 else {}
+    test_envs = vector_envs(lambda: make_env(config.task, **render_kwargs), config.test_num, config.seed + 10_000)
     test_collector = Collector(algorithm.policy, test_envs)
     settings = RunSettings(
         task=config.task,
@@ -279,7 +271,15 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         render=config.render,
     )
     if config.watch:
-        return watch(algorithm, test_collector, settings, EvaluationReporter(ref_min, ref_max), str(config.resume_path))
+        return watch(
+            algorithm,
+            test_collector,
+            task=config.task,
+            episodes=config.test_num,
+            render=config.render,
+            reporter=EvaluationReporter(ref_min, ref_max),
+            source=str(config.resume_path),
+        )
     assert buffer is not None
     return train_offline(
         algorithm,

@@ -29,7 +29,7 @@ from offline_rl.discrete_cql.networks import QuantileNatureCNN
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
-from offline_rl.training import configure_torch, plain
+from offline_rl.training import configure_torch, new_log_path, plain, vector_envs, watch
 
 
 @dataclass
@@ -204,7 +204,6 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
 
 def run(config: AtariQRDQNConfig) -> dict[str, Any]:
     from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
     from torch.utils.tensorboard import SummaryWriter
@@ -226,29 +225,27 @@ def run(config: AtariQRDQNConfig) -> dict[str, Any]:
     elif config.watch:
         print("no --resume-path: playing with an untrained policy")
     policy = algorithm.policy
+
+    def make() -> gym.Env:
+        return make_atari_env(config.task, config.frames_stack)
+
     if config.watch:
         policy.set_eps_inference(config.eps_test)
         if config.save_buffer_name:
             return collect_buffer(config, policy, Path(config.save_buffer_name).expanduser())
-        test_envs = DummyVectorEnv(
-            [lambda: make_atari_env(config.task, config.frames_stack) for _ in range(config.test_num)]
+        collector = Collector(policy, vector_envs(make, config.test_num, config.seed + 10_000))
+        return watch(
+            algorithm,
+            collector,
+            task=config.task,
+            episodes=config.test_num,
+            render=config.render,
+            reporter=EvaluationReporter(),
+            source=config.resume_path or "an untrained policy",
         )
-        collector = Collector(policy, test_envs)
-        collector.reset()
-        result = collector.collect(n_episode=config.test_num, render=config.render or None)
-        reporter = EvaluationReporter()
-        record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
-        print(f"watch {config.task}: {reporter.format(record)} over {config.test_num} episodes")
-        return record
 
-    train_envs = DummyVectorEnv(
-        [lambda: make_atari_env(config.task, config.frames_stack) for _ in range(config.training_num)]
-    )
-    test_envs = DummyVectorEnv(
-        [lambda: make_atari_env(config.task, config.frames_stack) for _ in range(config.test_num)]
-    )
-    train_envs.seed(config.seed)
-    test_envs.seed(config.seed + 10_000)
+    train_envs = vector_envs(make, config.training_num, config.seed)
+    test_envs = vector_envs(make, config.test_num, config.seed + 10_000)
     replay = VectorReplayBuffer(
         config.buffer_size,
         buffer_num=config.training_num,
@@ -258,11 +255,7 @@ def run(config: AtariQRDQNConfig) -> dict[str, Any]:
     )
     train_collector = Collector(policy, train_envs, replay, exploration_noise=True)
     test_collector = Collector(policy, test_envs, exploration_noise=True)
-    import datetime
-
-    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-    log_path = Path(config.logdir) / config.task.replace("/", "_") / "qrdqn" / str(config.seed) / stamp
-    log_path.mkdir(parents=True, exist_ok=True)
+    log_path = new_log_path(config.logdir, config.task, "qrdqn", config.seed)
     writer = SummaryWriter(str(log_path))
     logger = TensorboardLogger(writer)
     reporter = EvaluationReporter(writer=writer)

@@ -24,7 +24,7 @@ from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
-from offline_rl.training import RunSettings, configure_torch, train_offline, watch
+from offline_rl.training import RunSettings, configure_torch, train_offline, vector_envs, watch
 
 
 @dataclass
@@ -176,7 +176,6 @@ def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
 
 def run(config: AtariCQLConfig) -> dict[str, Any]:
     from tianshou.data import Collector
-    from tianshou.env import DummyVectorEnv
 
     device = pick_device(config.device)
     configure_torch(device, config.threads, config.matmul_precision, config.seed)
@@ -195,10 +194,9 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
         restore_algorithm(algorithm, checkpoint, str(config.resume_path))
     buffer = None if config.watch else load_atari_buffer(config, env)
     render_kwargs = {"render_mode": "human"} if config.render > 0 else {}
-    test_envs = DummyVectorEnv(
-        [lambda: make_atari_env(config.task, config.frames_stack, **render_kwargs) for _ in range(config.test_num)]
+    test_envs = vector_envs(
+        lambda: make_atari_env(config.task, config.frames_stack, **render_kwargs), config.test_num, config.seed + 10_000
     )
-    test_envs.seed([config.seed + 10_000 + i for i in range(config.test_num)])
     test_collector = Collector(algorithm.policy, test_envs)
     settings = RunSettings(
         task=config.task,
@@ -213,7 +211,15 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
         render=config.render,
     )
     if config.watch:
-        return watch(algorithm, test_collector, settings, EvaluationReporter(), str(config.resume_path))
+        return watch(
+            algorithm,
+            test_collector,
+            task=config.task,
+            episodes=config.test_num,
+            render=config.render,
+            reporter=EvaluationReporter(),
+            source=str(config.resume_path),
+        )
     info = dataset_info(buffer) or {"name": str(config.load_buffer_name)}
     return train_offline(
         algorithm,
