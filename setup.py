@@ -27,11 +27,14 @@ setup(
         "ale-py>=0.9",
         "opencv-python-headless>=4.8",  # gymnasium's AtariPreprocessing resizes frames with cv2
         "h5py>=3.9",
+        "google-crc32c>=1.5",  # TFRecord checksums for the RL Unplugged reader (hardware CRC-32C)
         "minari[hf]>=0.5",  # hf: Minari downloads datasets through huggingface_hub
         "tensorboard>=2.14",
         "tqdm>=4.60",
     ],
     extras_require={
+        # TensorFlow writes the RL Unplugged test shards and runs the benchmark's baseline; the converter
+        # itself reads shards without it.
         "rlu": ["tensorflow>=2.15"],
         "test": ["pytest>=8", "ruff>=0.5"],
     },

@@ -5,9 +5,13 @@ Public names: the algorithms and their configurations here; datasets in `offline
 
 __version__ = "0.1.0"  # first: submodules read it while this package is still initialising
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
-from offline_rl.errors import DatasetError, OfflineRLError
+from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+
+use_tensorboard_without_tensorflow()  # before anything below imports tianshou, hence tensorboard
+
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig  # noqa: E402
+from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig  # noqa: E402
+from offline_rl.errors import DatasetError, OfflineRLError  # noqa: E402
 
 __all__ = [
     "CQLSAC",

@@ -1,4 +1,4 @@
-"""Offline datasets as Tianshou replay buffers: D4RL, Minari, Tianshou HDF5, local collection.
+"""Offline datasets as Tianshou replay buffers: D4RL, Minari, Tianshou HDF5, RL Unplugged, local collection.
 
 Every loader returns a `tianshou.data.ReplayBuffer` whose episode ends are exact: `terminated`
 stops bootstrapping, `truncated` (a time-out or the end of the data) does not, and no transition's
@@ -8,6 +8,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 from offline_rl.data.buffers import load_buffer, save_buffer
 from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
+from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.data.frame_stack import FrameStackBuffer, FrameStackBufferBuilder
 from offline_rl.data.minari import load_minari
 from offline_rl.data.stats import DatasetStats, dataset_stats
@@ -15,6 +16,7 @@ from offline_rl.data.transitions import dataset_info
 
 __all__ = [
     "DatasetStats",
+    "FramePoolBuffer",
     "FrameStackBuffer",
     "FrameStackBufferBuilder",
     "d4rl_path",

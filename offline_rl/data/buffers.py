@@ -14,13 +14,14 @@ import numpy as np
 from tianshou.data import ReplayBuffer
 
 from offline_rl.atomic import atomic_path
+from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer
 from offline_rl.data.transitions import require_finite
 from offline_rl.errors import DatasetError
 
 BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
 FRAME_STACK_KEYS = ("frames", "frame_index", "episode_first_frame", "act", "rew", "terminated", "truncated", "done")
-_ROOT_KEYS = ("frames", "frame_index", "episode_first_frame")
+_ROOT_KEYS = ("frames", "frame_index", "episode_first_frame", "obs_frames", "obs_next_frames")
 
 
 def is_tianshou_buffer_file(file: h5py.File) -> bool:
@@ -37,8 +38,9 @@ def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compressi
 
 
 def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
-    """Load a Tianshou HDF5 buffer: Tianshou's own (frame-stacked ones with `stack_num > 1` included)
-    or this package's `FrameStackBuffer`, recognised by content."""
+    """Load a Tianshou HDF5 buffer: Tianshou's own (frame-stacked ones with `stack_num > 1` included),
+    this package's `FrameStackBuffer` (Atari collection) or `FramePoolBuffer` (RL Unplugged
+    conversion), recognised by content."""
     file_path = Path(path).expanduser()
     if not file_path.is_file():
         raise DatasetError(f"{file_path}: no such file")
@@ -49,13 +51,17 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
                     f"{file_path}: not a Tianshou replay buffer (no '_meta' group / 'maxsize' attribute)"
                 )
             frame_stacked = FRAME_STACK_MARKER in file
+            frame_pool = FRAME_POOL_MARKER in file
             meta = file["_meta"]
-            required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
+            if frame_pool:
+                required: tuple[str, ...] = POOL_KEYS + REQUIRED_META_KEYS
+            else:
+                required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
             missing = [key for key in required if key not in (file if key in _ROOT_KEYS else meta)]
             if missing:
                 where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
                 raise DatasetError(f"{file_path}: buffer is missing key '{where}'")
-        buffer_class = FrameStackBuffer if frame_stacked else ReplayBuffer
+        buffer_class = FramePoolBuffer if frame_pool else FrameStackBuffer if frame_stacked else ReplayBuffer
         buffer = buffer_class.load_hdf5(str(file_path))
     except OSError as error:
         raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None

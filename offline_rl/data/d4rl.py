@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
-from tqdm import tqdm
 
-from offline_rl.atomic import atomic_path
 from offline_rl.data.transitions import (
     make_replay_buffer,
     require_finite,
     require_flag_array,
 )
+from offline_rl.download import download_file
 from offline_rl.errors import DatasetError, DownloadError
 from offline_rl.scores import reference_scores
 
@@ -96,27 +93,6 @@ def _name_from_filename(path: Path) -> str | None:
     return candidate if _LOCOMOTION.fullmatch(candidate) else None
 
 
-def download_file(url: str, destination: Path, *, timeout_s: float = 30.0) -> None:
-    """Fetch `url` to `destination` with a progress bar; the file appears only when complete."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with (
-                atomic_path(destination) as tmp,
-                open(tmp, "wb") as out,
-                tqdm(total=total, unit="B", unit_scale=True, desc=f"download {destination.name}") as bar,
-            ):
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", None) or error
-        raise DownloadError(
-            f"dataset not found at {destination} and the download from {url} failed ({reason}); "
-            f"copy the file to that path (or set D4RL_DATASET_DIR) and run again"
-        ) from None
-
-
 def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True) -> tuple[Path, str | None]:
     """Map a path or a D4RL dataset name to a file on disk, downloading a named dataset if needed."""
     path = Path(source).expanduser()
@@ -131,7 +107,7 @@ def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True
     if not local.exists():
         if not download:
             raise DownloadError(f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}")
-        download_file(d4rl_url(name), local)
+        download_file(d4rl_url(name), local, hint="or set D4RL_DATASET_DIR")
     return local, name
 
 

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
+from offline_rl.data.indexing import as_indices
+
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
 """Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
 
@@ -81,12 +83,7 @@ class FrameStackBuffer(ReplayBuffer):
         return self.frames[index]
 
     def __getitem__(self, index: Any) -> Batch:
-        if isinstance(index, np.ndarray) and index.ndim == 1:  # the sampling path: no conversions
-            indices, scalar = index, False
-        else:
-            indices = np.arange(len(self))[index] if isinstance(index, slice) else np.asarray(index)
-            scalar = indices.ndim == 0
-            indices = np.atleast_1d(indices)
+        indices, scalar = as_indices(index, len(self))
         newest = self.frame_index[indices]
         first = self.episode_first_frame[indices]
         # obs and obs_next share all but one frame: gather the stack + 1 frame window once.

@@ -18,7 +18,7 @@ import numpy as np
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm, saved_algorithm_config
 from offline_rl.cli import FlagParser, add_bool_flag, pick_device
 from offline_rl.data import dataset_info, load_buffer
-from offline_rl.data.frame_stack import FrameStackBuffer
+from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.discrete_cql.algorithm import DiscreteCQL
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import make_atari_env
@@ -51,7 +51,10 @@ class AtariCQLConfig:
     algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
 
 
-def create_buffer_command(task: str, path: str) -> str:
+def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False) -> str:
+    if from_rl_unplugged:
+        game = task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
+        return f"python converters/rl_unplugged_atari.py --task {game} --run-id 1 --shard-id 0"
     return (
         f"python examples/atari_qrdqn.py --task {task} --watch --eps-test 0.2 --buffer-size 1000000 "
         f"--save-buffer-name {path}"
@@ -149,11 +152,11 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
 def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
     """The offline buffer, checked against the task; a one-line error with the fix if it does not fit."""
     path = Path(config.load_buffer_name).expanduser()
-    how = create_buffer_command(config.task, config.load_buffer_name)
+    how = create_buffer_command(config.task, config.load_buffer_name, config.buffer_from_rl_unplugged)
     if not path.is_file():
         raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
     buffer = load_buffer(path)
-    if config.buffer_from_rl_unplugged and not isinstance(buffer, FrameStackBuffer):
+    if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
             f"--buffer-from-rl-unplugged: {path} is not a buffer written by the RL Unplugged converter"
         )

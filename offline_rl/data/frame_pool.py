@@ -1,0 +1,155 @@
+"""A replay buffer whose observations are stacks of frames drawn from a pool of distinct frames.
+
+RL Unplugged stores every transition as 8 PNG frames (`o_t` and `o_tp1`, 4 each), but `o_tp1` is
+`o_t` shifted by one frame and consecutive transitions of an episode share 3 of their 4 frames, so a
+shard of N transitions holds only about N distinct frames. Here each distinct frame is stored once in
+`frames` and every transition keeps the pool indices of its two stacks: 1M transitions cost their
+distinct frames (7 KB each) plus 32 bytes of indices, against 56 KB for `obs` + `obs_next` arrays.
+Nothing is assumed about which frames repeat, so any stack the source holds is reproduced exactly.
+
+The buffer is a Tianshou `ReplayBuffer`: `buf[indices]` yields `obs` and `obs_next` as
+(batch, 4, 84, 84) uint8 stacks with `act`, `rew`, `terminated`, `truncated`, `done` and any extra
+per-transition keys; `buf.next`/`buf.prev` follow Tianshou's rules (an episode ends where `done`).
+
+File layout (HDF5; `_meta` group and `maxsize` attribute as Tianshou's `save_hdf5` writes them, so
+the file is recognised as a buffer): `frames` (F, H, W) uint8, `obs_frames` and `obs_next_frames`
+(N, stack) int32, `_meta/<key>` per-transition arrays, and a marker dataset `offline_rl_frame_pool_v1`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import h5py
+import numpy as np
+from tianshou.data import Batch, ReplayBuffer
+
+from offline_rl.data.indexing import as_indices
+
+FRAME_POOL_MARKER = "offline_rl_frame_pool_v1"
+POOL_KEYS = ("frames", "obs_frames", "obs_next_frames")
+REQUIRED_META_KEYS = ("act", "rew", "terminated", "truncated", "done")
+
+
+class FramePoolBuffer(ReplayBuffer):
+    """Transitions whose stacks index a pool of frames stored once; see the module docstring."""
+
+    def __init__(
+        self,
+        frames: np.ndarray,
+        obs_frames: np.ndarray,
+        obs_next_frames: np.ndarray,
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        extra: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        size = len(act)
+        if not (len(obs_frames) == len(obs_next_frames) == len(rew) == len(terminated) == len(truncated) == size):
+            raise ValueError("per-transition arrays differ in length")
+        super().__init__(size)
+        self.frames = frames
+        self.obs_frames = np.asarray(obs_frames, dtype=np.int32)
+        self.obs_next_frames = np.asarray(obs_next_frames, dtype=np.int32)
+        self.options["stack_num"] = int(self.obs_frames.shape[1])
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        columns: dict[str, Any] = {
+            "act": np.asarray(act),
+            "rew": np.asarray(rew, dtype=np.float32),
+            "terminated": terminated,
+            "truncated": truncated,
+            "done": terminated | truncated,
+        }
+        for key, values in (extra or {}).items():
+            columns[key] = np.asarray(values)
+        self.extra_keys = tuple((extra or {}).keys())
+        # Not set_batch(): it refuses keys outside Tianshou's reserved ones, such as episode_id.
+        self._meta = Batch(columns)  # type: ignore[assignment]
+        self._size = size
+        self._insertion_idx = 0
+        self.last_index = np.array([size - 1])
+
+    def __getitem__(self, index: Any) -> Batch:
+        indices, scalar = as_indices(index, len(self))
+        meta = self._meta
+        batch = Batch(
+            obs=self.frames[self.obs_frames[indices]],
+            act=meta.act[indices],
+            rew=meta.rew[indices],
+            terminated=meta.terminated[indices],
+            truncated=meta.truncated[indices],
+            done=meta.done[indices],
+            obs_next=self.frames[self.obs_next_frames[indices]],
+            info=Batch(),
+            policy=Batch(),
+            **{key: meta[key][indices] for key in self.extra_keys},
+        )
+        return batch[0] if scalar else batch  # type: ignore[return-value]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in RAM by the frame pool, the indices and the per-transition arrays."""
+        arrays = [self.frames, self.obs_frames, self.obs_next_frames]
+        arrays += [self._meta[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)]
+        return int(sum(np.asarray(a).nbytes for a in arrays))
+
+    def save_hdf5(self, path: str, compression: str | None = None) -> None:
+        with h5py.File(path, "w") as file:
+            file.create_dataset("frames", data=self.frames, compression=compression)
+            columns = {key: self._meta[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)}
+            write_pool_transitions(file, self.obs_frames, self.obs_next_frames, columns)
+
+    @classmethod
+    def load_hdf5(cls, path: str, device: str | None = None) -> FramePoolBuffer:
+        with h5py.File(path, "r") as file:
+            meta = file["_meta"]
+            extra = {key: meta[key][()] for key in meta if key not in REQUIRED_META_KEYS}
+            buffer = cls(
+                frames=file["frames"][()],
+                obs_frames=file["obs_frames"][()],
+                obs_next_frames=file["obs_next_frames"][()],
+                act=meta["act"][()],
+                rew=meta["rew"][()],
+                terminated=meta["terminated"][()],
+                truncated=meta["truncated"][()],
+                extra=extra,
+            )
+            info = {key: _plain(value) for key, value in file.attrs.items() if key != "maxsize"}
+        if info:
+            object.__setattr__(buffer, "dataset_info", info)
+        return buffer
+
+
+def write_pool_transitions(
+    file: h5py.File,
+    obs_frames: np.ndarray,
+    obs_next_frames: np.ndarray,
+    columns: dict[str, np.ndarray],
+) -> None:
+    """Everything but `frames` (which a streaming writer fills itself), in the layout `load_hdf5` reads."""
+    missing = [key for key in REQUIRED_META_KEYS if key not in columns]
+    if missing:
+        raise ValueError(f"per-transition columns missing: {missing}")
+    file.create_dataset("obs_frames", data=np.asarray(obs_frames, dtype=np.int32))
+    file.create_dataset("obs_next_frames", data=np.asarray(obs_next_frames, dtype=np.int32))
+    meta = file.create_group("_meta")
+    for key, values in columns.items():
+        meta.create_dataset(key, data=np.asarray(values))
+    file.create_dataset(FRAME_POOL_MARKER, data=np.array([1], dtype=np.int8))
+    file.attrs["maxsize"] = len(obs_frames)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def is_frame_pool_file(path: str | os.PathLike[str]) -> bool:
+    with h5py.File(path, "r") as file:
+        return FRAME_POOL_MARKER in file

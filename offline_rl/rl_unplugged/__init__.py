@@ -1,0 +1,11 @@
+"""RL Unplugged Atari shards (gzip TFRecord of `tf.train.Example` transitions) into replay buffers.
+
+Read without TensorFlow: `tfrecord` (framing and checksums), `example` (the proto), `records` (the
+transition schema), `frames` (PNG decoding and frame deduplication), `chains` (episode order),
+`convert` (one shard, streaming), `parallel` (several), `sources` (names, URLs, folders), `cli`.
+`testing` writes and reads shards with TensorFlow itself, for the tests and the benchmark.
+"""
+
+from offline_rl.rl_unplugged.convert import ShardError, ShardSummary, convert_shard
+
+__all__ = ["ShardError", "ShardSummary", "convert_shard"]

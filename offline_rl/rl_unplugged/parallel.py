@@ -1,0 +1,134 @@
+"""Convert several shards at once, one worker process each, behind one progress bar.
+
+Conversion is CPU-bound Python (parsing, hashing, PNG decoding), so shards go to separate processes;
+workers report compressed bytes read through a queue and the parent draws a single bar over all of
+them. A shard that fails does not stop the others: its error is collected and reported once they
+are done. On Ctrl-C every worker (same process group, so it receives the signal too) removes its
+temporary file before the parent exits.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.queues
+import queue
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from offline_rl.errors import OfflineRLError
+from offline_rl.rl_unplugged.convert import ShardSummary, convert_shard
+
+_progress_queue: multiprocessing.queues.Queue | None = None  # set in each worker by _init_worker
+
+
+@dataclass(frozen=True)
+class ConversionJob:
+    shard: Path
+    output: Path
+
+
+@dataclass(frozen=True)
+class ConversionOptions:
+    skip_corrupt: bool = False
+    compression: str | None = None
+
+
+def _init_worker(progress: multiprocessing.queues.Queue) -> None:
+    global _progress_queue
+    _progress_queue = progress
+
+
+def _report(count: int) -> None:
+    if _progress_queue is not None:
+        _progress_queue.put(count)
+
+
+def _convert_in_worker(job: ConversionJob, options: ConversionOptions) -> ShardSummary:
+    return convert_shard(
+        job.shard, job.output, skip_corrupt=options.skip_corrupt, compression=options.compression, on_bytes_read=_report
+    )
+
+
+def convert_shards(
+    jobs: Sequence[ConversionJob], options: ConversionOptions, *, workers: int = 1, show_progress: bool = True
+) -> list[ShardSummary]:
+    """Convert every job (in `workers` processes when > 1); raise one error naming the failures."""
+    total = sum(job.shard.stat().st_size for job in jobs)
+    label = jobs[0].shard.name if len(jobs) == 1 else f"{len(jobs)} shards"
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"convert {label}", disable=not show_progress) as bar:
+        if workers <= 1 or len(jobs) == 1:
+            results = _convert_here(jobs, options, bar)
+        else:
+            results = _convert_in_workers(jobs, options, workers, bar)
+    summaries = [result for result in results if isinstance(result, ShardSummary)]
+    failures = [result for result in results if isinstance(result, Exception)]
+    if failures:
+        for summary in summaries:
+            print(summary.line())
+        others = f" ({len(failures) - 1} more shard(s) failed)" if len(failures) > 1 else ""
+        raise OfflineRLError(f"{failures[0]}{others}")
+    return summaries
+
+
+def _convert_here(
+    jobs: Sequence[ConversionJob], options: ConversionOptions, bar: tqdm
+) -> list[ShardSummary | Exception]:
+    results: list[ShardSummary | Exception] = []
+    for job in jobs:
+        try:
+            results.append(
+                convert_shard(
+                    job.shard,
+                    job.output,
+                    skip_corrupt=options.skip_corrupt,
+                    compression=options.compression,
+                    on_bytes_read=bar.update,
+                )
+            )
+        except OfflineRLError as error:
+            results.append(error)
+    return results
+
+
+def _convert_in_workers(
+    jobs: Sequence[ConversionJob], options: ConversionOptions, workers: int, bar: tqdm
+) -> list[ShardSummary | Exception]:
+    context = multiprocessing.get_context("fork")
+    progress = context.Queue()
+    executor = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker, initargs=(progress,)
+    )
+    futures: list[Future[ShardSummary]] = []
+    try:
+        futures = [executor.submit(_convert_in_worker, job, options) for job in jobs]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(progress, bar)
+        _drain(progress, bar)
+    except BaseException:
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
+    results: list[ShardSummary | Exception] = []
+    for future in futures:
+        error = future.exception()
+        if error is None:
+            results.append(future.result())
+        elif isinstance(error, OfflineRLError):
+            results.append(error)
+        else:
+            raise error
+    return results
+
+
+def _drain(progress: multiprocessing.queues.Queue, bar: tqdm) -> None:
+    while True:
+        try:
+            bar.update(progress.get_nowait())
+        except queue.Empty:
+            return

@@ -1,0 +1,58 @@
+"""Where RL Unplugged Atari shards live: names, the public HTTP mirror, local directories.
+
+Shards are `gs://rl_unplugged/atari/<Game>/run_<r>-<sssss>-of-00100`, readable anonymously at
+https://storage.googleapis.com/rl_unplugged/atari/... (the same mirror Tianshou's converter uses).
+Downloads go to `~/.rl_unplugged/datasets/<Game>/` and buffers to `~/.rl_unplugged/buffers/<Game>/`,
+one folder per game as the bucket itself is laid out, so a shard copied from elsewhere is found by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from offline_rl.errors import OfflineRLError
+
+MIRROR = "https://storage.googleapis.com/rl_unplugged/atari"
+SHARDS_PER_RUN = 100
+RUNS = range(1, 6)
+
+# The 45 games of DeepMind's rl_unplugged/atari.py: 9 tuning games and 36 testing games.
+GAMES = (
+    "BeamRider", "DemonAttack", "DoubleDunk", "IceHockey", "MsPacman", "Pooyan", "RoadRunner", "Robotank",
+    "Zaxxon", "Alien", "Amidar", "Assault", "Asterix", "Atlantis", "BankHeist", "BattleZone", "Boxing",
+    "Breakout", "Carnival", "Centipede", "ChopperCommand", "CrazyClimber", "Enduro", "FishingDerby",
+    "Freeway", "Frostbite", "Gopher", "Gravitar", "Hero", "Jamesbond", "Kangaroo", "Krull", "KungFuMaster",
+    "NameThisGame", "Phoenix", "Pong", "Qbert", "Riverraid", "Seaquest", "SpaceInvaders", "StarGunner",
+    "TimePilot", "UpNDown", "VideoPinball", "WizardOfWor", "YarsRevenge",
+)  # fmt: skip
+_GAME_BY_LOWER = {game.lower(): game for game in GAMES}
+_TASK_DECORATION = re.compile(r"^(ALE/)?(?P<game>[A-Za-z]+?)(NoFrameskip|Deterministic)?(-v\d+)?$")
+
+
+def game_name(task: str) -> str:
+    """RL Unplugged's spelling of a game from `Breakout`, `breakout`, `BreakoutNoFrameskip-v4` or `ALE/Breakout-v5`."""
+    match = _TASK_DECORATION.match(task.strip())
+    game = _GAME_BY_LOWER.get(match.group("game").lower()) if match else None
+    if game is None:
+        raise OfflineRLError(f"--task {task}: not an RL Unplugged Atari game; expected one of {', '.join(GAMES)}")
+    return game
+
+
+def shard_name(run_id: int, shard_id: int) -> str:
+    if run_id not in RUNS:
+        raise OfflineRLError(f"--run-id {run_id}: RL Unplugged has runs 1 to {RUNS[-1]}")
+    if not 0 <= shard_id < SHARDS_PER_RUN:
+        raise OfflineRLError(f"--shard-id {shard_id}: expected 0 to {SHARDS_PER_RUN - 1}")
+    return f"run_{run_id}-{shard_id:05d}-of-{SHARDS_PER_RUN:05d}"
+
+
+def shard_url(game: str, name: str) -> str:
+    """The shard's URL on the public mirror, or under `$RL_UNPLUGGED_MIRROR` (a local copy, a proxy)."""
+    mirror = os.environ.get("RL_UNPLUGGED_MIRROR") or MIRROR
+    return f"{mirror.rstrip('/')}/{game}/{name}"
+
+
+def default_root() -> Path:
+    return Path.home() / ".rl_unplugged"

@@ -1,0 +1,413 @@
+"""RL Unplugged Atari conversion, on shards written by TensorFlow's own TFRecordWriter in DeepMind's format."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, script_env
+from offline_rl.data import load_buffer
+from offline_rl.data.frame_pool import FramePoolBuffer
+from offline_rl.errors import OfflineRLError
+from offline_rl.rl_unplugged.convert import ShardError, convert_shard
+from offline_rl.rl_unplugged.example import ExampleError, parse_example
+from offline_rl.rl_unplugged.frames import decode_frame
+from offline_rl.rl_unplugged.records import parse_transition
+from offline_rl.rl_unplugged.testing import (
+    encode_png,
+    random_episode,
+    read_shard_with_tensorflow,
+    serialize,
+    shuffled_records,
+    transition_fields,
+    write_shard,
+)
+from offline_rl.rl_unplugged.tfrecord import read_records
+
+tf = pytest.importorskip("tensorflow", reason="the RL Unplugged tests need the rlu extra: pip install -e '.[test,rlu]'")
+
+CONVERTER = REPO_ROOT / "converters" / "rl_unplugged_atari.py"
+
+
+def episodes(seed: int, specs: list[tuple[int, bool]], first_id: int = 0):
+    rng = np.random.default_rng(seed)
+    return [random_episode(rng, first_id + i, steps, terminal) for i, (steps, terminal) in enumerate(specs)]
+
+
+def write_fields(path: Path, fields: list[dict]) -> Path:
+    write_shard(path, [serialize(f) for f in fields])
+    return path
+
+
+@pytest.fixture
+def mixed_shard(tmp_path: Path) -> Path:
+    """Three episodes interleaved out of order, one ending at a terminal, with a negative int64 episode id."""
+    eps = episodes(1, [(23, True), (17, False), (30, False)], first_id=-3)
+    return write_fields(tmp_path / "run_1-00007-of-00100", shuffled_records(eps, seed=3))
+
+
+def transition_key(obs, act, rew, terminated, obs_next) -> tuple:
+    return (np.asarray(obs).tobytes(), int(act), float(rew), bool(terminated), np.asarray(obs_next).tobytes())
+
+
+def reference_multiset(path: Path) -> list[tuple]:
+    return sorted(
+        transition_key(r["o_t"], r["a_t"], r["r_t"], r["d_t"] == 0.0, r["o_tp1"])
+        for r in read_shard_with_tensorflow(path)
+    )
+
+
+def buffer_multiset(buffer: FramePoolBuffer) -> list[tuple]:
+    batch = buffer[np.arange(len(buffer))]
+    return sorted(
+        transition_key(batch.obs[i], batch.act[i], batch.rew[i], batch.terminated[i], batch.obs_next[i])
+        for i in range(len(buffer))
+    )
+
+
+# --- the reader is TensorFlow's parser, without TensorFlow ---------------------------------------
+
+
+def test_reader_yields_what_tensorflow_parses(mixed_shard: Path) -> None:
+    ours = []
+    for record in read_records(mixed_shard):
+        assert record.data is not None, record.problem
+        ours.append(parse_transition(record.data))
+    theirs = list(read_shard_with_tensorflow(mixed_shard))
+    assert len(ours) == len(theirs) == 23 + 17 + 30
+    for mine, ref in zip(ours, theirs, strict=True):
+        assert np.array_equal(np.stack([decode_frame(p) for p in mine.o_t]), ref["o_t"])
+        assert np.array_equal(np.stack([decode_frame(p) for p in mine.o_tp1]), ref["o_tp1"])
+        assert mine.a_t == ref["a_t"] and mine.a_tp1 == ref["a_tp1"]
+        assert np.float32(mine.r_t) == ref["r_t"] and np.float32(mine.d_t) == ref["d_t"]
+        assert np.float32(mine.episode_return) == ref["episode_return"]
+        assert np.uint64(mine.episode_id) == ref["episode_id"]  # int64 -3.. bit-cast to uint64, as DeepMind's reader
+    assert any(t.episode_id > 2**63 for t in ours)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, wire_type: int, payload: bytes) -> bytes:
+    key = _varint(number << 3 | wire_type)
+    return key + (_varint(len(payload)) + payload if wire_type == 2 else payload)
+
+
+def _entry(name: str, feature: bytes, extra: bytes = b"") -> bytes:
+    return _field(1, 2, _field(1, 2, name.encode()) + _field(2, 2, feature) + extra)
+
+
+_INTS = _field(3, 2, _field(1, 0, _varint(7)) + _field(1, 0, _varint(2**64 - 2)))  # unpacked 7, -2
+_FLOAT = _field(2, 2, _field(1, 5, struct.pack("<f", 0.25)))  # unpacked 0.25
+_STALE = _field(3, 2, _field(1, 2, _varint(99)))  # packed [99]
+UNUSUAL_EXAMPLES = {
+    "unpacked numbers": _field(1, 2, _entry("ints", _INTS) + _entry("f", _FLOAT)),
+    "repeated key": _field(1, 2, _entry("ints", _STALE) + _entry("ints", _INTS)),
+    "features twice": _field(1, 2, _entry("f", _FLOAT)) + _field(1, 2, _entry("ints", _INTS)),
+    "unknown field in Example": _field(1, 2, _entry("ints", _INTS)) + _field(5, 2, b"ignored"),
+    "unknown field in Feature": _field(1, 2, _entry("ints", _INTS + _field(4, 0, _varint(1)))),
+    "value before key": _field(1, 2, _field(1, 2, _field(2, 2, _INTS) + _field(1, 2, b"ints"))),
+    "two lists in a Feature": _field(1, 2, _entry("ints", _STALE + _FLOAT)),
+    "empty Feature": _field(1, 2, _entry("ints", b"")),
+    "unknown field in Features": _field(1, 2, _entry("ints", _INTS) + _field(9, 0, _varint(1))),
+    "unknown field in a map entry": _field(1, 2, _entry("ints", _INTS, extra=_field(3, 0, _varint(1)))),
+    "unknown field in a list": _field(
+        1, 2, _entry("ints", _field(3, 2, _field(1, 0, b"\x07") + _field(2, 0, b"\x01")))
+    ),
+    "truncated": _field(1, 2, _entry("ints", _INTS))[:-2],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSUAL_EXAMPLES))
+def test_example_parser_agrees_with_tensorflow_on_unusual_encodings(case: str) -> None:
+    serialized = UNUSUAL_EXAMPLES[case]
+    spec = {"ints": tf.io.VarLenFeature(tf.int64), "f": tf.io.VarLenFeature(tf.float32)}
+    try:
+        theirs = tf.io.parse_example([serialized], spec)
+    except (tf.errors.InvalidArgumentError, UnicodeDecodeError):  # TensorFlow refuses it: so must we
+        with pytest.raises(ExampleError):
+            parse_example(serialized)
+        return
+    ours = parse_example(serialized)
+    for name, expected_kind in (("ints", "int64"), ("f", "float")):
+        values = theirs[name].values.numpy().tolist()
+        feature = ours.get(name)
+        got = list(feature.values) if feature is not None and feature.kind == expected_kind else []
+        assert got == values, name
+
+
+# --- conversion is exact ---------------------------------------------------------------------------
+
+
+def test_converted_buffer_holds_exactly_the_source_transitions(mixed_shard: Path, tmp_path: Path) -> None:
+    summary = convert_shard(mixed_shard, tmp_path / "out.hdf5")
+    buffer = load_buffer(tmp_path / "out.hdf5")
+    assert isinstance(buffer, FramePoolBuffer) and len(buffer) == summary.transitions == 70
+    assert buffer_multiset(buffer) == reference_multiset(mixed_shard)
+    assert summary.episodes == 3 and summary.terminals == 1 and summary.skipped == 0
+    batch = buffer[np.arange(len(buffer))]
+    assert batch.obs.shape == (70, 4, 84, 84) and batch.obs.dtype == np.uint8
+    assert set(batch.episode_id.tolist()) == {2**64 - 3, 2**64 - 2, 2**64 - 1}  # extra keys kept
+    # Shuffled records come back in episode order: inside a run, the next transition starts where this one ended.
+    following = buffer.next(np.arange(len(buffer)))
+    inside = ~batch.done
+    assert np.array_equal(batch.obs[following[inside]], batch.obs_next[inside])
+    assert np.array_equal(batch.episode_id[following[inside]], batch.episode_id[inside])
+    # Each episode is one run: it ends at its terminal or, where the data stops, truncated (not terminal).
+    assert int(batch.done.sum()) == 3 and int(batch.terminated.sum()) == 1 and int(batch.truncated.sum()) == 2
+
+
+def test_a_shard_without_terminals_converts(tmp_path: Path) -> None:
+    shard = write_fields(tmp_path / "shard", shuffled_records(episodes(2, [(12, False), (9, False)]), seed=1))
+    summary = convert_shard(shard, tmp_path / "out.hdf5")
+    buffer = load_buffer(tmp_path / "out.hdf5")
+    assert summary.terminals == 0 and not buffer.terminated.any()
+    assert buffer_multiset(buffer) == reference_multiset(shard)
+
+
+def test_frames_are_stored_once(tmp_path: Path) -> None:
+    """Consecutive transitions cost about one frame each; isolated ones at most 5 frames (o_tp1 is o_t shifted)."""
+    eps = episodes(3, [(60, True)])
+    consecutive = write_fields(tmp_path / "consecutive", shuffled_records(eps))
+    summary = convert_shard(consecutive, tmp_path / "consecutive.hdf5")
+    assert summary.frames == 60 + 1 + 1  # 61 screens and the black padding frame
+    assert summary.bytes_per_transition < 7.5 * 1024
+    loaded = load_buffer(tmp_path / "consecutive.hdf5")
+    assert loaded.nbytes / len(loaded) == pytest.approx(summary.bytes_per_transition)  # what training holds
+
+    cache: dict[bytes, bytes] = {}
+    isolated = [transition_fields(eps[0], t, cache) for t in range(4, 60, 5)]  # no two share a stack
+    summary = convert_shard(write_fields(tmp_path / "isolated", isolated), tmp_path / "isolated.hdf5")
+    assert summary.frames == 5 * len(isolated)
+    assert summary.bytes_per_transition <= 36 * 1024
+
+
+def test_same_pixels_encoded_differently_are_one_frame(tmp_path: Path) -> None:
+    eps = episodes(4, [(8, False)])
+    fields = [transition_fields(eps[0], t) for t in range(8)]
+    for record in fields[::2]:  # re-encode half of the stacks with another compression level
+        record["o_t"] = [encode_png(decode_frame(p), level=9) for p in record["o_t"]]
+    assert fields[0]["o_t"][-1] != transition_fields(eps[0], 0)["o_t"][-1]
+    shard = write_fields(tmp_path / "shard", fields)
+    summary = convert_shard(shard, tmp_path / "out.hdf5")
+    assert summary.frames == 8 + 1 + 1
+    assert buffer_multiset(load_buffer(tmp_path / "out.hdf5")) == reference_multiset(shard)
+
+
+def test_a_record_whose_next_observation_is_not_shifted_is_stored_whole(tmp_path: Path) -> None:
+    eps = episodes(5, [(6, False), (6, False)])
+    odd = transition_fields(eps[0], 2)
+    odd["o_tp1"] = transition_fields(eps[1], 4)["o_tp1"]  # unrelated frames
+    shard = write_fields(tmp_path / "shard", [transition_fields(eps[0], t) for t in (0, 1)] + [odd])
+    convert_shard(shard, tmp_path / "out.hdf5")
+    assert buffer_multiset(load_buffer(tmp_path / "out.hdf5")) == reference_multiset(shard)
+
+
+# --- damaged input -----------------------------------------------------------------------------------
+
+
+def rewrite_decompressed(source: Path, target: Path, change) -> Path:
+    raw = bytearray(gzip.decompress(source.read_bytes()))
+    change(raw)
+    target.write_bytes(gzip.compress(bytes(raw)))
+    return target
+
+
+def third_record_offset(raw: bytes) -> int:
+    offset = 0
+    for _ in range(2):
+        (length,) = struct.unpack_from("<Q", raw, offset)
+        offset += 12 + length + 4
+    return offset
+
+
+def small_shard(tmp_path: Path) -> Path:
+    return write_fields(tmp_path / "good", shuffled_records(episodes(6, [(5, True), (4, False)]), seed=2))
+
+
+def corrupt_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    good = small_shard(tmp_path)
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated"
+    truncated.write_bytes(data[: len(data) * 2 // 3])
+
+    def flip_payload(raw: bytearray) -> None:
+        raw[third_record_offset(raw) + 12 + 40] ^= 0xFF
+
+    bad_crc = rewrite_decompressed(good, tmp_path / "bad_crc", flip_payload)
+    fields = shuffled_records(episodes(6, [(5, True), (4, False)]), seed=2)
+    no_action = [dict(f) for f in fields]
+    del no_action[2]["a_t"]
+    missing = write_fields(tmp_path / "missing_feature", no_action)
+    small = [dict(f) for f in fields]
+    small[2]["o_tp1"] = [*small[2]["o_tp1"][:3], encode_png(np.zeros((80, 80), dtype=np.uint8))]
+    wrong_size = write_fields(tmp_path / "wrong_size", small)
+    return {
+        "truncated": (truncated, "truncated"),
+        "crc": (bad_crc, "record 2: data checksum mismatch"),
+        "missing": (missing, "record 2: missing feature 'a_t'"),
+        "size": (wrong_size, "record 2: frame o_tp1[3] is 80x80 pixels, expected 84x84"),
+    }
+
+
+def test_each_kind_of_damage_names_the_shard_and_record(tmp_path: Path) -> None:
+    for name, (shard, message) in corrupt_cases(tmp_path).items():
+        output = tmp_path / f"{name}.hdf5"
+        with pytest.raises(ShardError, match=re.escape(message)) as error:
+            convert_shard(shard, output)
+        assert str(shard) in str(error.value)
+        assert not output.exists()
+        assert not list(tmp_path.glob(f".{name}.hdf5.*")), "a temporary file was left behind"
+
+
+def test_skip_corrupt_skips_bad_records_and_counts_them(tmp_path: Path) -> None:
+    cases = corrupt_cases(tmp_path)
+    for name in ("crc", "missing", "size"):
+        summary = convert_shard(cases[name][0], tmp_path / f"{name}.hdf5", skip_corrupt=True)
+        assert (summary.transitions, summary.skipped) == (8, 1), name
+    summary = convert_shard(cases["truncated"][0], tmp_path / "truncated.hdf5", skip_corrupt=True)
+    assert summary.skipped == 1 and 0 < summary.transitions < 9 and "truncated" in summary.note
+
+
+def test_corrupt_shard_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    shard, message = corrupt_cases(tmp_path)["crc"]
+    result = run_converter("--shard-file", str(shard), "--output", str(tmp_path / "out.hdf5"), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: {shard}: {message}" in result.stderr
+    skipping = run_converter(
+        "--shard-file", str(shard), "--output", str(tmp_path / "out.hdf5"), "--skip-corrupt", cwd=tmp_path
+    )
+    assert skipping.returncode == 0, skipping.stderr
+    assert "1 corrupt records skipped" in skipping.stdout
+
+
+# --- never a partial file; resumable ------------------------------------------------------------------
+
+
+def test_an_interrupted_conversion_leaves_nothing_at_the_final_path(mixed_shard: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out" / "buffer.hdf5"
+
+    def interrupt(_bytes: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        convert_shard(mixed_shard, output, on_bytes_read=interrupt)
+    assert not output.exists() and list(output.parent.iterdir()) == []
+
+
+def run_converter(*args: str, cwd: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**script_env(), **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, str(CONVERTER), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
+
+
+def test_several_shards_in_parallel_then_rerun_skips_them(tmp_path: Path) -> None:
+    shards = [
+        write_fields(tmp_path / f"run_1-0000{i}-of-00100", shuffled_records(episodes(10 + i, [(7, True), (5, False)])))
+        for i in range(3)
+    ]
+    out = tmp_path / "buffers"
+    first = run_converter("--shard-file", *map(str, shards), "--output", str(out), "--workers", "2", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "converted 3 shard(s): 36 transitions, 6 episodes seen, 3 terminals" in first.stdout
+    for shard in shards:
+        assert buffer_multiset(load_buffer(out / f"{shard.name}.hdf5")) == reference_multiset(shard)
+    again = run_converter("--shard-file", *map(str, shards), "--output", str(out), cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.count("already converted, skipped") == 3
+    redo = run_converter("--shard-file", str(shards[0]), "--output", str(out), "--overwrite", cwd=tmp_path)
+    assert redo.returncode == 0 and "converted 1 shard(s)" in redo.stdout
+
+
+def test_a_failing_shard_among_workers_leaves_no_partial_file(tmp_path: Path) -> None:
+    good = small_shard(tmp_path)
+    bad, _ = corrupt_cases(tmp_path)["missing"]
+    out = tmp_path / "buffers"
+    result = run_converter("--shard-file", str(good), str(bad), "--output", str(out), "--workers", "2", cwd=tmp_path)
+    assert result.returncode == 2 and "missing feature 'a_t'" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["good.hdf5"]
+
+
+def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path) -> None:
+    result = run_converter(
+        "--task",
+        "BreakoutNoFrameskip-v4",
+        "--run-id",
+        "2",
+        "--shard-id",
+        "3",
+        "--dataset-dir",
+        str(tmp_path / "datasets"),
+        cwd=tmp_path,
+        env_extra={"RL_UNPLUGGED_MIRROR": "http://127.0.0.1:9/rl_unplugged/atari"},
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "http://127.0.0.1:9/rl_unplugged/atari/Breakout/run_2-00003-of-00100" in line
+    assert str(tmp_path / "datasets" / "Breakout" / "run_2-00003-of-00100") in line
+    unknown = run_converter("--task", "Breakot", cwd=tmp_path)
+    assert unknown.returncode == 2 and "not an RL Unplugged Atari game" in unknown.stderr
+
+
+def test_game_names() -> None:
+    from offline_rl.rl_unplugged.sources import game_name
+
+    assert game_name("ALE/Breakout-v5") == game_name("breakout") == "Breakout"
+    assert game_name("MsPacmanNoFrameskip-v4") == "MsPacman"
+    with pytest.raises(OfflineRLError):
+        game_name("CartPole-v1")
+
+
+# --- it trains -----------------------------------------------------------------------------------------
+
+
+def test_a_converted_shard_trains_with_atari_cql(mixed_shard: Path, tmp_path: Path) -> None:
+    buffer_path = tmp_path / "pong.hdf5"
+    convert = run_converter("--shard-file", str(mixed_shard), "--output", str(buffer_path), cwd=tmp_path)
+    assert convert.returncode == 0, convert.stderr
+    trained = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "examples" / "atari_cql.py"),
+            "--task",
+            "PongNoFrameskip-v4",
+            "--load-buffer-name",
+            str(buffer_path),
+            "--buffer-from-rl-unplugged",
+            "--n-step",
+            "3",
+            "--epoch",
+            "1",
+            "--update-per-epoch",
+            "20",
+            "--batch-size",
+            "8",
+            "--num-quantiles",
+            "8",
+            "--test-num",
+            "1",
+            "--logdir",
+            str(tmp_path / "log"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=script_env(),
+        timeout=600,
+    )
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert any(line.startswith("done:") and "20 updates" in line for line in trained.stdout.splitlines())
