@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.indexing import as_indices
+from offline_rl.data.sampling import as_indices, batch_of_arrays
 
 FRAME_POOL_MARKER = "offline_rl_frame_pool_v1"
 POOL_KEYS = ("frames", "obs_frames", "obs_next_frames")
@@ -75,7 +75,7 @@ class FramePoolBuffer(ReplayBuffer):
     def __getitem__(self, index: Any) -> Batch:
         indices, scalar = as_indices(index, len(self))
         meta = self._meta
-        batch = Batch(
+        batch = batch_of_arrays(
             obs=self.frames[self.obs_frames[indices]],
             act=meta.act[indices],
             rew=meta.rew[indices],

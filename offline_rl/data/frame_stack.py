@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.indexing import as_indices
+from offline_rl.data.sampling import as_indices, batch_of_arrays
 
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
 """Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
@@ -88,7 +88,7 @@ class FrameStackBuffer(ReplayBuffer):
         first = self.episode_first_frame[indices]
         # obs and obs_next share all but one frame: gather the stack + 1 frame window once.
         window = self.stacks(newest + 1, first, length=self.frame_stack + 1)
-        batch = Batch(
+        batch = batch_of_arrays(
             obs=window[:, :-1],
             act=self._meta.act[indices],
             rew=self._meta.rew[indices],

@@ -1,0 +1,31 @@
+"""Helpers for buffers that rebuild observations at sample time (frame stacks, frame pools).
+
+Sampling a batch of 32 Atari transitions is a few tens of microseconds of frame copying; Python-side
+bookkeeping (index conversion, `Batch` construction) would otherwise be a third of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tianshou.data import Batch
+
+
+def as_indices(index: Any, size: int) -> tuple[np.ndarray, bool]:
+    """(1-D index array, whether `index` was a scalar) for anything `ReplayBuffer.__getitem__` accepts.
+
+    A 1-D integer array — what sampling passes — goes through untouched, so the hot path costs nothing.
+    """
+    if isinstance(index, np.ndarray) and index.ndim == 1:
+        return index, False
+    indices = np.arange(size)[index] if isinstance(index, slice) else np.asarray(index)
+    return np.atleast_1d(indices), indices.ndim == 0
+
+
+def batch_of_arrays(**arrays: Any) -> Batch:
+    """A `Batch` holding already-final numpy arrays (or Batches), without `Batch.__init__`'s per-key
+    conversion and checks, which cost more than gathering the frames."""
+    batch = Batch.__new__(Batch)
+    batch.__dict__.update(arrays)
+    return batch
