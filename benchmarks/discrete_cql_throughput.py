@@ -118,9 +118,11 @@ def main() -> None:
         ours_rates.append(updates_per_second(ours, ours_buffer, BATCH, args.updates, args.device))
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
+    sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
+    sampling_ours = statistics.median(sampling_ms(ours_buffer, 200) for _ in range(3))
     print(
-        f"sampling 32 stacked obs + obs_next: tianshou {sampling_ms(theirs_buffer):.2f} ms, "
-        f"offline_rl {sampling_ms(ours_buffer):.2f} ms"
+        f"sampling 32 stacked obs + obs_next: tianshou {sampling_theirs:.3f} ms, offline_rl {sampling_ours:.3f} ms "
+        f"(median of 3 × 200; ratio {sampling_theirs / sampling_ours:.2f})"
     )
     print(
         f"bytes per transition: tianshou {tianshou_bytes(theirs_buffer) / len(theirs_buffer):.0f}, "

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.sampling import as_indices, batch_of_arrays
+from offline_rl.data.sampling import as_indices, batch_of_arrays, gather_frames
 
 FRAME_POOL_MARKER = "offline_rl_frame_pool_v1"
 POOL_KEYS = ("frames", "obs_frames", "obs_next_frames")
@@ -76,13 +76,13 @@ class FramePoolBuffer(ReplayBuffer):
         indices, scalar = as_indices(index, len(self))
         meta = self._meta
         batch = batch_of_arrays(
-            obs=self.frames[self.obs_frames[indices]],
+            obs=gather_frames(self.frames, self.obs_frames[indices]),
             act=meta.act[indices],
             rew=meta.rew[indices],
             terminated=meta.terminated[indices],
             truncated=meta.truncated[indices],
             done=meta.done[indices],
-            obs_next=self.frames[self.obs_next_frames[indices]],
+            obs_next=gather_frames(self.frames, self.obs_next_frames[indices]),
             info=Batch(),
             policy=Batch(),
             **{key: meta[key][indices] for key in self.extra_keys},

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.sampling import as_indices, batch_of_arrays
+from offline_rl.data.sampling import as_indices, batch_of_arrays, gather_frames
 
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
 """Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
@@ -80,7 +80,7 @@ class FrameStackBuffer(ReplayBuffer):
         offsets = _window_offsets(length or self.frame_stack)
         index = newest_frames[:, None] + offsets
         np.maximum(index, first_frames[:, None], out=index)
-        return self.frames[index]
+        return gather_frames(self.frames, index)
 
     def __getitem__(self, index: Any) -> Batch:
         indices, scalar = as_indices(index, len(self))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from tianshou.data import Batch
 
 
@@ -29,3 +30,17 @@ def batch_of_arrays(**arrays: Any) -> Batch:
     batch = Batch.__new__(Batch)
     batch.__dict__.update(arrays)
     return batch
+
+
+def gather_frames(frames: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """`frames[index]`, copied by torch's `index_select`, which splits the copy over torch's threads.
+
+    The copy is memory-bound (a batch of 32 windows of 5 Atari frames is 1.1 MB from random places),
+    and numpy's fancy indexing uses one core; with two threads it takes about half the time. The
+    result is a plain numpy array (it shares memory with the tensor torch allocated).
+    """
+    if not frames.flags.writeable or not frames.flags.c_contiguous:  # torch.from_numpy needs both
+        return frames[index]
+    flat = torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64).reshape(-1))
+    gathered = torch.index_select(torch.from_numpy(frames), 0, flat).numpy()
+    return gathered.reshape(*index.shape, *frames.shape[1:])
