@@ -224,6 +224,13 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
             source=str(config.resume_path),
         )
     info = dataset_info(buffer) or {"name": str(config.load_buffer_name)}
+    # Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening.
+    held = getattr(buffer, "nbytes", 0) / 2**30
+    print(
+        f"{config.load_buffer_name}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each evaluation plays "
+        f"{config.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
+        flush=True,
+    )
     return train_offline(
         algorithm,
         buffer,
