@@ -64,7 +64,8 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
     """Refuse a dataset whose observation or action shape differs from `task`'s env."""
     env = make_env(task)
     try:
-        obs_shape = tuple(np.asarray(buffer.obs[:1]).shape[1:])
+        # Through indexing, not `buffer.obs`: frame buffers rebuild observations and store none.
+        obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])
         expected_obs = tuple(env.observation_space.shape or ())
         if obs_shape != expected_obs:
             raise OfflineRLError(

@@ -411,3 +411,28 @@ def test_a_converted_shard_trains_with_atari_cql(mixed_shard: Path, tmp_path: Pa
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert any(line.startswith("done:") and "20 updates" in line for line in trained.stdout.splitlines())
+
+
+def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:
+    from offline_rl.data import save_buffer
+    from offline_rl.envs import check_dataset_fits_env
+
+    rng = np.random.default_rng(0)
+    buffer = FramePoolBuffer(
+        frames=rng.integers(0, 256, size=(7, 84, 84), dtype=np.uint8),
+        obs_frames=np.array([[0, 1, 2, 3], [1, 2, 3, 4]]),
+        obs_next_frames=np.array([[1, 2, 3, 4], [2, 3, 4, 6]]),
+        act=np.array([1, 2]),
+        rew=np.array([0.5, -1.0]),
+        terminated=np.array([False, True]),
+        truncated=np.array([False, False]),
+        extra={"episode_id": np.array([9, 9], dtype=np.uint64)},
+    )
+    save_buffer(buffer, tmp_path / "pool.hdf5", compression="gzip")
+    loaded = load_buffer(tmp_path / "pool.hdf5")
+    assert isinstance(loaded, FramePoolBuffer)
+    for key in ("obs", "obs_next", "act", "rew", "terminated", "episode_id"):
+        assert np.array_equal(loaded[np.arange(2)][key], buffer[np.arange(2)][key]), key
+    assert np.array_equal(loaded[1].obs_next[-1], buffer.frames[6])  # scalar indexing
+    with pytest.raises(OfflineRLError, match=r"observations have shape \(4, 84, 84\), but --task Pendulum-v1"):
+        check_dataset_fits_env(loaded, "Pendulum-v1", source="pool.hdf5")
