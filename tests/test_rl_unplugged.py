@@ -436,3 +436,22 @@ def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:
     assert np.array_equal(loaded[1].obs_next[-1], buffer.frames[6])  # scalar indexing
     with pytest.raises(OfflineRLError, match=r"observations have shape \(4, 84, 84\), but --task Pendulum-v1"):
         check_dataset_fits_env(loaded, "Pendulum-v1", source="pool.hdf5")
+
+
+def test_the_converter_never_imports_tensorflow(mixed_shard: Path, tmp_path: Path) -> None:
+    """TensorFlow stays optional: with it made unimportable, conversion still works."""
+    code = (
+        "import sys; sys.modules['tensorflow'] = None; "  # any `import tensorflow` now raises ImportError
+        "from offline_rl.rl_unplugged.cli import main; "
+        "sys.exit(main(['--shard-file', sys.argv[1], '--output', sys.argv[2]]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(mixed_shard), str(tmp_path / "out.hdf5")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=script_env(),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert buffer_multiset(load_buffer(tmp_path / "out.hdf5")) == reference_multiset(mixed_shard)
