@@ -256,7 +256,10 @@ def corrupt_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     small = [dict(f) for f in fields]
     small[2]["o_tp1"] = [*small[2]["o_tp1"][:3], encode_png(np.zeros((80, 80), dtype=np.uint8))]
     wrong_size = write_fields(tmp_path / "wrong_size", small)
+    not_gzip = tmp_path / "not_gzip"
+    not_gzip.write_bytes(gzip.decompress(data))  # an uncompressed TFRecord file
     return {
+        "not_gzip": (not_gzip, "record 0: not gzip-compressed"),
         "truncated": (truncated, "truncated"),
         "crc": (bad_crc, "record 2: data checksum mismatch"),
         "missing": (missing, "record 2: missing feature 'a_t'"),

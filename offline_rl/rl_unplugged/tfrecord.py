@@ -61,6 +61,7 @@ class _GzipBlocks:
 
     def __iter__(self) -> Iterator[bytes]:
         inside_member = False
+        produced = False
         while True:
             block = self._file.read(_READ_BLOCK)
             if self._on_bytes_read is not None and block:
@@ -74,9 +75,13 @@ class _GzipBlocks:
                 try:
                     out = self._inflater.decompress(block)
                 except zlib.error as error:
-                    self.error = f"the gzip stream is corrupt ({error})"
+                    if not produced:
+                        self.error = "not gzip-compressed (RL Unplugged shards are gzip TFRecord files)"
+                    else:
+                        self.error = f"the gzip stream is corrupt ({error})"
                     return
                 if out:
+                    produced = True
                     yield out
                 if self._inflater.eof:
                     inside_member = False
