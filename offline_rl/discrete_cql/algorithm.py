@@ -75,7 +75,9 @@ def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: floa
     shape = (batch, num_quantiles, num_quantiles)  # (B, i, j): u_ij = T_j - θ_i
     current_ij, target_ij = current.unsqueeze(2).expand(shape), target.unsqueeze(1).expand(shape)
     huber = F.huber_loss(current_ij, target_ij, reduction="none", delta=kappa)  # one fused kernel
-    weight = (tau_hat.view(1, -1, 1) - (target_ij < current_ij).to(current.dtype)).abs()
+    # |τ̂ᵢ − 1{u_ij < 0}| is 1 − τ̂ᵢ where the target lies below the quantile, τ̂ᵢ elsewhere: one select.
+    tau_i = tau_hat.view(1, -1, 1)
+    weight = torch.where(target_ij < current_ij, 1.0 - tau_i, tau_i)
     return (weight * huber).mean(dim=2).sum(dim=1) / kappa
 
 
