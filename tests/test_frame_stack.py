@@ -87,3 +87,16 @@ def test_sampling_follows_tianshou_protocol(pong_rollout) -> None:
     batch, indices = buffer.sample(32)
     assert batch.obs.shape == (32, 4, 84, 84) and len(indices) == 32
     assert buffer[3].obs.shape == (4, 84, 84)
+
+
+def test_several_collections_load_as_one_buffer(pong_rollout, tmp_path: Path) -> None:
+    from offline_rl.data import load_buffers
+
+    buffer, _ = pong_rollout
+    paths = [save_buffer(buffer, tmp_path / f"part{i}.hdf5") for i in range(2)]
+    combined = load_buffers(paths)
+    assert type(combined).__name__ == "FrameStackBuffer" and len(combined) == 2 * len(buffer)
+    indices = np.array([0, 91, 399])
+    for key in ("obs", "obs_next", "act", "done"):
+        np.testing.assert_array_equal(combined[indices + len(buffer)][key], buffer[indices][key], err_msg=key)
+    assert combined.next(np.array([len(buffer) - 1]))[0] == len(buffer) - 1  # the first file's last episode ends

@@ -378,10 +378,12 @@ def test_game_names() -> None:
 # --- it trains -----------------------------------------------------------------------------------------
 
 
-def test_a_converted_shard_trains_with_atari_cql(mixed_shard: Path, tmp_path: Path) -> None:
+def test_converted_shards_train_with_atari_cql(mixed_shard: Path, tmp_path: Path) -> None:
     buffer_path = tmp_path / "pong.hdf5"
     convert = run_converter("--shard-file", str(mixed_shard), "--output", str(buffer_path), cwd=tmp_path)
     assert convert.returncode == 0, convert.stderr
+    second = tmp_path / "pong-2.hdf5"
+    convert_shard(write_fields(tmp_path / "other", shuffled_records(episodes(8, [(9, True)]))), second)
     trained = subprocess.run(
         [
             sys.executable,
@@ -390,6 +392,7 @@ def test_a_converted_shard_trains_with_atari_cql(mixed_shard: Path, tmp_path: Pa
             "PongNoFrameskip-v4",
             "--load-buffer-name",
             str(buffer_path),
+            str(second),
             "--buffer-from-rl-unplugged",
             "--n-step",
             "3",
@@ -414,6 +417,37 @@ def test_a_converted_shard_trains_with_atari_cql(mixed_shard: Path, tmp_path: Pa
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert any(line.startswith("done:") and "20 updates" in line for line in trained.stdout.splitlines())
+    assert "79 transitions" in trained.stdout  # 70 + 9: both shards were loaded
+
+
+def test_several_shards_load_as_one_buffer_with_episodes_intact(tmp_path: Path) -> None:
+    from offline_rl.data import load_buffers, save_buffer
+
+    shards = [
+        write_fields(tmp_path / f"s{i}", shuffled_records(episodes(20 + i, [(6, True), (5, False)]))) for i in range(2)
+    ]
+    outputs = [tmp_path / f"s{i}.hdf5" for i in range(2)]
+    for shard, output in zip(shards, outputs, strict=True):
+        convert_shard(shard, output)
+    combined = load_buffers(outputs)
+    assert isinstance(combined, FramePoolBuffer) and len(combined) == 22
+    assert buffer_multiset(combined) == sorted(reference_multiset(shards[0]) + reference_multiset(shards[1]))
+    batch = combined[np.arange(len(combined))]
+    following = combined.next(np.arange(len(combined)))
+    inside = ~batch.done
+    assert np.array_equal(batch.obs[following[inside]], batch.obs_next[inside])
+    assert int(batch.done.sum()) == 4 and "s0 + s1" in combined.dataset_info["name"]
+
+    from tianshou.data import Batch, ReplayBuffer
+
+    plain = ReplayBuffer(2)
+    for _ in range(2):
+        plain.add(
+            Batch(obs=np.zeros(3), act=0, rew=0.0, terminated=False, truncated=False, obs_next=np.zeros(3), info={})
+        )
+    save_buffer(plain, tmp_path / "plain.hdf5")
+    with pytest.raises(OfflineRLError, match="several buffers combine only when"):
+        load_buffers([outputs[0], tmp_path / "plain.hdf5"])
 
 
 def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 `obs_next` belongs to another episode.
 """
 
-from offline_rl.data.buffers import load_buffer, save_buffer
+from offline_rl.data.buffers import load_buffer, load_buffers, save_buffer
 from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
 from offline_rl.data.frame_pool import FramePoolBuffer
@@ -25,6 +25,7 @@ __all__ = [
     "dataset_stats",
     "detect_format",
     "load_buffer",
+    "load_buffers",
     "load_d4rl",
     "load_dataset",
     "load_minari",

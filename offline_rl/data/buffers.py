@@ -7,6 +7,7 @@ later training run would load as if it were complete.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import h5py
@@ -15,7 +16,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.atomic import atomic_path
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
-from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer
+from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.transitions import require_finite
 from offline_rl.errors import DatasetError
 
@@ -37,11 +38,8 @@ def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compressi
     return final
 
 
-def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
-    """Load a Tianshou HDF5 buffer: Tianshou's own (frame-stacked ones with `stack_num > 1` included),
-    this package's `FrameStackBuffer` (Atari collection) or `FramePoolBuffer` (RL Unplugged
-    conversion), recognised by content."""
-    file_path = Path(path).expanduser()
+def _buffer_class(file_path: Path) -> type[ReplayBuffer]:
+    """Which class reads this file, after checking that it is a complete buffer file."""
     if not file_path.is_file():
         raise DatasetError(f"{file_path}: no such file")
     try:
@@ -61,11 +59,46 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
             if missing:
                 where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
                 raise DatasetError(f"{file_path}: buffer is missing key '{where}'")
-        buffer_class = FramePoolBuffer if frame_pool else FrameStackBuffer if frame_stacked else ReplayBuffer
+    except OSError as error:
+        raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
+    return FramePoolBuffer if frame_pool else FrameStackBuffer if frame_stacked else ReplayBuffer
+
+
+def _checked(buffer: ReplayBuffer, source: str) -> ReplayBuffer:
+    if len(buffer) == 0:
+        raise DatasetError(f"{source}: buffer holds no transitions")
+    require_finite(np.asarray(buffer.rew[: len(buffer)]), source=source, key="_meta/rew")
+    return buffer
+
+
+def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
+    """Load a Tianshou HDF5 buffer: Tianshou's own (frame-stacked ones with `stack_num > 1` included),
+    this package's `FrameStackBuffer` (Atari collection) or `FramePoolBuffer` (RL Unplugged
+    conversion), recognised by content."""
+    file_path = Path(path).expanduser()
+    buffer_class = _buffer_class(file_path)
+    try:
         buffer = buffer_class.load_hdf5(str(file_path))
     except OSError as error:
         raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
-    if len(buffer) == 0:
-        raise DatasetError(f"{file_path}: buffer holds no transitions")
-    require_finite(np.asarray(buffer.rew[: len(buffer)]), source=str(file_path), key="_meta/rew")
-    return buffer
+    return _checked(buffer, str(file_path))
+
+
+def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
+    """One buffer from one file, or from several frame-buffer files of one kind (several RL Unplugged
+    shards, or several `atari_qrdqn.py` collections), episodes intact."""
+    if len(paths) == 1:
+        return load_buffer(paths[0])
+    file_paths = [Path(path).expanduser() for path in paths]
+    classes = [_buffer_class(path) for path in file_paths]
+    for path, buffer_class in zip(file_paths, classes, strict=True):
+        if buffer_class is ReplayBuffer or buffer_class is not classes[0]:
+            raise DatasetError(
+                f"{path}: several buffers combine only when all are RL Unplugged conversions or all are "
+                f"atari_qrdqn.py collections (this one is a {buffer_class.__name__}, the first a {classes[0].__name__})"
+            )
+    if classes[0] is FramePoolBuffer:
+        buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths)
+    else:
+        buffer = merge_frame_stack_buffers([load_buffer(path) for path in file_paths])  # type: ignore[misc]
+    return _checked(buffer, " + ".join(map(str, file_paths)))

@@ -19,6 +19,7 @@ the file is recognised as a buffer): `frames` (F, H, W) uint8, `obs_frames` and 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import h5py
@@ -104,20 +105,45 @@ class FramePoolBuffer(ReplayBuffer):
 
     @classmethod
     def load_hdf5(cls, path: str, device: str | None = None) -> FramePoolBuffer:
-        with h5py.File(path, "r") as file:
-            meta = file["_meta"]
-            extra = {key: meta[key][()] for key in meta if key not in REQUIRED_META_KEYS}
-            buffer = cls(
-                frames=file["frames"][()],
-                obs_frames=file["obs_frames"][()],
-                obs_next_frames=file["obs_next_frames"][()],
-                act=meta["act"][()],
-                rew=meta["rew"][()],
-                terminated=meta["terminated"][()],
-                truncated=meta["truncated"][()],
-                extra=extra,
-            )
-            info = {key: _plain(value) for key, value in file.attrs.items() if key != "maxsize"}
+        return cls.load_many([path])
+
+    @classmethod
+    def load_many(cls, paths: Sequence[str | os.PathLike[str]]) -> FramePoolBuffer:
+        """One buffer holding the transitions of several files (e.g. several RL Unplugged shards).
+
+        Frames are read straight into one preallocated pool, so memory peaks at the result's size,
+        not twice it; each file's episodes stay intact. Extra keys are kept where every file has them.
+        """
+        files = [h5py.File(path, "r") for path in paths]
+        try:
+            sizes = [file["frames"].shape[0] for file in files]
+            frames = np.empty((sum(sizes), *files[0]["frames"].shape[1:]), dtype=np.uint8)
+            offsets = np.cumsum([0, *sizes[:-1]])
+            extra_keys = set.intersection(*(set(file["_meta"]) for file in files)) - set(REQUIRED_META_KEYS)
+            columns: dict[str, list[np.ndarray]] = {}
+            for file, offset, size in zip(files, offsets, sizes, strict=True):
+                if size:
+                    file["frames"].read_direct(frames, dest_sel=np.s_[offset : offset + size])
+                columns.setdefault("obs_frames", []).append(file["obs_frames"][()] + offset)
+                columns.setdefault("obs_next_frames", []).append(file["obs_next_frames"][()] + offset)
+                for key in (*REQUIRED_META_KEYS, *sorted(extra_keys)):
+                    columns.setdefault(key, []).append(file["_meta"][key][()])
+            joined = {key: np.concatenate(parts) for key, parts in columns.items()}
+            infos = [{key: _plain(value) for key, value in f.attrs.items() if key != "maxsize"} for f in files]
+        finally:
+            for file in files:
+                file.close()
+        buffer = cls(
+            frames=frames,
+            obs_frames=joined.pop("obs_frames"),
+            obs_next_frames=joined.pop("obs_next_frames"),
+            act=joined.pop("act"),
+            rew=joined.pop("rew"),
+            terminated=joined.pop("terminated"),
+            truncated=joined.pop("truncated"),
+            extra={key: values for key, values in joined.items() if key != "done"},
+        )
+        info = infos[0] if len(infos) == 1 else {"name": " + ".join(str(i.get("name", "?")) for i in infos)}
         if info:
             object.__setattr__(buffer, "dataset_info", info)
         return buffer

@@ -17,7 +17,7 @@ import numpy as np
 
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm, saved_algorithm_config
 from offline_rl.cli import FlagParser, add_bool_flag, pick_device
-from offline_rl.data import dataset_info, load_buffer
+from offline_rl.data import dataset_info, load_buffers
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.discrete_cql.algorithm import DiscreteCQL
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
@@ -46,7 +46,7 @@ class AtariCQLConfig:
     matmul_precision: str = "highest"
     resume_path: str | None = None
     watch: bool = False
-    load_buffer_name: str = "expert.hdf5"
+    load_buffer_name: tuple[str, ...] = ("expert.hdf5",)
     buffer_from_rl_unplugged: bool = False
     algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
 
@@ -89,7 +89,12 @@ def build_parser() -> FlagParser:
     parser.add_argument("--matmul-precision", default=d.matmul_precision, choices=["highest", "high", "medium"])
     parser.add_argument("--resume-path", default=None)
     parser.add_argument("--watch", action="store_true", help="only evaluate --resume-path")
-    parser.add_argument("--load-buffer-name", default=d.load_buffer_name, help="the offline buffer (.hdf5)")
+    parser.add_argument(
+        "--load-buffer-name",
+        nargs="+",
+        default=list(d.load_buffer_name),
+        help="the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined",
+    )
     parser.add_argument(
         "--buffer-from-rl-unplugged",
         action="store_true",
@@ -143,7 +148,7 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
         matmul_precision=args.matmul_precision,
         resume_path=args.resume_path,
         watch=args.watch,
-        load_buffer_name=args.load_buffer_name,
+        load_buffer_name=tuple(args.load_buffer_name),
         buffer_from_rl_unplugged=args.buffer_from_rl_unplugged,
         algorithm=algorithm,
     )
@@ -151,11 +156,13 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
 
 def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
     """The offline buffer, checked against the task; a one-line error with the fix if it does not fit."""
-    path = Path(config.load_buffer_name).expanduser()
-    how = create_buffer_command(config.task, config.load_buffer_name, config.buffer_from_rl_unplugged)
-    if not path.is_file():
-        raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
-    buffer = load_buffer(path)
+    paths = [Path(name).expanduser() for name in config.load_buffer_name]
+    how = create_buffer_command(config.task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
+    for path in paths:
+        if not path.is_file():
+            raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
+    buffer = load_buffers(paths)
+    path = " ".join(map(str, paths))
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
             f"--buffer-from-rl-unplugged: {path} is not a buffer written by the RL Unplugged converter"
@@ -223,11 +230,12 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
             reporter=EvaluationReporter(),
             source=str(config.resume_path),
         )
-    info = dataset_info(buffer) or {"name": str(config.load_buffer_name)}
+    names = " ".join(config.load_buffer_name)
+    info = dataset_info(buffer) or {"name": names}
     # Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening.
     held = getattr(buffer, "nbytes", 0) / 2**30
     print(
-        f"{config.load_buffer_name}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each evaluation plays "
+        f"{names}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each evaluation plays "
         f"{config.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
         flush=True,
     )
@@ -239,7 +247,7 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
         lambda writer: EvaluationReporter(writer=writer),
         saved={"config": asdict(config), "dataset_info": info},
         resume_path=config.resume_path,
-        dataset_name=str(info.get("name", config.load_buffer_name)),
+        dataset_name=str(info.get("name", names)),
     )
 
 
