@@ -180,6 +180,51 @@ def train_offline(
     return summary
 
 
+def evaluate_or_train(
+    algorithm: Any,
+    buffer: Any,
+    make_test_env: Callable[..., Any],
+    settings: RunSettings,
+    reporter_factory: Callable[[Any], EvaluationReporter],
+    *,
+    watch_only: bool,
+    resume_path: str | None,
+    saved: dict[str, Any],
+    on_best: Callable[[Any, Path], None] | None = None,
+    dataset_name: str | None = None,
+) -> dict[str, Any]:
+    """What every offline example ends with: evaluation envs, then `--watch` or offline training.
+
+    `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`).
+    """
+    from tianshou.data import Collector
+
+    render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
+    envs = vector_envs(lambda: make_test_env(**render_kwargs), settings.test_num, settings.seed + 10_000)
+    test_collector = Collector(algorithm.policy, envs)
+    if watch_only:
+        return watch(
+            algorithm,
+            test_collector,
+            task=settings.task,
+            episodes=settings.test_num,
+            render=settings.render,
+            reporter=reporter_factory(None),
+            source=str(resume_path),
+        )
+    return train_offline(
+        algorithm,
+        buffer,
+        test_collector,
+        settings,
+        reporter_factory,
+        saved=saved,
+        resume_path=resume_path,
+        on_best=on_best,
+        dataset_name=dataset_name,
+    )
+
+
 def configure_torch(device: str, threads: int, matmul_precision: str, seed: int) -> None:
     """Threads, float32 matmul precision, CPU allocator and seeds, once per run."""
     import random

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,3 +87,17 @@ def script_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def run_repo_script(
+    script: str, *args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run one of the repo's command-line scripts (`examples/...`, `converters/...`) as a user would."""
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / script), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**script_env(), **(env_extra or {})},
+        timeout=timeout,
+    )

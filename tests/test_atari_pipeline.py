@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,21 +12,14 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 
-from conftest import REPO_ROOT, script_env
+from conftest import run_repo_script
 from offline_rl.data import load_buffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
 
 
 def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / script), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=script_env(),
-        timeout=600,
-    )
+    return run_repo_script(f"examples/{script}", *args, cwd=cwd)
 
 
 def test_pong_collect_save_train_evaluate(tmp_path: Path) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, script_env
+from conftest import run_repo_script
 from offline_rl.cql_sac.experiment import config_from_args
 from offline_rl.data import load_d4rl
 from offline_rl.data.collect import CollectConfig, collect_dataset
@@ -36,14 +35,7 @@ TINY = [
 
 
 def run_example(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / "d4rl_cql.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=script_env(),
-        timeout=300,
-    )
+    return run_repo_script("examples/d4rl_cql.py", *args, cwd=cwd, timeout=300)
 
 
 def test_train_resume_watch_and_export(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, script_env
+from conftest import run_repo_script, script_env
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.errors import OfflineRLError
@@ -32,8 +32,6 @@ from offline_rl.rl_unplugged.testing import (
 from offline_rl.rl_unplugged.tfrecord import read_records
 
 tf = pytest.importorskip("tensorflow", reason="the RL Unplugged tests need the rlu extra: pip install -e '.[test,rlu]'")
-
-CONVERTER = REPO_ROOT / "converters" / "rl_unplugged_atari.py"
 
 
 def episodes(seed: int, specs: list[tuple[int, bool]], first_id: int = 0):
@@ -313,10 +311,7 @@ def test_an_interrupted_conversion_leaves_nothing_at_the_final_path(mixed_shard:
 
 
 def run_converter(*args: str, cwd: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**script_env(), **(env_extra or {})}
-    return subprocess.run(
-        [sys.executable, str(CONVERTER), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
-    )
+    return run_repo_script("converters/rl_unplugged_atari.py", *args, cwd=cwd, env_extra=env_extra)
 
 
 def test_several_shards_in_parallel_then_rerun_skips_them(tmp_path: Path) -> None:
@@ -384,36 +379,29 @@ def test_converted_shards_train_with_atari_cql(mixed_shard: Path, tmp_path: Path
     assert convert.returncode == 0, convert.stderr
     second = tmp_path / "pong-2.hdf5"
     convert_shard(write_fields(tmp_path / "other", shuffled_records(episodes(8, [(9, True)]))), second)
-    trained = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "examples" / "atari_cql.py"),
-            "--task",
-            "PongNoFrameskip-v4",
-            "--load-buffer-name",
-            str(buffer_path),
-            str(second),
-            "--buffer-from-rl-unplugged",
-            "--n-step",
-            "3",
-            "--epoch",
-            "1",
-            "--update-per-epoch",
-            "20",
-            "--batch-size",
-            "8",
-            "--num-quantiles",
-            "8",
-            "--test-num",
-            "1",
-            "--logdir",
-            str(tmp_path / "log"),
-        ],
-        capture_output=True,
-        text=True,
+    trained = run_repo_script(
+        "examples/atari_cql.py",
+        "--task",
+        "PongNoFrameskip-v4",
+        "--load-buffer-name",
+        str(buffer_path),
+        str(second),
+        "--buffer-from-rl-unplugged",
+        "--n-step",
+        "3",
+        "--epoch",
+        "1",
+        "--update-per-epoch",
+        "20",
+        "--batch-size",
+        "8",
+        "--num-quantiles",
+        "8",
+        "--test-num",
+        "1",
+        "--logdir",
+        str(tmp_path / "log"),
         cwd=tmp_path,
-        env=script_env(),
-        timeout=600,
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert any(line.startswith("done:") and "20 updates" in line for line in trained.stdout.splitlines())

@@ -26,7 +26,7 @@ from offline_rl.envs import check_dataset_fits_env, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
 from offline_rl.scores import reference_scores
-from offline_rl.training import RunSettings, configure_torch, train_offline, vector_envs, watch
+from offline_rl.training import RunSettings, configure_torch, evaluate_or_train
 
 
 @dataclass
@@ -227,8 +227,6 @@ def _scores_for(task: str, info: dict[str, Any]) -> tuple[float | None, float | 
 
 def run(config: ExperimentConfig) -> dict[str, Any]:
     """Train (or, with `watch`, only evaluate) and return the final summary as a dict."""
-    from tianshou.data import Collector
-
     device = pick_device(config.device)
     configure_torch(device, config.threads, config.matmul_precision, config.seed)
     env = make_env(config.task)
@@ -255,9 +253,6 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
             f"{stats.terminated} terminated / {stats.truncated} truncated"
         )
     ref_min, ref_max = _scores_for(config.task, info)
-    render_kwargs = {"render_mode": "human"} if config.render > 0 else {}
-    test_envs = vector_envs(lambda: make_env(config.task, **render_kwargs), config.test_num, config.seed + 10_000)
-    test_collector = Collector(algorithm.policy, test_envs)
     settings = RunSettings(
         task=config.task,
         algo_name="cql",
@@ -270,25 +265,15 @@ def run(config: ExperimentConfig) -> dict[str, Any]:
         log_interval=config.log_interval,
         render=config.render,
     )
-    if config.watch:
-        return watch(
-            algorithm,
-            test_collector,
-            task=config.task,
-            episodes=config.test_num,
-            render=config.render,
-            reporter=EvaluationReporter(ref_min, ref_max),
-            source=str(config.resume_path),
-        )
-    assert buffer is not None
-    return train_offline(
+    return evaluate_or_train(
         algorithm,
         buffer,
-        test_collector,
+        lambda **kwargs: make_env(config.task, **kwargs),
         settings,
         lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer),
-        saved={"config": asdict(config), "dataset_info": info},
+        watch_only=config.watch,
         resume_path=config.resume_path,
+        saved={"config": asdict(config), "dataset_info": info},
         on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt"),
         dataset_name=info.get("name"),
     )

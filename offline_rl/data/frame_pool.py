@@ -76,14 +76,17 @@ class FramePoolBuffer(ReplayBuffer):
     def __getitem__(self, index: Any) -> Batch:
         indices, scalar = as_indices(index, len(self))
         meta = self._meta
+        stack = self.obs_frames.shape[1]
+        # One copy for both stacks (the copy is the cost of sampling); obs and obs_next are views of it.
+        both = gather_frames(self.frames, np.hstack([self.obs_frames[indices], self.obs_next_frames[indices]]))
         batch = batch_of_arrays(
-            obs=gather_frames(self.frames, self.obs_frames[indices]),
+            obs=both[:, :stack],
             act=meta.act[indices],
             rew=meta.rew[indices],
             terminated=meta.terminated[indices],
             truncated=meta.truncated[indices],
             done=meta.done[indices],
-            obs_next=gather_frames(self.frames, self.obs_next_frames[indices]),
+            obs_next=both[:, stack:],
             info=Batch(),
             policy=Batch(),
             **{key: meta[key][indices] for key in self.extra_keys},

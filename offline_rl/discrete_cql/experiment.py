@@ -24,7 +24,7 @@ from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.evaluation import EvaluationReporter
-from offline_rl.training import RunSettings, configure_torch, train_offline, vector_envs, watch
+from offline_rl.training import RunSettings, configure_torch, evaluate_or_train
 
 
 @dataclass
@@ -162,31 +162,29 @@ def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
         if not path.is_file():
             raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
     buffer = load_buffers(paths)
-    path = " ".join(map(str, paths))
+    where = " ".join(map(str, paths))
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
-            f"--buffer-from-rl-unplugged: {path} is not a buffer written by the RL Unplugged converter"
+            f"--buffer-from-rl-unplugged: {where} is not a buffer written by the RL Unplugged converter"
         )
     obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])
     expected = tuple(env.observation_space.shape or ())
     if obs_shape != expected:
         raise OfflineRLError(
-            f"--load-buffer-name {path}: observations have shape {obs_shape}, but {config.task} with "
+            f"--load-buffer-name {where}: observations have shape {obs_shape}, but {config.task} with "
             f"--frames-stack {config.frames_stack} observes {expected}; create a matching one with: {how}"
         )
     num_actions = int(env.action_space.n)  # type: ignore[attr-defined]
     top = int(np.max(buffer.act[: len(buffer)]))
     if top >= num_actions:
         raise OfflineRLError(
-            f"--load-buffer-name {path}: holds action {top}, but {config.task} has {num_actions} actions; "
+            f"--load-buffer-name {where}: holds action {top}, but {config.task} has {num_actions} actions; "
             f"create a matching one with: {how}"
         )
     return buffer
 
 
 def run(config: AtariCQLConfig) -> dict[str, Any]:
-    from tianshou.data import Collector
-
     device = pick_device(config.device)
     configure_torch(device, config.threads, config.matmul_precision, config.seed)
     env = make_atari_env(config.task, config.frames_stack)
@@ -203,11 +201,6 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
     if checkpoint is not None:
         restore_algorithm(algorithm, checkpoint, str(config.resume_path))
     buffer = None if config.watch else load_atari_buffer(config, env)
-    render_kwargs = {"render_mode": "human"} if config.render > 0 else {}
-    test_envs = vector_envs(
-        lambda: make_atari_env(config.task, config.frames_stack, **render_kwargs), config.test_num, config.seed + 10_000
-    )
-    test_collector = Collector(algorithm.policy, test_envs)
     settings = RunSettings(
         task=config.task,
         algo_name="cql",
@@ -220,33 +213,25 @@ def run(config: AtariCQLConfig) -> dict[str, Any]:
         log_interval=config.log_interval,
         render=config.render,
     )
-    if config.watch:
-        return watch(
-            algorithm,
-            test_collector,
-            task=config.task,
-            episodes=config.test_num,
-            render=config.render,
-            reporter=EvaluationReporter(),
-            source=str(config.resume_path),
-        )
     names = " ".join(config.load_buffer_name)
-    info = dataset_info(buffer) or {"name": names}
-    # Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening.
-    held = getattr(buffer, "nbytes", 0) / 2**30
-    print(
-        f"{names}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each evaluation plays "
-        f"{config.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
-        flush=True,
-    )
-    return train_offline(
+    info = (dataset_info(buffer) if buffer is not None else {}) or {"name": names}
+    if buffer is not None:
+        # Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening.
+        held = getattr(buffer, "nbytes", 0) / 2**30
+        print(
+            f"{names}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each evaluation plays "
+            f"{config.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
+            flush=True,
+        )
+    return evaluate_or_train(
         algorithm,
         buffer,
-        test_collector,
+        lambda **kwargs: make_atari_env(config.task, config.frames_stack, **kwargs),
         settings,
         lambda writer: EvaluationReporter(writer=writer),
-        saved={"config": asdict(config), "dataset_info": info},
+        watch_only=config.watch,
         resume_path=config.resume_path,
+        saved={"config": asdict(config), "dataset_info": info},
         dataset_name=str(info.get("name", names)),
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.queues
 import queue
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +47,18 @@ def _report(count: int) -> None:
         _progress_queue.put(count)
 
 
-def _convert_in_worker(job: ConversionJob, options: ConversionOptions) -> ShardSummary:
+def _convert(job: ConversionJob, options: ConversionOptions, on_bytes_read: Callable[[int], None]) -> ShardSummary:
     return convert_shard(
-        job.shard, job.output, skip_corrupt=options.skip_corrupt, compression=options.compression, on_bytes_read=_report
+        job.shard,
+        job.output,
+        skip_corrupt=options.skip_corrupt,
+        compression=options.compression,
+        on_bytes_read=on_bytes_read,
     )
+
+
+def _convert_in_worker(job: ConversionJob, options: ConversionOptions) -> ShardSummary:
+    return _convert(job, options, _report)
 
 
 def convert_shards(
@@ -80,15 +88,7 @@ def _convert_here(
     results: list[ShardSummary | Exception] = []
     for job in jobs:
         try:
-            results.append(
-                convert_shard(
-                    job.shard,
-                    job.output,
-                    skip_corrupt=options.skip_corrupt,
-                    compression=options.compression,
-                    on_bytes_read=bar.update,
-                )
-            )
+            results.append(_convert(job, options, bar.update))
         except OfflineRLError as error:
             results.append(error)
     return results
