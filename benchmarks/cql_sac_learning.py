@@ -25,11 +25,11 @@ from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 
+from offline_rl.apps.dataset_generation import ensure_random_dataset
+from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data import dataset_stats, load_d4rl
-from offline_rl.data.collect import ensure_random_dataset
 from offline_rl.envs import make_env
-from offline_rl.evaluation import EvaluationReporter
 from offline_rl.perf import tune_cpu_allocator
 from offline_rl.scores import normalized_score, reference_scores
 
@@ -43,7 +43,7 @@ def tianshou(env, device: str) -> CQL:
 def ours(env, device: str) -> CQLSAC:
     config = CQLSACConfig(
         actor_hidden_sizes=[256, 256],
-        critic_hidden_sizes=[256, 256],
+        critic_layers=2,
         cql_weight=10.0,
         cql_n_actions=10,
         actor_lr=1e-4,

@@ -55,7 +55,7 @@ def build_ours(device: str) -> CQLSAC:
     obs_space, act_space = spaces()
     config = CQLSACConfig(
         actor_hidden_sizes=[256, 256],
-        critic_hidden_sizes=[256, 256],
+        critic_layers=2,
         cql_n_actions=N_ACTIONS,
         alpha=0.2,
         auto_alpha=False,

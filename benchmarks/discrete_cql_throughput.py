@@ -82,7 +82,7 @@ def build_tianshou(device: str) -> TianshouDiscreteCQL:
 
 def build_ours(device: str) -> DiscreteCQL:
     obs_space, act_space = spaces()
-    config = DiscreteCQLConfig(num_quantiles=QUANTILES, min_q_weight=10.0, lr=1e-4, target_update_freq=500)
+    config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
     return DiscreteCQL.build(obs_space, act_space, config, device=device)
 
 

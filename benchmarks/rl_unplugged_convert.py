@@ -131,7 +131,7 @@ def tf_record_loop(shard: Path, records: int, *, as_tianshou: bool, workdir: Pat
 def ours_in_fresh_process(shard: Path, output: Path) -> dict[str, float]:
     # VmHWM is the child's own peak; getrusage would also count what it inherited before exec.
     code = (
-        "import json, sys; from offline_rl.rl_unplugged.convert import convert_shard; "
+        "import json, sys; from offline_rl.rl_unplugged.shard_converter import convert_shard; "
         "s = convert_shard(sys.argv[1], sys.argv[2]); "
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
         "print(json.dumps({'seconds': s.seconds, 'transitions': s.transitions, "

@@ -13,19 +13,22 @@ from pathlib import Path
 # so `import minari` finds the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).parent.resolve()]
 
-from offline_rl.cli import run_main  # noqa: E402
-from offline_rl.convert import build_converter_parser, run_conversion  # noqa: E402
+from offline_rl.apps.buffer_conversion import ConversionConfig, run_conversion  # noqa: E402
+from offline_rl.apps.cli import run_main  # noqa: E402
 from offline_rl.data import load_d4rl  # noqa: E402
+
+SOURCE = "a D4RL HDF5 file or dataset name (e.g. halfcheetah-medium-v2)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_converter_parser(
-        "converters/d4rl.py",
-        "a D4RL HDF5 file or dataset name (e.g. halfcheetah-medium-v2)",
-        with_download=False,
-    )
     # D4RL names download on demand, as D4RL itself does; a path is read as it is.
-    return run_conversion(argv, parser, lambda source, _download: load_d4rl(source, download=True))
+    return run_conversion(
+        argv,
+        ConversionConfig(),
+        lambda source, _download: load_d4rl(source, download=True),
+        prog="converters/d4rl.py",
+        source_help=SOURCE,
+    )
 
 
 if __name__ == "__main__":

@@ -13,16 +13,21 @@ from pathlib import Path
 # so `import minari` finds the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).parent.resolve()]
 
-from offline_rl.cli import run_main  # noqa: E402
-from offline_rl.convert import build_converter_parser, run_conversion  # noqa: E402
+from offline_rl.apps.buffer_conversion import DownloadableConversionConfig, run_conversion  # noqa: E402
+from offline_rl.apps.cli import run_main  # noqa: E402
 from offline_rl.data import load_minari  # noqa: E402
+
+SOURCE = "a Minari dataset id or dataset directory"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_converter_parser(
-        "converters/minari.py", "a Minari dataset id or dataset directory", with_download=True
+    return run_conversion(
+        argv,
+        DownloadableConversionConfig(),
+        lambda source, download: load_minari(source, download=download),
+        prog="converters/minari.py",
+        source_help=SOURCE,
     )
-    return run_conversion(argv, parser, lambda source, download: load_minari(source, download=download))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ TensorFlow is not needed: the shards are read by offline_rl's own TFRecord reade
 
 from __future__ import annotations
 
-from offline_rl.cli import run_main
-from offline_rl.rl_unplugged.cli import main
+from offline_rl.apps.cli import run_main
+from offline_rl.apps.rl_unplugged_conversion import main
 
 if __name__ == "__main__":
     run_main(main)

@@ -56,8 +56,13 @@ def saved_algorithm_config(
     checkpoint: dict[str, Any] | None, config_class: type, fallback: Any, path: str | None
 ) -> Any:
     """The algorithm settings a checkpoint was trained with (they define its networks), else `fallback`."""
+    from offline_rl.settings import from_dict
+
     saved = (checkpoint or {}).get("config", {}).get("algorithm")
     if not isinstance(saved, dict):
         return fallback
     print(f"using the algorithm settings saved in {path}")
-    return config_class(**saved)
+    try:
+        return from_dict(config_class, saved)
+    except (OfflineRLError, TypeError) as error:
+        raise OfflineRLError(f"--resume-path {path}: its saved settings do not fit this version ({error})") from None

@@ -120,8 +120,15 @@ def test_discrete_cql_beats_its_cartpole_data() -> None:
     algo = DiscreteCQL.build(
         env.observation_space,
         env.action_space,
-        DiscreteCQLConfig(num_quantiles=16, lr=1e-3, min_q_weight=5.0, target_update_freq=100, n_step=1),
-        hidden_sizes=[64, 64],
+        DiscreteCQLConfig(
+            num_quantiles=16,
+            lr=1e-3,
+            cql_weight=5.0,
+            target_update_freq=100,
+            n_step=1,
+            hidden_sizes=[64, 64],
+            eps_test=0.0,
+        ),
     )
     with policy_within_training_step(algo.policy):
         for _ in range(2000):

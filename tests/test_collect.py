@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, script_env
-from offline_rl.data import dataset_info, load_d4rl, load_minari
-from offline_rl.data.collect import (
+from offline_rl.apps.dataset_generation import (
     CollectConfig,
     collect_dataset,
     default_dataset_path,
     ensure_random_dataset,
 )
+from offline_rl.data import dataset_info, load_d4rl, load_minari
 from offline_rl.policy_file import PolicyNetwork, save_policy
 
 D4RL_KEYS = {"observations", "actions", "rewards", "terminals", "timeouts", "next_observations", "metadata"}

@@ -19,7 +19,8 @@ OBS, ACT, B, N = 2, 1, 2, 2
 def tiny_algorithm(**overrides) -> CQLSAC:
     settings = {
         "actor_hidden_sizes": [4],
-        "critic_hidden_sizes": [3],
+        "critic_layers": 1,
+        "critic_width": 3,
         "num_critics": 2,
         "cql_n_actions": N,
         "temperature": 0.5,

@@ -21,7 +21,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def small_config(**overrides) -> CQLSACConfig:
     settings = {
         "actor_hidden_sizes": [32, 32],
-        "critic_hidden_sizes": [32, 32],
+        "critic_layers": 2,
+        "critic_width": 32,
         "cql_n_actions": 4,
         "actor_lr": 1e-3,
         "critic_lr": 1e-3,
@@ -45,7 +46,7 @@ def narrow_band_buffer(size: int = 2000, seed: int = 0):
 
 def build(config: CQLSACConfig, device: str = "cpu") -> CQLSAC:
     return CQLSAC.build(
-        gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Box(-1, 1, (2,), np.float32), config, device
+        gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Box(-1, 1, (2,), np.float32), config, device=device
     )
 
 
@@ -104,22 +105,22 @@ def test_terminals_cut_the_td_target_and_timeouts_do_not(tmp_path) -> None:
 @pytest.mark.parametrize("target_gap, direction", [(-100.0, 1), (100.0, -1)])
 def test_lagrange_multiplier_follows_the_gap_on_the_algorithms_device(device, target_gap, direction) -> None:
     torch.manual_seed(0)
-    algo = build(small_config(with_lagrange=True, target_action_gap=target_gap, cql_alpha_lr=0.05), device)
-    assert algo.log_cql_alpha.device.type == torch.device(device).type
-    before = algo.log_cql_alpha.item()
+    algo = build(small_config(with_lagrange=True, target_action_gap=target_gap, lagrange_lr=0.05), device)
+    assert algo.log_lagrange_multiplier.device.type == torch.device(device).type
+    before = algo.log_lagrange_multiplier.item()
     stats = train(algo, narrow_band_buffer(500), updates=5)
-    after = algo.log_cql_alpha.item()
+    after = algo.log_lagrange_multiplier.item()
     assert (after - before) * direction > 0.1, (before, after)
     # The logged α′ is the one each update used: it moves the same way, update after update.
-    logged = [s.cql_alpha for s in stats]
+    logged = [s.lagrange_multiplier for s in stats]
     assert all((later - earlier) * direction > 0 for earlier, later in itertools.pairwise(logged))
 
 
 def test_lagrange_multiplier_is_capped() -> None:
     algo = build(small_config(with_lagrange=True))
     with torch.no_grad():
-        algo.log_cql_alpha.fill_(20.0)
-    assert algo.cql_alpha.item() == pytest.approx(1e6)
+        algo.log_lagrange_multiplier.fill_(20.0)
+    assert algo.lagrange_multiplier.item() == pytest.approx(1e6)
 
 
 def test_entropy_temperature_is_tuned_towards_the_target() -> None:
@@ -153,7 +154,7 @@ def test_checkpoint_restores_everything_a_resumed_run_needs() -> None:
     assert int(restored.num_updates) == 7
     assert bool(restored.normalizer.fitted)
     assert restored.log_alpha.item() == original.log_alpha.item()
-    assert restored.log_cql_alpha.item() == original.log_cql_alpha.item()
+    assert restored.log_lagrange_multiplier.item() == original.log_lagrange_multiplier.item()
     assert restored._critic_optim.state_dict()["state"][0]["step"].item() == 7
     # The same seed now gives the same next update in both.
     torch.manual_seed(1)

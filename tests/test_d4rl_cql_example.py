@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from conftest import run_repo_script
-from offline_rl.cql_sac.experiment import config_from_args
+from offline_rl.apps.d4rl_cql import config_from_args
+from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.data import load_d4rl
-from offline_rl.data.collect import CollectConfig, collect_dataset
 from offline_rl.errors import OfflineRLError
 
 TINY = [

@@ -31,12 +31,18 @@ def test_quantile_huber_loss_by_hand() -> None:
 
 
 def tiny_algorithm(**overrides) -> DiscreteCQL:
-    settings = {"num_quantiles": 3, "gamma": 0.9, "min_q_weight": 2.0, "target_update_freq": 1000}
+    settings = {
+        "num_quantiles": 3,
+        "gamma": 0.9,
+        "cql_weight": 2.0,
+        "target_update_freq": 1000,
+        "hidden_sizes": [3],
+        "eps_test": 0.0,
+    }
     algo = DiscreteCQL.build(
         gym.spaces.Box(-1, 1, (2,), np.float32),
         gym.spaces.Discrete(2),
         DiscreteCQLConfig(**{**settings, **overrides}),
-        hidden_sizes=[3],
     )
     with torch.no_grad():
         for index, parameter in enumerate(algo.model.parameters()):
@@ -126,8 +132,9 @@ def test_conservatism_lifts_the_dataset_action_over_the_others() -> None:
     algo = DiscreteCQL.build(
         gym.spaces.Box(-5, 5, (4,), np.float32),
         gym.spaces.Discrete(4),
-        DiscreteCQLConfig(num_quantiles=8, lr=1e-3, min_q_weight=1.0, target_update_freq=50),
-        hidden_sizes=[32],
+        DiscreteCQLConfig(
+            num_quantiles=8, lr=1e-3, cql_weight=1.0, target_update_freq=50, hidden_sizes=[32], eps_test=0.0
+        ),
     )
     with policy_within_training_step(algo.policy):
         for _ in range(150):

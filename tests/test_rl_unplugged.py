@@ -16,10 +16,10 @@ from conftest import run_repo_script, script_env
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.convert import ShardError, convert_shard
 from offline_rl.rl_unplugged.example import ExampleError, parse_example
 from offline_rl.rl_unplugged.frames import decode_frame
 from offline_rl.rl_unplugged.records import parse_transition
+from offline_rl.rl_unplugged.shard_converter import ShardError, convert_shard
 from offline_rl.rl_unplugged.testing import (
     encode_png,
     random_episode,
@@ -467,7 +467,7 @@ def test_the_converter_never_imports_tensorflow(mixed_shard: Path, tmp_path: Pat
     """TensorFlow stays optional: with it made unimportable, conversion still works."""
     code = (
         "import sys; sys.modules['tensorflow'] = None; "  # any `import tensorflow` now raises ImportError
-        "from offline_rl.rl_unplugged.cli import main; "
+        "from offline_rl.apps.rl_unplugged_conversion import main; "
         "sys.exit(main(['--shard-file', sys.argv[1], '--output', sys.argv[2]]))"
     )
     result = subprocess.run(

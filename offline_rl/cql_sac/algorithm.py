@@ -1,24 +1,25 @@
 """Conservative Q-Learning on SAC (Kumar et al. 2020, arXiv:2006.04779) as a Tianshou OfflineAlgorithm.
 
-One update, top to bottom (B states, N = `cql_n_actions`, A action dims, E critics):
+One update, top to bottom (B states, N = `cql_n_actions`, A action dims, E critics); each equation
+is one method below, named after it:
 
-1. Actor pass on s (with gradient) and s' (without): N tanh-Gaussian samples per state from a single
-   forward pass, with their log-densities.
-2. Actor loss: α·log π(ã|s) − min_e Q_e(s, ã), critics held constant; during the first `bc_steps`
-   updates −log π(a_data|s) replaces the Q term (behaviour-cloning warm-up). Entropy temperature α
-   tuned towards `target_entropy` (default −A) or fixed.
-3. TD target: y = r·scale + bias + γ·(1 − terminated)·min_e Q̄_e(s', a'), a' ~ π(·|s'). With
-   `max_target_backup` the min over critics is taken for each of N samples, then the max over
-   samples; `backup_entropy` subtracts α·log π(a'|s'). Time-outs are not terminals: they bootstrap.
-4. Conservative term: one critic call scores, at s, the dataset action, N uniform actions on the
-   box, N actions from π(·|s) and N from π(·|s') (samples and densities detached). Per critic:
-   T·logsumexp over the 3N density-corrected values of each state (uniform: −A·log 2; policy:
-   log π) minus Q(s, a_data), clipped, averaged over the batch, times `cql_weight`. Without
-   importance sampling (CQL(ρ)) the dataset action joins the logsumexp and nothing is corrected.
-   The Lagrange variant multiplies by α′ = exp(log α′) ∈ [0, 1e6] and subtracts
-   `target_action_gap`; α′ follows dual ascent.
-5. All losses touch disjoint parameters, so one backward pass serves every optimiser; then a Polyak
-   update of the target critics.
+(1) `sample_actions`: one actor pass on s (with gradient) and on s′ (without) gives N tanh-Gaussian
+    samples per state with their log-densities, plus N uniform actions on the box.
+(2) `actor_loss`: α·log π(ã|s) − min_e Q_e(s, ã), critics held constant; during the first
+    `bc_steps` updates −log π(a_data|s) replaces the Q term (behaviour-cloning warm-up).
+    `alpha_loss`: −log α·(log π(ã|s) + target entropy), when α is tuned.
+(3) `td_target`: y = r·scale + bias + γ·(1 − terminated)·min_e Q̄_e(s′, a′), a′ ~ π(·|s′). With
+    `max_target_backup` the min over critics is taken per sample, then the max over N samples;
+    `backup_entropy` subtracts α·log π(a′|s′). Time-outs are not terminals: they bootstrap.
+(4) `conservative_gap`, per critic: T·logsumexp over the 3N density-corrected values of each state
+    (uniform: −A·log 2; policy: log π) minus Q(s, a_data), clipped, averaged over the batch. Without
+    importance sampling (CQL(ρ)) the dataset action joins the logsumexp and nothing is corrected.
+(5) `critic_loss`: Σ_e mean (Q_e(s, a_data) − y)² + the weighted gap of (4); one critic call
+    scores the dataset action and the 3N sampled actions together.
+(6) `lagrange_terms`: the gap's weight is w, or α′·w with the Lagrange variant, whose multiplier
+    α′ = exp(log α′) ∈ [0, 1e6] follows dual ascent on −α′·w·(gap − τ).
+(7) All losses touch disjoint parameters, so one backward pass serves every optimiser; then a
+    Polyak update of the target critics.
 
 All of it works in the policy's action box [-1, 1]: dataset actions are mapped into it with the
 inverse of `SACPolicy`'s action scaling, so tasks with other bounds (Pendulum's ±2) are handled.
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,8 +40,9 @@ import torch
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.algorithm.modelfree.sac import SACPolicy
 from tianshou.data import ReplayBuffer
-from tianshou.utils.torch_utils import torch_train_mode
 
+from offline_rl.algorithm_base import CountedOfflineAlgorithm, stats_from_tensors
+from offline_rl.compat import insertion_index, polyak_update_
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.cql_sac.networks import (
     EnsembleCritic,
@@ -54,41 +55,25 @@ from offline_rl.perf import make_adam
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
 """Dataset actions are clipped to ±this for log π(a_data|s), so atanh stays finite."""
-CQL_ALPHA_MAX = 1e6
+LAGRANGE_MULTIPLIER_MAX = 1e6
 
 
 @dataclass(kw_only=True)
 class CQLSACTrainingStats(TrainingStats):
-    """Per-update figures, logged to TensorBoard by Tianshou's logger."""
+    """Per-update figures, logged to TensorBoard by Tianshou's logger; this declaration is the list."""
 
     actor_loss: float
     critic_loss: float
     td_loss: float
     alpha_loss: float
     alpha: float
-    cql_alpha: float
-    cql_alpha_loss: float
+    lagrange_multiplier: float
+    lagrange_loss: float
     cql_gap: float
     q_data: float
     q_random: float
     q_policy: float
     target_q: float
-
-
-_STAT_NAMES = (
-    "actor_loss",
-    "critic_loss",
-    "td_loss",
-    "alpha_loss",
-    "alpha",
-    "cql_alpha",
-    "cql_alpha_loss",
-    "cql_gap",
-    "q_data",
-    "q_random",
-    "q_policy",
-    "target_q",
-)
 
 
 class ActionSamples(NamedTuple):
@@ -103,6 +88,15 @@ class ActionSamples(NamedTuple):
     random_actions: torch.Tensor  # (B, N, A), uniform on [-1, 1]^A
 
 
+class CriticValues(NamedTuple):
+    """Q-values (E, B, ·) of one critic call at s: dataset action, then N of each sampled group."""
+
+    data: torch.Tensor  # (E, B)
+    random: torch.Tensor  # (E, B, N)
+    current: torch.Tensor  # (E, B, N), actions from π(·|s)
+    next: torch.Tensor  # (E, B, N), actions from π(·|s′)
+
+
 class DeviceDataset:
     """The transitions of a replay buffer as tensors on one device, ready for indexing.
 
@@ -113,7 +107,7 @@ class DeviceDataset:
         """`prepare(obs, act, rew, terminated, obs_next)` is the algorithm's `prepare_transitions`."""
         size = len(buffer)
         # A full buffer (what the loaders build) is already in order: slice, do not copy.
-        order = None if buffer._insertion_idx in (0, size) else buffer.sample_indices(0)
+        order = None if insertion_index(buffer) in (0, size) else buffer.sample_indices(0)
 
         def column(array: np.ndarray) -> torch.Tensor:
             data = np.asarray(array[:size] if order is None else array[order])
@@ -139,7 +133,7 @@ class DeviceDataset:
         )
 
 
-class CQLSAC(OfflineAlgorithm[SACPolicy]):
+class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     """CQL-SAC for continuous (Box) actions; see the module docstring for the update."""
 
     def __init__(
@@ -162,9 +156,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         self.act_dim = critic.act_dim
         self.target_entropy = float(-self.act_dim if config.target_entropy is None else config.target_entropy)
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha) if config.alpha > 0 else -math.inf))
-        self.log_cql_alpha = torch.nn.Parameter(torch.tensor(0.0))
-        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
-        self._host_updates = 0  # host mirror of num_updates: reading the device copy would sync
+        self.log_lagrange_multiplier = torch.nn.Parameter(torch.tensor(0.0))
         space = policy.action_space
         assert isinstance(space, gym.spaces.Box)
         self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
@@ -172,26 +164,25 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         self._actor_optim = make_adam(self.actor.net.parameters(), lr=config.actor_lr)
         self._critic_optim = make_adam(self.critic.parameters(), lr=config.critic_lr)
         self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
-        self._cql_alpha_optim = torch.optim.Adam([self.log_cql_alpha], lr=config.cql_alpha_lr)
+        self._lagrange_optim = torch.optim.Adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         for optim, module in (
             (self._actor_optim, self.actor.net),
             (self._critic_optim, self.critic),
             (self._alpha_optim, self),
-            (self._cql_alpha_optim, self),
+            (self._lagrange_optim, self),
         ):
             self._optimizers.append(OfflineAlgorithm.Optimizer(optim, module))
         self._dataset: DeviceDataset | None = None
         self._dataset_key: tuple[int, int] | None = None
 
-    # ----------------------------------------------------------------------------------------
-    # construction helpers
     @classmethod
     def build(
         cls,
         observation_space: gym.Space,
         action_space: gym.Space,
         config: CQLSACConfig | None = None,
+        *,
         device: str | torch.device = "cpu",
     ) -> CQLSAC:
         """Actor, critics, normaliser and SACPolicy for the given spaces, moved to `device`."""
@@ -216,15 +207,6 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         )
         return cls(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
 
-    @property
-    def device(self) -> torch.device:
-        return self.action_low.device
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
-        self._host_updates = int(self.num_updates)
-        return result
-
     def to_policy_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Map env actions into the policy's [-1, 1] box (inverse of SACPolicy's action scaling)."""
         scaled = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
@@ -235,8 +217,9 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         return self.log_alpha.exp().detach()
 
     @property
-    def cql_alpha(self) -> torch.Tensor:
-        return self.log_cql_alpha.exp().clamp(0.0, CQL_ALPHA_MAX)
+    def lagrange_multiplier(self) -> torch.Tensor:
+        """α′ of the Lagrange variant."""
+        return self.log_lagrange_multiplier.exp().clamp(0.0, LAGRANGE_MULTIPLIER_MAX)
 
     # ----------------------------------------------------------------------------------------
     # data
@@ -254,19 +237,10 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
             self._dataset_key = key
         return self._dataset
 
-    def update(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
-        """One gradient step on a batch drawn on-device (Tianshou's sampling path is bypassed)."""
-        if not self.policy.is_within_training_step:
-            raise RuntimeError("update() must run inside a training step (see policy_within_training_step)")
-        start = time.time()
+    def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
+        """A batch drawn on-device from the staged dataset (Tianshou's sampling path is bypassed)."""
         dataset = self._stage(buffer)
-        batch_size = sample_size or dataset.size
-        with torch_train_mode(self):
-            stats = self.learn(*dataset.sample(batch_size))
-        for scheduler in self.lr_schedulers:
-            scheduler.step()
-        stats.train_time = time.time() - start
-        return stats
+        return self.learn(*dataset.sample(sample_size or dataset.size))
 
     def _update_with_batch(self, batch: Any) -> CQLSACTrainingStats:
         """Tianshou's generic path (a sampled Batch), kept for callers that use it directly."""
@@ -304,13 +278,13 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         not_terminated: torch.Tensor,
         obs_next: torch.Tensor,
     ) -> CQLSACTrainingStats:
-        """One CQL-SAC step on prepared tensors (normalised obs, policy-space actions, scaled rewards)."""
+        """One CQL-SAC step (7) on prepared tensors (normalised obs, policy-space actions, scaled rewards)."""
         losses, stats = self.compute_losses(obs, act, rew, not_terminated, obs_next)
         optimizers = [self._actor_optim, self._critic_optim]
         if self.config.auto_alpha:
             optimizers.append(self._alpha_optim)
         if self.config.with_lagrange:
-            optimizers.append(self._cql_alpha_optim)
+            optimizers.append(self._lagrange_optim)
         for optim in optimizers:
             optim.zero_grad(set_to_none=True)
         sum(losses.values()).backward()
@@ -318,16 +292,14 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
             optim.step()
         with torch.no_grad():
             if self.config.with_lagrange:
-                self.log_cql_alpha.clamp_(max=math.log(CQL_ALPHA_MAX))
+                self.log_lagrange_multiplier.clamp_(max=math.log(LAGRANGE_MULTIPLIER_MAX))
             self.soft_update_targets()
-            self.num_updates += 1
-        self._host_updates += 1
-        values = torch.stack([stats[name] for name in _STAT_NAMES]).tolist()
-        return CQLSACTrainingStats(**dict(zip(_STAT_NAMES, values, strict=True)))
+        self.count_update()
+        return stats_from_tensors(CQLSACTrainingStats, stats)
 
     def soft_update_targets(self) -> None:
         """Polyak averaging: θ̄ ← θ̄ + τ(θ − θ̄)."""
-        torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.config.tau)
+        polyak_update_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.config.tau)
 
     def compute_losses(
         self,
@@ -337,75 +309,40 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         not_terminated: torch.Tensor,
         obs_next: torch.Tensor,
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """All losses of one update (to be summed and back-propagated once) and detached statistics."""
-        cfg = self.config
-        num_samples = cfg.cql_n_actions
-        alpha = self.alpha if cfg.auto_alpha or cfg.alpha > 0 else torch.zeros((), device=obs.device)
+        """Equations (1)-(6): the losses to sum and back-propagate once, and detached statistics."""
+        zero = torch.zeros((), device=obs.device)
+        alpha = self.alpha if self.config.auto_alpha or self.config.alpha > 0 else zero
         samples = self.sample_actions(obs, obs_next)
-
-        # Actor (and entropy temperature).
-        new_action, new_log_prob = samples.pi_actions[:, :1], samples.pi_log_prob[:, 0]
-        if self._host_updates < cfg.bc_steps:
-            data_action = act.clamp(-BC_ACTION_LIMIT, BC_ACTION_LIMIT)
-            actor_objective = tanh_gaussian_log_prob(samples.mean, samples.log_std, data_action)
-        else:
-            actor_objective = self.critic(obs, new_action, detach_params=True).min(dim=0).values[:, 0]
-        actor_loss = (alpha * new_log_prob - actor_objective).mean()
-        if cfg.auto_alpha:
-            alpha_loss = -(self.log_alpha * (new_log_prob.detach() + self.target_entropy)).mean()
-        else:
-            alpha_loss = torch.zeros((), device=obs.device)
-
+        actor_loss, new_log_prob = self.actor_loss(obs, act, samples, alpha)
+        alpha_loss = self.alpha_loss(new_log_prob) if self.config.auto_alpha else zero
         with torch.no_grad():
             target_q = self.td_target(rew, not_terminated, obs_next, samples.next_actions, samples.next_log_prob, alpha)
-        pi_actions, pi_log_prob = samples.pi_actions, samples.pi_log_prob
-        next_actions, next_log_prob = samples.next_actions, samples.next_log_prob
-        random_actions = samples.random_actions
-
-        # Critics: TD error and the conservative term, from one critic call at s.
-        scored = torch.cat([act.unsqueeze(1), random_actions, pi_actions.detach(), next_actions], dim=1)
-        q_all = self.critic(obs, scored)  # (E, B, 1 + 3N)
-        q_data = q_all[..., 0]
-        q_random = q_all[..., 1 : 1 + num_samples]
-        q_current = q_all[..., 1 + num_samples : 1 + 2 * num_samples]
-        q_next = q_all[..., 1 + 2 * num_samples :]
-        td_loss = (q_data - target_q.unsqueeze(0)).pow(2).mean(dim=1).sum()
-        gap = self.conservative_gap(q_data, q_random, q_current, q_next, pi_log_prob.detach(), next_log_prob)
-        if cfg.with_lagrange:
-            cql_alpha = self.cql_alpha
-            weighted = cql_alpha.detach() * cfg.cql_weight * (gap - cfg.target_action_gap)
-            cql_alpha_loss = -0.5 * (cql_alpha * cfg.cql_weight * (gap.detach() - cfg.target_action_gap)).sum()
-        else:
-            cql_alpha = torch.ones((), device=obs.device)
-            weighted = cfg.cql_weight * gap
-            cql_alpha_loss = torch.zeros((), device=obs.device)
-        conservative_loss = weighted.sum()
-        critic_loss = conservative_loss if cfg.bc_debug_mode else td_loss + conservative_loss
-
-        losses = {
-            "actor": actor_loss,
-            "alpha": alpha_loss,
-            "critic": critic_loss,
-            "cql_alpha": cql_alpha_loss,
-        }
+        q = self.critic_values(obs, act, samples)
+        td_loss = (q.data - target_q.unsqueeze(0)).pow(2).mean(dim=1).sum()
+        gap = self.conservative_gap(
+            q.data, q.random, q.current, q.next, samples.pi_log_prob.detach(), samples.next_log_prob
+        )
+        conservative_loss, multiplier, lagrange_loss = self.lagrange_terms(gap)
+        critic_loss = conservative_loss if self.config.bc_debug_mode else td_loss + conservative_loss
+        losses = {"actor": actor_loss, "alpha": alpha_loss, "critic": critic_loss, "lagrange": lagrange_loss}
         stats = {
-            "actor_loss": actor_loss.detach(),
-            "critic_loss": critic_loss.detach(),
-            "td_loss": td_loss.detach(),
-            "alpha_loss": alpha_loss.detach(),
-            "alpha": alpha.reshape(()).float(),
-            "cql_alpha": cql_alpha.detach().reshape(()),
-            "cql_alpha_loss": cql_alpha_loss.detach(),
-            "cql_gap": gap.detach().mean(),
-            "q_data": q_data.detach().mean(),
-            "q_random": q_random.detach().mean(),
-            "q_policy": q_current.detach().mean(),
+            "actor_loss": actor_loss,
+            "critic_loss": critic_loss,
+            "td_loss": td_loss,
+            "alpha_loss": alpha_loss,
+            "alpha": alpha,
+            "lagrange_multiplier": multiplier,
+            "lagrange_loss": lagrange_loss,
+            "cql_gap": gap.mean(),
+            "q_data": q.data.mean(),
+            "q_random": q.random.mean(),
+            "q_policy": q.current.mean(),
             "target_q": target_q.mean(),
         }
-        return losses, stats
+        return losses, {name: value.detach() for name, value in stats.items()}
 
     def sample_actions(self, obs: torch.Tensor, obs_next: torch.Tensor) -> ActionSamples:
-        """The N uniform, π(·|s) and π(·|s') actions of one update, from one actor pass per state."""
+        """(1) The N uniform, π(·|s) and π(·|s') actions of one update, from one actor pass per state."""
         num_samples = self.config.cql_n_actions
         mean, log_std = self.actor.distribution_params(obs)
         pi_actions, pi_log_prob = tanh_gaussian_sample(mean, log_std, num_samples)
@@ -416,6 +353,22 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         random_actions = torch.rand(shape, device=obs.device, dtype=obs.dtype).mul_(2.0).sub_(1.0)
         return ActionSamples(mean, log_std, pi_actions, pi_log_prob, next_actions, next_log_prob, random_actions)
 
+    def actor_loss(
+        self, obs: torch.Tensor, act: torch.Tensor, samples: ActionSamples, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(2) mean of α·log π(ã|s) − min_e Q_e(s, ã) (or log π(a_data|s) while cloning); also log π(ã|s)."""
+        new_action, new_log_prob = samples.pi_actions[:, :1], samples.pi_log_prob[:, 0]
+        if self._host_updates < self.config.bc_steps:
+            data_action = act.clamp(-BC_ACTION_LIMIT, BC_ACTION_LIMIT)
+            objective = tanh_gaussian_log_prob(samples.mean, samples.log_std, data_action)
+        else:
+            objective = self.critic(obs, new_action, detach_params=True).min(dim=0).values[:, 0]
+        return (alpha * new_log_prob - objective).mean(), new_log_prob
+
+    def alpha_loss(self, new_log_prob: torch.Tensor) -> torch.Tensor:
+        """(2) −log α·(log π(ã|s) + target entropy), averaged over the batch."""
+        return -(self.log_alpha * (new_log_prob.detach() + self.target_entropy)).mean()
+
     def td_target(
         self,
         rew: torch.Tensor,
@@ -425,7 +378,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         next_log_prob: torch.Tensor,
         alpha: torch.Tensor,
     ) -> torch.Tensor:
-        """r + γ·(1 − terminated)·V̄(s'), with V̄ from the target critics (see module docstring)."""
+        """(3) r + γ·(1 − terminated)·V̄(s'), with V̄ from the target critics."""
         cfg = self.config
         if cfg.max_target_backup:
             next_q = self.critic_target(obs_next, next_actions).min(dim=0).values  # min over critics: (B, N)
@@ -438,6 +391,17 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
             next_q = next_q - alpha * chosen_log_prob
         return rew + cfg.gamma * not_terminated * next_q
 
+    def critic_values(self, obs: torch.Tensor, act: torch.Tensor, samples: ActionSamples) -> CriticValues:
+        """(5) One critic call at s scoring the dataset action and the 3N sampled ones."""
+        n = self.config.cql_n_actions
+        scored = torch.cat(
+            [act.unsqueeze(1), samples.random_actions, samples.pi_actions.detach(), samples.next_actions], dim=1
+        )
+        q_all = self.critic(obs, scored)  # (E, B, 1 + 3N)
+        return CriticValues(
+            q_all[..., 0], q_all[..., 1 : 1 + n], q_all[..., 1 + n : 1 + 2 * n], q_all[..., 1 + 2 * n :]
+        )
+
     def conservative_gap(
         self,
         q_data: torch.Tensor,
@@ -447,7 +411,7 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
         current_log_prob: torch.Tensor,
         next_log_prob: torch.Tensor,
     ) -> torch.Tensor:
-        """Per critic (E,): mean over states of clip(T·logsumexp(values/T) − Q(s, a_data)).
+        """(4) Per critic (E,): mean over states of clip(T·logsumexp(values/T) − Q(s, a_data)).
 
         Q-values are (E, B, ·); log-densities (B, N) broadcast over critics.
         """
@@ -466,3 +430,21 @@ class CQLSAC(OfflineAlgorithm[SACPolicy]):
             values = torch.cat([q_random, q_data.unsqueeze(-1), q_next, q_current], dim=-1)
         soft_max = cfg.temperature * torch.logsumexp(values / cfg.temperature, dim=-1)  # (E, B)
         return (soft_max - q_data).clamp(cfg.clip_diff_min, cfg.clip_diff_max).mean(dim=1)
+
+    def lagrange_terms(self, gap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(6) (weighted conservative loss summed over critics, α′, loss of α′'s dual ascent)."""
+        cfg = self.config
+        if not cfg.with_lagrange:
+            one = torch.ones((), device=gap.device)
+            return (cfg.cql_weight * gap).sum(), one, torch.zeros((), device=gap.device)
+        multiplier = self.lagrange_multiplier
+        weighted = multiplier.detach() * cfg.cql_weight * (gap - cfg.target_action_gap)
+        dual_loss = -0.5 * (multiplier * cfg.cql_weight * (gap.detach() - cfg.target_action_gap)).sum()
+        return weighted.sum(), multiplier.detach(), dual_loss
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Also reads checkpoints written before α′ was named `log_lagrange_multiplier`."""
+        if "log_cql_alpha" in state_dict:
+            state_dict = dict(state_dict)
+            state_dict["log_lagrange_multiplier"] = state_dict.pop("log_cql_alpha")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)

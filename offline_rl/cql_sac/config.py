@@ -1,72 +1,109 @@
-"""CQL-SAC hyperparameters, with defaults from CORL's D4RL locomotion configuration."""
+"""CQL-SAC hyper-parameters: every field is a flag of `examples/d4rl_cql.py`, a preset key and a
+checkpoint entry (see `offline_rl.settings`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from offline_rl.settings import check_ranges, require, setting
+
+NETWORKS = "CQL-SAC: networks"
+OPTIMISATION = "CQL-SAC: optimisation and entropy"
+CONSERVATIVE = "CQL-SAC: conservative term"
+TARGET = "CQL-SAC: TD target and data"
 
 
 @dataclass
 class CQLSACConfig:
     """Everything that defines the CQL-SAC update (not the experiment around it).
 
-    Conservative term, per critic: `cql_weight · clip(T·logsumexp(q/T) - Q(s, a_data))`, the
-    logsumexp over 3·`cql_n_actions` sampled actions per state (uniform, π(·|s), π(·|s')), each
-    scored at s. TF-Agents' `softmax_temperature` τ corresponds to `temperature = 1/τ`.
+    Conservative term, per critic e (Kumar et al. 2020, eq. 4, CQL(H)):
+
+        w · clip( T·logsumexp_j (Q_e(s, a_j) − log μ(a_j)) / T  −  Q_e(s, a_data) )
+
+    over 3N sampled actions a_j per state (N uniform, N from π(·|s), N from π(·|s′), all scored at
+    s), μ their sampling density, w = `cql_weight`, N = `cql_n_actions`, T = `temperature`
+    (TF-Agents' `softmax_temperature` τ is 1/T). The Lagrange variant replaces w by α′·w and tunes
+    the multiplier α′ by dual ascent so the gap meets `target_action_gap`; CORL's convention,
+    w·(gap − τ), applies.
+
+    Defaults are CORL's D4RL locomotion settings for the conservative term and networks.
     """
 
+    FLAG_GROUP: ClassVar[str] = "CQL-SAC"
+
     # networks
-    actor_hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    critic_hidden_sizes: list[int] = field(default_factory=lambda: [256, 256, 256])
-    num_critics: int = 2
-    orthogonal_init: bool = True
-    normalize_obs: bool = True
-    # optimisation
-    actor_lr: float = 1e-4
-    critic_lr: float = 3e-4
-    gamma: float = 0.99
-    tau: float = 5e-3
-    # SAC entropy
-    alpha: float = 0.2
-    auto_alpha: bool = True
-    alpha_lr: float = 1e-4
-    target_entropy: float | None = None  # default -act_dim
+    actor_hidden_sizes: list[int] = setting(
+        [256, 256], "actor hidden layer widths", flag="--hidden-sizes", aliases=("--actor-hidden-sizes",),
+        minimum=1, group=NETWORKS,
+    )  # fmt: skip
+    critic_layers: int = setting(3, "hidden layers of each critic", minimum=1, group=NETWORKS)
+    critic_width: int | None = setting(
+        None, "critic layer width (none: the widest --hidden-sizes layer)", minimum=1, group=NETWORKS
+    )
+    num_critics: int = setting(
+        2, "critics in the ensemble (the TD target takes their minimum)", minimum=1, group=NETWORKS
+    )
+    orthogonal_init: bool = setting(True, "orthogonal initialisation of actor and critics", group=NETWORKS)
+    normalize_obs: bool = setting(
+        True, "normalise observations with dataset statistics", aliases=("--norm-obs",), group=NETWORKS
+    )
+    # optimisation and entropy
+    actor_lr: float = setting(1e-4, "actor learning rate", above=0, group=OPTIMISATION)
+    critic_lr: float = setting(3e-4, "critic learning rate", above=0, group=OPTIMISATION)
+    gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1, group=OPTIMISATION)
+    tau: float = setting(5e-3, "Polyak rate of the target critics", above=0, maximum=1, group=OPTIMISATION)
+    alpha: float = setting(0.2, "entropy temperature α (initial value when tuned)", minimum=0, group=OPTIMISATION)
+    auto_alpha: bool = setting(True, "tune α towards --target-entropy", group=OPTIMISATION)
+    alpha_lr: float = setting(1e-4, "learning rate of log α", above=0, group=OPTIMISATION)
+    target_entropy: float | None = setting(None, "target entropy of π (none: −|A|)", group=OPTIMISATION)
     # conservative term
-    cql_weight: float = 10.0
-    cql_n_actions: int = 10
-    temperature: float = 1.0
-    importance_sample: bool = True
-    with_lagrange: bool = False
-    target_action_gap: float = -1.0
-    cql_alpha_lr: float = 3e-4
-    clip_diff_min: float = -math.inf
-    clip_diff_max: float = math.inf
-    # TD target
-    max_target_backup: bool = False
-    backup_entropy: bool = False
-    reward_scale: float = 1.0
-    reward_bias: float = 0.0
-    # behaviour cloning warm-up and debugging
-    bc_steps: int = 0
-    bc_debug_mode: bool = False
-    clip_dataset_actions: bool = False
+    cql_weight: float = setting(
+        10.0, "weight w of the conservative term", aliases=("--min-q-weight",), minimum=0, group=CONSERVATIVE
+    )
+    cql_n_actions: int = setting(
+        10, "N, actions sampled per group (uniform, π(·|s), π(·|s′))", minimum=1, group=CONSERVATIVE
+    )
+    temperature: float = setting(1.0, "T of T·logsumexp(Q/T)", above=0, group=CONSERVATIVE)
+    importance_sample: bool = setting(
+        True, "density-corrected CQL(H); off: CQL(ρ), the dataset action joins the logsumexp", group=CONSERVATIVE
+    )
+    with_lagrange: bool = setting(
+        False, "tune the multiplier α′ so the gap meets --target-action-gap", group=CONSERVATIVE
+    )
+    target_action_gap: float = setting(-1.0, "τ of the Lagrange variant: the gap α′ aims for", group=CONSERVATIVE)
+    lagrange_lr: float = setting(
+        3e-4, "learning rate of log α′", aliases=("--cql-alpha-lr",), above=0, group=CONSERVATIVE
+    )
+    clip_diff_min: float = setting(-math.inf, "lower clip of the per-state gap", group=CONSERVATIVE)
+    clip_diff_max: float = setting(math.inf, "upper clip of the per-state gap", group=CONSERVATIVE)
+    # TD target and data
+    max_target_backup: bool = setting(False, "min over critics, then max over N target samples", group=TARGET)
+    backup_entropy: bool = setting(False, "subtract α·log π(a′|s′) in the TD target", group=TARGET)
+    reward_scale: float = setting(1.0, "rewards are scaled by this ...", group=TARGET)
+    reward_bias: float = setting(0.0, "... then shifted by this", group=TARGET)
+    bc_steps: int = setting(0, "behaviour-cloning warm-up updates for the actor", minimum=0, group=TARGET)
+    bc_debug_mode: bool = setting(False, "critic loss = conservative term only (TF-Agents' check)", group=TARGET)
+    clip_dataset_actions: bool = setting(False, "clip dataset actions into the action box", group=TARGET)
+
+    @property
+    def critic_hidden_sizes(self) -> list[int]:
+        """Each critic's hidden layer widths."""
+        return [self.critic_width or max(self.actor_hidden_sizes)] * self.critic_layers
 
     def validate(self) -> None:
-        """Raise ValueError naming the flag for settings that cannot work."""
-        from offline_rl.errors import OfflineRLError
+        """One-line errors naming the flag for settings that cannot work."""
+        check_ranges(self)
+        require(self.clip_diff_min <= self.clip_diff_max, "--clip-diff-min must not exceed --clip-diff-max")
+        require(self.alpha > 0 or not self.auto_alpha, "--alpha must be positive with --auto-alpha")
 
-        checks = [
-            (self.cql_n_actions >= 1, "--cql-n-actions must be at least 1"),
-            (self.temperature > 0, "--temperature must be positive"),
-            (self.num_critics >= 1, "the number of critics must be at least 1"),
-            (0 < self.tau <= 1, "--tau must be in (0, 1]"),
-            (0 <= self.gamma <= 1, "--gamma must be in [0, 1]"),
-            (self.clip_diff_min <= self.clip_diff_max, "--clip-diff-min must not exceed --clip-diff-max"),
-            (self.bc_steps >= 0, "--bc-steps must be non-negative"),
-            (len(self.critic_hidden_sizes) >= 1, "--critic-layers must be at least 1"),
-            (all(h > 0 for h in self.actor_hidden_sizes), "--hidden-sizes must be positive integers"),
-            (self.alpha > 0 or not self.auto_alpha, "--alpha must be positive with --auto-alpha"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise OfflineRLError(message)
+    @staticmethod
+    def translate_legacy(data: dict[str, Any]) -> dict[str, Any]:
+        """Checkpoints written before `critic_layers`/`critic_width` stored the critic's layer list."""
+        sizes = data.pop("critic_hidden_sizes", None)
+        if sizes:
+            data.setdefault("critic_layers", len(sizes))
+            data.setdefault("critic_width", int(sizes[0]))
+        return data

@@ -216,7 +216,7 @@ def _read_numeric(dataset: h5py.Dataset, path: Path, key: str) -> np.ndarray:
 
 
 def _read_metadata(file: h5py.File) -> dict[str, Any]:
-    """Scalars under `metadata/` (written by `offline_rl.data.collect` and by D4RL itself)."""
+    """Scalars under `metadata/` (written by `offline_rl.apps.dataset_generation` and by D4RL itself)."""
     metadata: dict[str, Any] = {}
     group = file.get("metadata")
     if isinstance(group, h5py.Group):

@@ -26,7 +26,14 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.sampling import as_indices, batch_of_arrays, gather_frames
+from offline_rl.compat import (
+    batch_of_arrays,
+    buffer_columns,
+    mark_buffer_full,
+    set_buffer_columns,
+)
+from offline_rl.data.sampling import as_indices, gather_frames
+from offline_rl.data.transitions import set_dataset_info
 
 FRAME_POOL_MARKER = "offline_rl_frame_pool_v1"
 POOL_KEYS = ("frames", "obs_frames", "obs_next_frames")
@@ -67,15 +74,12 @@ class FramePoolBuffer(ReplayBuffer):
         for key, values in (extra or {}).items():
             columns[key] = np.asarray(values)
         self.extra_keys = tuple((extra or {}).keys())
-        # Not set_batch(): it refuses keys outside Tianshou's reserved ones, such as episode_id.
-        self._meta = Batch(columns)  # type: ignore[assignment]
-        self._size = size
-        self._insertion_idx = 0
-        self.last_index = np.array([size - 1])
+        set_buffer_columns(self, Batch(columns))
+        mark_buffer_full(self, size)
 
     def __getitem__(self, index: Any) -> Batch:
         indices, scalar = as_indices(index, len(self))
-        meta = self._meta
+        meta = buffer_columns(self)
         stack = self.obs_frames.shape[1]
         # One copy for both stacks (the copy is the cost of sampling); obs and obs_next are views of it.
         both = gather_frames(self.frames, np.hstack([self.obs_frames[indices], self.obs_next_frames[indices]]))
@@ -97,13 +101,13 @@ class FramePoolBuffer(ReplayBuffer):
     def nbytes(self) -> int:
         """Bytes held in RAM by the frame pool, the indices and the per-transition arrays."""
         arrays = [self.frames, self.obs_frames, self.obs_next_frames]
-        arrays += [self._meta[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)]
+        arrays += [buffer_columns(self)[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)]
         return int(sum(np.asarray(a).nbytes for a in arrays))
 
     def save_hdf5(self, path: str, compression: str | None = None) -> None:
         with h5py.File(path, "w") as file:
             file.create_dataset("frames", data=self.frames, compression=compression)
-            columns = {key: self._meta[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)}
+            columns = {key: buffer_columns(self)[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)}
             write_pool_transitions(file, self.obs_frames, self.obs_next_frames, columns)
 
     @classmethod
@@ -148,7 +152,7 @@ class FramePoolBuffer(ReplayBuffer):
         )
         info = infos[0] if len(infos) == 1 else {"name": " + ".join(str(i.get("name", "?")) for i in infos)}
         if info:
-            object.__setattr__(buffer, "dataset_info", info)
+            set_dataset_info(buffer, info)
         return buffer
 
 

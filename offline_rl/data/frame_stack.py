@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.data.sampling import as_indices, batch_of_arrays, gather_frames
+from offline_rl.compat import batch_of_arrays, buffer_columns, mark_buffer_full, set_buffer_attribute
+from offline_rl.data.sampling import as_indices, gather_frames
 
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
 """Name of the attribute (an HDF5 dataset once saved) that identifies this buffer's files."""
@@ -69,10 +70,8 @@ class FrameStackBuffer(ReplayBuffer):
                 done=terminated | truncated,
             )  # type: ignore[arg-type]
         )
-        self._size = size
-        self._insertion_idx = 0
-        self.last_index = np.array([size - 1])
-        object.__setattr__(self, FRAME_STACK_MARKER, np.array([1], dtype=np.int8))
+        mark_buffer_full(self, size)
+        set_buffer_attribute(self, FRAME_STACK_MARKER, np.array([1], dtype=np.int8))
 
     def stacks(self, newest_frames: np.ndarray, first_frames: np.ndarray, length: int | None = None) -> np.ndarray:
         """(len, length, H, W) frame windows ending at `newest_frames` (default length: the stack size),
@@ -88,13 +87,14 @@ class FrameStackBuffer(ReplayBuffer):
         first = self.episode_first_frame[indices]
         # obs and obs_next share all but one frame: gather the stack + 1 frame window once.
         window = self.stacks(newest + 1, first, length=self.frame_stack + 1)
+        meta = buffer_columns(self)
         batch = batch_of_arrays(
             obs=window[:, :-1],
-            act=self._meta.act[indices],
-            rew=self._meta.rew[indices],
-            terminated=self._meta.terminated[indices],
-            truncated=self._meta.truncated[indices],
-            done=self._meta.done[indices],
+            act=meta.act[indices],
+            rew=meta.rew[indices],
+            terminated=meta.terminated[indices],
+            truncated=meta.truncated[indices],
+            done=meta.done[indices],
             obs_next=window[:, 1:],
             info=Batch(),
             policy=Batch(),
@@ -105,7 +105,7 @@ class FrameStackBuffer(ReplayBuffer):
     def nbytes(self) -> int:
         """Bytes held in RAM by the frames and the per-step arrays."""
         arrays = [self.frames, self.frame_index, self.episode_first_frame]
-        arrays += [self._meta[key] for key in ("act", "rew", "terminated", "truncated", "done")]
+        arrays += [buffer_columns(self)[key] for key in ("act", "rew", "terminated", "truncated", "done")]
         return int(sum(np.asarray(a).nbytes for a in arrays))
 
 
@@ -185,7 +185,7 @@ def merge_frame_stack_buffers(buffers: list[FrameStackBuffer]) -> FrameStackBuff
     if not buffers:
         raise ValueError("nothing to merge")
     offsets = np.cumsum([0] + [len(b.frames) for b in buffers[:-1]])
-    meta = [b._meta for b in buffers]
+    meta = [buffer_columns(b) for b in buffers]
     return FrameStackBuffer(
         frames=np.concatenate([b.frames for b in buffers]),
         frame_index=np.concatenate([b.frame_index + off for b, off in zip(buffers, offsets, strict=True)]),

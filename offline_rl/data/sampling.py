@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tianshou.data import Batch
 
 
 def as_indices(index: Any, size: int) -> tuple[np.ndarray, bool]:
@@ -22,14 +21,6 @@ def as_indices(index: Any, size: int) -> tuple[np.ndarray, bool]:
         return index, False
     indices = np.arange(size)[index] if isinstance(index, slice) else np.asarray(index)
     return np.atleast_1d(indices), indices.ndim == 0
-
-
-def batch_of_arrays(**arrays: Any) -> Batch:
-    """A `Batch` holding already-final numpy arrays (or Batches), without `Batch.__init__`'s per-key
-    conversion and checks, which cost more than gathering the frames."""
-    batch = Batch.__new__(Batch)
-    batch.__dict__.update(arrays)
-    return batch
 
 
 def gather_frames(frames: np.ndarray, index: np.ndarray) -> np.ndarray:

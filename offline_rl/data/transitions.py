@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
+from offline_rl.compat import mark_buffer_full, set_buffer_attribute
 from offline_rl.errors import DatasetError
 
 DATASET_INFO_ATTR = "dataset_info"
@@ -55,16 +56,14 @@ def make_replay_buffer(
         obs_next=obs_next,
     )
     buffer.set_batch(batch)  # type: ignore[arg-type]
-    buffer._size = size
-    buffer._insertion_idx = 0
-    buffer.last_index = np.array([size - 1])
+    mark_buffer_full(buffer, size)
     set_dataset_info(buffer, info or {})
     return buffer
 
 
 def set_dataset_info(buffer: ReplayBuffer, info: dict[str, Any]) -> None:
     """Attach metadata (name, source, reference scores...) that `save_hdf5` keeps with the buffer."""
-    object.__setattr__(buffer, DATASET_INFO_ATTR, dict(info))
+    set_buffer_attribute(buffer, DATASET_INFO_ATTR, dict(info))
 
 
 def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:

@@ -9,14 +9,13 @@ One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`)
    `double_q`); target network copied from the online one every `target_update_freq` updates.
 3. Quantile-Huber loss with τ̂ᵢ = (i + 0.5)/Nq: Σᵢ meanⱼ |τ̂ᵢ − 1{uᵢⱼ < 0}|·Lκ(uᵢⱼ)/κ with
    uᵢⱼ = Tⱼ − θᵢ(s, a_data), averaged over the batch.
-4. Conservative term: `min_q_weight`·mean over the batch of (logsumexp_a Q(s, a) − Q(s, a_data)),
+4. Conservative term: `cql_weight`·mean over the batch of (logsumexp_a Q(s, a) − Q(s, a_data)),
    Q = mean over quantiles.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,14 +26,16 @@ import torch.nn.functional as F
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.data import ReplayBuffer
-from tianshou.utils.torch_utils import torch_train_mode
 
+from offline_rl.algorithm_base import CountedOfflineAlgorithm, stats_from_tensors
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.perf import make_adam
 
 
 @dataclass(kw_only=True)
 class DiscreteCQLTrainingStats(TrainingStats):
+    """Per-update figures, logged to TensorBoard by Tianshou's logger; this declaration is the list."""
+
     loss: float
     qr_loss: float
     cql_loss: float
@@ -81,7 +82,7 @@ def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: floa
     return (weight * huber).mean(dim=2).sum(dim=1) / kappa
 
 
-class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
+class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
     """CQL for discrete actions on a QR-DQN model; evaluated by Tianshou collectors via `QRDQNPolicy`."""
 
     def __init__(self, *, policy: QRDQNPolicy, config: DiscreteCQLConfig) -> None:
@@ -95,8 +96,6 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         self.num_actions = int(space.n)
         self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
-        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
-        self._host_updates = 0  # host mirror of num_updates: reading the device copy would sync
 
     @classmethod
     def build(
@@ -106,9 +105,6 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         config: DiscreteCQLConfig | None = None,
         *,
         device: str | torch.device = "cpu",
-        hidden_sizes: list[int] | None = None,
-        eps_test: float = 0.0,
-        scale_obs: bool = True,
     ) -> DiscreteCQL:
         """QR-DQN model (Nature CNN for image stacks, MLP otherwise), QRDQNPolicy and algorithm."""
         from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
@@ -120,34 +116,20 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         num_actions = int(action_space.n)
         model: torch.nn.Module
         if len(shape) == 3:
-            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles, scale_obs=scale_obs)
+            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles, scale_obs=config.scale_obs)
         else:
-            model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, hidden_sizes or [128, 128])
+            model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
         policy = QRDQNPolicy(
-            model=model, action_space=action_space, observation_space=observation_space, eps_inference=eps_test
+            model=model,
+            action_space=action_space,
+            observation_space=observation_space,
+            eps_inference=config.eps_test,
         )
         return cls(policy=policy, config=config).to(device)
 
-    @property
-    def device(self) -> torch.device:
-        return self.num_updates.device
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
-        self._host_updates = int(self.num_updates)
-        return result
-
-    def update(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
+    def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
         """Sample a batch, build n-step targets that respect episode ends, take one step."""
-        if not self.policy.is_within_training_step:
-            raise RuntimeError("update() must run inside a training step (see policy_within_training_step)")
-        start = time.time()
-        indices = buffer.sample_indices(sample_size or len(buffer))
-        stats = self._update_at(buffer, indices)
-        for scheduler in self.lr_schedulers:
-            scheduler.step()
-        stats.train_time = time.time() - start
-        return stats
+        return self._update_at(buffer, buffer.sample_indices(sample_size or len(buffer)))
 
     def _update_with_batch(self, batch: Any) -> DiscreteCQLTrainingStats:  # pragma: no cover - update() is used
         raise NotImplementedError("DiscreteCQL samples its own n-step windows; call update(buffer, batch_size)")
@@ -158,24 +140,20 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         obs = buffer[indices].obs
         obs_next = buffer[last].obs_next
         act = torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long, device=self.device)
-        with torch_train_mode(self):
-            losses = self.compute_losses(
-                obs,
-                act,
-                torch.as_tensor(returns, dtype=torch.float32, device=self.device),
-                torch.as_tensor(bootstrap, dtype=torch.float32, device=self.device),
-                obs_next,
-            )
-            self._optim.zero_grad(set_to_none=True)
-            losses["loss"].backward()
-            self._optim.step()
-        with torch.no_grad():
-            self.num_updates += 1
-            self._host_updates += 1
-            if self._host_updates % cfg.target_update_freq == 0:
+        losses = self.compute_losses(
+            obs,
+            act,
+            torch.as_tensor(returns, dtype=torch.float32, device=self.device),
+            torch.as_tensor(bootstrap, dtype=torch.float32, device=self.device),
+            obs_next,
+        )
+        self._optim.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        self._optim.step()
+        if self.count_update() % cfg.target_update_freq == 0:
+            with torch.no_grad():
                 self.model_target.load_state_dict(self.model.state_dict())
-        values = torch.stack([losses[key].detach() for key in _STAT_NAMES]).tolist()
-        return DiscreteCQLTrainingStats(**dict(zip(_STAT_NAMES, values, strict=True)))
+        return stats_from_tensors(DiscreteCQLTrainingStats, losses)
 
     def compute_losses(
         self,
@@ -203,13 +181,10 @@ class DiscreteCQL(OfflineAlgorithm[QRDQNPolicy]):
         q_data = q_values[rows, act]
         cql_loss = (torch.logsumexp(q_values, dim=1) - q_data).mean()
         return {
-            "loss": qr_loss + cfg.min_q_weight * cql_loss,
+            "loss": qr_loss + cfg.cql_weight * cql_loss,
             "qr_loss": qr_loss,
             "cql_loss": cql_loss,
             "q_data": q_data.detach().mean(),
             "q_mean": q_values.detach().mean(),
             "q_max": q_values.detach().max(dim=1).values.mean(),
         }
-
-
-_STAT_NAMES = ("loss", "qr_loss", "cql_loss", "q_data", "q_mean", "q_max")

@@ -1,39 +1,39 @@
-"""Discrete CQL (QR-DQN head) hyperparameters; defaults match Tianshou's classic Atari CQL example."""
+"""Discrete CQL (QR-DQN head) hyper-parameters: every field is a flag of `examples/atari_cql.py`, a
+preset key and a checkpoint entry (see `offline_rl.settings`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from offline_rl.errors import OfflineRLError
+from offline_rl.settings import check_ranges, setting
 
 
 @dataclass
 class DiscreteCQLConfig:
-    """Everything that defines the discrete CQL update.
+    """Everything that defines the discrete CQL update and its network.
 
-    The CQL paper's Atari settings are `lr=5e-5, adam_eps=3.125e-4, target_update_freq=2000` with
-    `min_q_weight` 4 (1% of the data) or 1 (10%).
+    Loss per batch: quantile-Huber TD loss + w·mean(logsumexp_a Q(s, a) − Q(s, a_data)), with
+    w = `cql_weight` and Q the mean over quantiles. Defaults match Tianshou's classic Atari CQL
+    example. The CQL paper's Atari settings are `lr 5e-5, adam_eps 3.125e-4, target_update_freq
+    2000` with w = 4 (1% of the data) or 1 (10%).
     """
 
-    num_quantiles: int = 200
-    gamma: float = 0.99
-    n_step: int = 1
-    target_update_freq: int = 500
-    min_q_weight: float = 10.0
-    lr: float = 1e-4
-    adam_eps: float = 1e-8
-    double_q: bool = False
-    kappa: float = 1.0
+    FLAG_GROUP: ClassVar[str] = "discrete CQL"
+
+    num_quantiles: int = setting(200, "quantiles of the QR-DQN head", minimum=2)
+    gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1)
+    n_step: int = setting(1, "n of the n-step TD target (windows stop at episode ends)", minimum=1)
+    target_update_freq: int = setting(500, "updates between hard target-network copies", minimum=1)
+    cql_weight: float = setting(10.0, "weight w of the conservative term", aliases=("--min-q-weight",), minimum=0)
+    lr: float = setting(1e-4, "Adam learning rate", above=0)
+    adam_eps: float = setting(1e-8, "Adam's ε", above=0)
+    double_q: bool = setting(False, "pick the target's greedy action with the online network")
+    kappa: float = setting(1.0, "κ of the quantile-Huber loss", above=0)
+    hidden_sizes: list[int] = setting([128, 128], "MLP hidden layers (vector observations only)", minimum=1)
+    scale_obs: bool = setting(True, "divide uint8 frames by 255 inside the network (image observations)")
+    eps_test: float = setting(0.001, "ε of the ε-greedy evaluation policy", minimum=0, maximum=1)
 
     def validate(self) -> None:
-        checks = [
-            (self.num_quantiles > 1, "--num-quantiles must be at least 2"),
-            (self.n_step >= 1, "--n-step must be at least 1"),
-            (self.target_update_freq >= 1, "--target-update-freq must be at least 1"),
-            (0 <= self.gamma <= 1, "--gamma must be in [0, 1]"),
-            (self.kappa > 0, "kappa must be positive"),
-            (self.lr > 0, "--lr must be positive"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise OfflineRLError(message)
+        """One-line errors naming the flag for settings that cannot work."""
+        check_ranges(self)

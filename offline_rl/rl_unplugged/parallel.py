@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.convert import ShardSummary, convert_shard
+from offline_rl.rl_unplugged.shard_converter import ShardSummary, convert_shard
 
 _progress_queue: multiprocessing.queues.Queue | None = None  # set in each worker by _init_worker
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from offline_rl.cli import FlagParser
+from offline_rl.apps.flags import FlagParser
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.convert import ShardSummary
 from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards
+from offline_rl.rl_unplugged.shard_converter import ShardSummary
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import gymnasium as gym
 import h5py
@@ -30,6 +31,7 @@ from offline_rl.atomic import atomic_path
 from offline_rl.envs import make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.policy_file import load_policy
+from offline_rl.settings import check_ranges, setting
 
 RANDOM_POLICY = "random"
 OUTPUT_FORMATS = ("d4rl", "minari")
@@ -37,25 +39,30 @@ OUTPUT_FORMATS = ("d4rl", "minari")
 
 @dataclass(frozen=True)
 class CollectConfig:
-    """What to roll out and where to write it.
+    """What to roll out and where to write it (the flags of `python -m offline_rl.collect`)."""
 
-    `output_format` is `d4rl` (one HDF5 file) or `minari` (a Minari dataset directory).
+    FLAG_GROUP: ClassVar[str] = "collection"
 
-    `noise_std` is the Gaussian action noise's standard deviation as a fraction of each action
-    dimension's half-range (0.1 on a [-1, 1] box adds N(0, 0.1²)); actions are clipped to the box.
-    """
+    task: str = setting(help="gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4", required=True)
+    output: Path = setting(help="HDF5 file (or, with --format minari, dataset directory) to write", required=True)
+    size: int = setting(1_000_000, "number of transitions", minimum=1)
+    policy: str = setting(RANDOM_POLICY, "'random' (D4RL's uniform recipe) or a policy file (offline_rl.policy_file)")
+    noise_std: float = setting(
+        0.0,
+        "Gaussian action noise, as a fraction of each dimension's half-range (0.1 on [-1, 1]: N(0, 0.1²))",
+        minimum=0,
+    )
+    seed: int = setting(0, "seed of the envs (seed, seed + 1, ...) and of all action randomness")
+    num_envs: int = setting(1, "environments stepped together", minimum=1)
+    compression: str | None = setting(None, "HDF5 compression of the columns", choices=(None, "gzip", "lzf"))
+    overwrite: bool = setting(False, "replace an existing output")
+    progress: bool = setting(True, "show a progress bar")
+    output_format: str = setting(
+        "d4rl", "d4rl: one HDF5 file; minari: a Minari dataset directory", flag="--format", choices=OUTPUT_FORMATS
+    )
 
-    task: str
-    output: Path
-    size: int = 1_000_000
-    policy: str = RANDOM_POLICY
-    noise_std: float = 0.0
-    seed: int = 0
-    num_envs: int = 1
-    compression: str | None = None
-    overwrite: bool = False
-    progress: bool = True
-    output_format: str = "d4rl"
+    def validate(self) -> None:
+        check_ranges(self)
 
 
 class _EpisodeBuffer:
@@ -163,17 +170,10 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
 
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
+    config.validate()
     output = Path(config.output).expanduser()
     if output.exists() and not config.overwrite:
         raise OfflineRLError(f"{output}: already exists (pass --overwrite to replace it)")
-    if config.size <= 0:
-        raise OfflineRLError(f"--size {config.size}: expected a positive number of transitions")
-    if config.num_envs <= 0:
-        raise OfflineRLError(f"--num-envs {config.num_envs}: expected at least 1")
-    if config.output_format not in OUTPUT_FORMATS:
-        raise OfflineRLError(f"--format {config.output_format}: expected one of {', '.join(OUTPUT_FORMATS)}")
-    if config.noise_std < 0:
-        raise OfflineRLError(f"--noise-std {config.noise_std}: expected a non-negative number")
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
     envs = gym.vector.SyncVectorEnv(
         [lambda: make_env(config.task) for _ in range(config.num_envs)],

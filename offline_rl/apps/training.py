@@ -1,6 +1,8 @@
-"""Running an offline algorithm the way the examples do: logs, checkpoints, evaluation, summary.
+"""Running an algorithm the way the examples do: device and seeds, resuming, logs, checkpoints,
+evaluation, summary.
 
-Shared by `examples/d4rl_cql.py` and `examples/atari_cql.py`, so both behave alike:
+Shared by `examples/d4rl_cql.py`, `examples/atari_cql.py` and `examples/atari_qrdqn.py`, so they
+behave alike:
 - logs under `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (TensorBoard, Tianshou's logger, training
   statistics every `log_interval` updates);
 - `policy.pth` at every new best evaluation and `checkpoint.pth` after every epoch, both full
@@ -21,24 +23,36 @@ from typing import Any
 import numpy as np
 import torch
 
-from offline_rl.checkpoint import save_checkpoint
-from offline_rl.evaluation import EvaluationReporter
+from offline_rl.apps.cli import pick_device
+from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint, saved_algorithm_config
 
 
 @dataclass
-class RunSettings:
-    """Where and how long to train; mirrors the examples' common flags."""
+class Session:
+    """A started run: its settings, the device picked, and the checkpoint it resumes from, if any."""
 
-    task: str
-    algo_name: str
-    seed: int
-    logdir: str
-    epoch: int
-    step_per_epoch: int
-    batch_size: int
-    test_num: int
-    log_interval: int = 1
-    render: float = 0.0
+    run: RunConfig
+    device: str
+    checkpoint: dict[str, Any] | None
+
+    def algorithm_config(self, requested: Any) -> Any:
+        """The algorithm settings to build with: a checkpoint's own (they define its networks), else `requested`."""
+        return saved_algorithm_config(self.checkpoint, type(requested), requested, self.run.resume_path)
+
+    def restore(self, algorithm: torch.nn.Module) -> None:
+        """Load the checkpoint's state (networks, optimisers, counters) into `algorithm`, if resuming."""
+        if self.checkpoint is not None:
+            restore_algorithm(algorithm, self.checkpoint, str(self.run.resume_path))
+
+
+def start_session(run: RunConfig) -> Session:
+    """Pick the device, set threads, precision and seeds, and read the checkpoint to resume from."""
+    device = pick_device(run.torch.device)
+    configure_torch(device, run.torch, run.seed)
+    checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
+    return Session(run=run, device=device, checkpoint=checkpoint)
 
 
 def plain(value: Any) -> Any:
@@ -94,11 +108,12 @@ def train_offline(
     algorithm: Any,
     buffer: Any,
     test_collector: Any,
-    settings: RunSettings,
+    settings: OfflineRunConfig,
     reporter_factory: Callable[[Any], EvaluationReporter],
     *,
+    task: str,
+    algo_name: str,
     saved: dict[str, Any],
-    resume_path: str | None,
     on_best: Callable[[Any, Path], None] | None = None,
     dataset_name: str | None = None,
 ) -> dict[str, Any]:
@@ -107,10 +122,11 @@ def train_offline(
     from tianshou.utils import TensorboardLogger
     from torch.utils.tensorboard import SummaryWriter
 
+    resume_path = settings.resume_path
     if resume_path:
         log_path = Path(resume_path).expanduser().resolve().parent
     else:
-        log_path = new_log_path(settings.logdir, settings.task, settings.algo_name, settings.seed)
+        log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
     writer = SummaryWriter(str(log_path))
     writer.add_text("config", str(saved.get("config")))
     logger = TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1)
@@ -160,7 +176,7 @@ def train_offline(
     last = reporter.history[-1] if reporter.history else None
     summary: dict[str, Any] = {
         "mode": "train",
-        "task": settings.task,
+        "task": task,
         "dataset": dataset_name,
         "updates": updates,
         "seconds": elapsed,
@@ -173,7 +189,7 @@ def train_offline(
     best_text = EvaluationReporter.format(best) if best else "n/a"
     last_text = EvaluationReporter.format(last) if last else "n/a"
     print(
-        f"done: {settings.task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
+        f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
         f"({summary['updates_per_second']:.1f}/s, {device.type}); best {best_text}; last {last_text}; "
         f"checkpoints in {log_path}"
     )
@@ -184,11 +200,11 @@ def evaluate_or_train(
     algorithm: Any,
     buffer: Any,
     make_test_env: Callable[..., Any],
-    settings: RunSettings,
+    settings: OfflineRunConfig,
     reporter_factory: Callable[[Any], EvaluationReporter],
     *,
-    watch_only: bool,
-    resume_path: str | None,
+    task: str,
+    algo_name: str,
     saved: dict[str, Any],
     on_best: Callable[[Any, Path], None] | None = None,
     dataset_name: str | None = None,
@@ -202,15 +218,15 @@ def evaluate_or_train(
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
     envs = vector_envs(lambda: make_test_env(**render_kwargs), settings.test_num, settings.seed + 10_000)
     test_collector = Collector(algorithm.policy, envs)
-    if watch_only:
+    if settings.watch:
         return watch(
             algorithm,
             test_collector,
-            task=settings.task,
+            task=task,
             episodes=settings.test_num,
             render=settings.render,
             reporter=reporter_factory(None),
-            source=str(resume_path),
+            source=str(settings.resume_path),
         )
     return train_offline(
         algorithm,
@@ -218,22 +234,23 @@ def evaluate_or_train(
         test_collector,
         settings,
         reporter_factory,
+        task=task,
+        algo_name=algo_name,
         saved=saved,
-        resume_path=resume_path,
         on_best=on_best,
         dataset_name=dataset_name,
     )
 
 
-def configure_torch(device: str, threads: int, matmul_precision: str, seed: int) -> None:
+def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     """Threads, float32 matmul precision, CPU allocator and seeds, once per run."""
     import random
 
     from offline_rl.perf import tune_cpu_allocator
 
-    if threads > 0:
-        torch.set_num_threads(threads)
-    torch.set_float32_matmul_precision(matmul_precision)
+    if settings.threads > 0:
+        torch.set_num_threads(settings.threads)
+    torch.set_float32_matmul_precision(settings.matmul_precision)
     if device == "cpu":
         tune_cpu_allocator()
     random.seed(seed)

@@ -1,0 +1,104 @@
+"""What `examples/atari_cql.py` is made of: its settings, and the steps around discrete CQL (a
+QR-DQN head) trained offline on an Atari buffer and evaluated on whole games with unclipped rewards.
+
+Flags mirror Tianshou's classic `atari_cql.py` (kebab-case, snake_case accepted); logging,
+checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examples/d4rl_cql.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from offline_rl.apps.flags import parse_config
+from offline_rl.apps.run_config import OfflineRunConfig
+from offline_rl.data import load_buffers
+from offline_rl.data.frame_pool import FramePoolBuffer
+from offline_rl.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import check_ranges, setting
+
+PROG = "examples/atari_cql.py"
+DESCRIPTION = "Discrete CQL (QR-DQN head) trained offline on an Atari buffer."
+
+
+@dataclass
+class AtariCQLConfig:
+    """The game, the buffer(s) to learn from, the run, and the algorithm."""
+
+    FLAG_GROUP: ClassVar[str] = "data"
+
+    task: str = setting("PongNoFrameskip-v4", "Atari id: PongNoFrameskip-v4, ALE/Breakout-v5, ...")
+    frames_stack: int = setting(4, "frames per observation", minimum=1)
+    load_buffer_name: tuple[str, ...] = setting(
+        ("expert.hdf5",),
+        "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined",
+    )
+    buffer_from_rl_unplugged: bool = setting(False, "the buffer was made by converters/rl_unplugged_atari.py")
+    run: OfflineRunConfig = field(
+        default_factory=lambda: OfflineRunConfig(epoch=100, step_per_epoch=10_000, batch_size=32)
+    )
+    algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
+
+    def validate(self) -> None:
+        check_ranges(self)
+
+
+def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
+    """The example's settings from its command line (and `--config` preset file)."""
+    return parse_config(AtariCQLConfig(), argv, prog=PROG, description=DESCRIPTION)
+
+
+def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False) -> str:
+    if from_rl_unplugged:
+        game = task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
+        return f"python converters/rl_unplugged_atari.py --task {game} --run-id 1 --shard-id 0"
+    return (
+        f"python examples/atari_qrdqn.py --task {task} --watch --eps-test 0.2 --buffer-size 1000000 "
+        f"--save-buffer-name {path}"
+    )
+
+
+def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
+    """The offline buffer, checked against the task; a one-line error with the fix if it does not fit."""
+    paths = [Path(name).expanduser() for name in config.load_buffer_name]
+    how = create_buffer_command(config.task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
+    for path in paths:
+        if not path.is_file():
+            raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
+    buffer = load_buffers(paths)
+    where = " ".join(map(str, paths))
+    if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
+        raise OfflineRLError(
+            f"--buffer-from-rl-unplugged: {where} is not a buffer written by the RL Unplugged converter"
+        )
+    obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])
+    expected = tuple(env.observation_space.shape or ())
+    if obs_shape != expected:
+        raise OfflineRLError(
+            f"--load-buffer-name {where}: observations have shape {obs_shape}, but {config.task} with "
+            f"--frames-stack {config.frames_stack} observes {expected}; create a matching one with: {how}"
+        )
+    num_actions = int(env.action_space.n)  # type: ignore[attr-defined]
+    top = int(np.max(buffer.act[: len(buffer)]))
+    if top >= num_actions:
+        raise OfflineRLError(
+            f"--load-buffer-name {where}: holds action {top}, but {config.task} has {num_actions} actions; "
+            f"create a matching one with: {how}"
+        )
+    return buffer
+
+
+def describe_buffer(config: AtariCQLConfig, buffer: Any) -> None:
+    """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
+    held = getattr(buffer, "nbytes", 0) / 2**30
+    print(
+        f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each "
+        f"evaluation plays {config.run.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
+        flush=True,
+    )

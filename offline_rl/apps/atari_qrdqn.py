@@ -1,0 +1,248 @@
+"""What `examples/atari_qrdqn.py` is made of: an online QR-DQN behaviour policy, and the offline
+dataset it plays.
+
+- Training (default): Tianshou's `QRDQN` on its off-policy trainer, ε-greedy exploration decaying
+  from 1 to 0.05 over the first million environment steps, Tianshou's frame-stacked replay buffer.
+- `--watch`: play with the policy from `--resume-path` (or, without one, an untrained policy, so
+  the pipeline runs end to end on a machine with no pretrained model) at ε = `--eps-test`. With
+  `--save-buffer-name`, `--buffer-size` transitions are written as a `FrameStackBuffer` (each frame
+  stored once), atomically, with a progress bar; rewards are stored unclipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.flags import parse_config
+from offline_rl.apps.run_config import RunConfig
+from offline_rl.apps.training import Session, new_log_path, plain, vector_envs, watch
+from offline_rl.checkpoint import save_checkpoint
+from offline_rl.data import save_buffer
+from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
+from offline_rl.discrete_cql.networks import QuantileNatureCNN
+from offline_rl.envs import make_atari_env
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import check_ranges, require, setting
+
+
+@dataclass
+class AtariQRDQNConfig:
+    """The game, the online QR-DQN learner, and what `--watch` collects."""
+
+    FLAG_GROUP: ClassVar[str] = "QR-DQN behaviour policy"
+
+    task: str = setting("PongNoFrameskip-v4", "Atari id: PongNoFrameskip-v4, ALE/Breakout-v5, ...")
+    frames_stack: int = setting(4, "frames per observation", minimum=1)
+    eps_test: float = setting(0.005, "ε while evaluating, and while playing with --watch", minimum=0, maximum=1)
+    eps_train: float = setting(1.0, "ε at the start of training", minimum=0, maximum=1)
+    eps_train_final: float = setting(0.05, "ε after the first million env steps", minimum=0, maximum=1)
+    buffer_size: int = setting(
+        100_000, "replay size when training; transitions to write with --save-buffer-name", minimum=1
+    )
+    lr: float = setting(1e-4, "Adam learning rate", above=0)
+    gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1)
+    num_quantiles: int = setting(200, "quantiles of the QR-DQN head", minimum=2)
+    n_step: int = setting(3, "n of the n-step TD target", minimum=1)
+    target_update_freq: int = setting(500, "updates between hard target-network copies", minimum=1)
+    step_per_epoch: int = setting(100_000, "env steps per epoch", minimum=1)
+    step_per_collect: int = setting(10, "env steps between updates", minimum=1)
+    update_per_step: float = setting(0.1, "gradient updates per env step", above=0)
+    training_num: int = setting(10, "training envs stepped together", minimum=1)
+    save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
+    run: RunConfig = field(default_factory=lambda: RunConfig(epoch=100, batch_size=32))
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(not self.save_buffer_name or self.run.watch, "--save-buffer-name collects while playing: add --watch")
+
+
+def config_from_args(argv: Sequence[str] | None) -> AtariQRDQNConfig:
+    """The example's settings from its command line (and `--config` preset file)."""
+    return parse_config(
+        AtariQRDQNConfig(),
+        argv,
+        prog="examples/atari_qrdqn.py",
+        description="Train a QR-DQN behaviour policy online, or play it to write an offline buffer.",
+    )
+
+
+def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
+    from tianshou.algorithm import QRDQN
+    from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+
+    model = QuantileNatureCNN(env.observation_space.shape, int(env.action_space.n), config.num_quantiles).to(device)
+    policy = QRDQNPolicy(
+        model=model,
+        action_space=env.action_space,
+        observation_space=env.observation_space,
+        eps_training=config.eps_train,
+        eps_inference=config.eps_test,
+    )
+    return QRDQN(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=config.lr),
+        gamma=config.gamma,
+        num_quantiles=config.num_quantiles,
+        n_step_return_horizon=config.n_step,
+        target_update_freq=config.target_update_freq,
+    ).to(device)
+
+
+def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[str, Any]:
+    """Play `buffer_size` steps in `training_num` envs at ε = eps_test; write a FrameStackBuffer."""
+    from tianshou.data import Batch
+
+    num_envs = min(config.training_num, config.buffer_size)
+    envs = [make_atari_env(config.task, config.frames_stack) for _ in range(num_envs)]
+    builders = [
+        FrameStackBufferBuilder(stack_num=config.frames_stack, max_frames=config.buffer_size // num_envs + 2048)
+        for _ in envs
+    ]
+    obs = np.stack([env.reset(seed=config.run.seed + i)[0] for i, env in enumerate(envs)])
+    returns, running = [], np.zeros(num_envs)
+    policy.eval()
+    with tqdm(total=config.buffer_size, unit="step", desc=f"collect {config.task}") as bar:
+        while bar.n < config.buffer_size:
+            with torch.no_grad():
+                result = policy(Batch(obs=obs, info=Batch()))
+            actions = policy.add_exploration_noise(np.asarray(result.act), Batch(obs=obs))
+            for i, env in enumerate(envs):
+                if bar.n >= config.buffer_size:
+                    break
+                next_obs, reward, terminated, truncated, _ = env.step(int(actions[i]))
+                builders[i].add(obs[i], int(actions[i]), float(reward), terminated, truncated, next_obs)
+                running[i] += reward
+                if terminated or truncated:
+                    returns.append(running[i])
+                    running[i] = 0.0
+                    next_obs, _ = env.reset()
+                obs[i] = next_obs
+                bar.update(1)
+    buffer = merge_frame_stack_buffers([b.build() for b in builders if len(b)])
+    save_buffer(buffer, path, compression="gzip")
+    for env in envs:
+        env.close()
+    summary = {
+        "transitions": len(buffer),
+        "episodes": len(returns),
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+        "bytes_per_transition": buffer.nbytes / len(buffer),
+    }
+    print(
+        f"wrote {path}: {summary['transitions']} transitions, {summary['episodes']} finished episodes, "
+        f"mean return {summary['return_mean']:.2f}, {summary['bytes_per_transition']:.0f} bytes/transition in RAM"
+        if returns
+        else f"wrote {path}: {summary['transitions']} transitions (no episode finished), "
+        f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
+    )
+    return summary
+
+
+def with_checkpoint_shape(config: AtariQRDQNConfig, session: Session) -> AtariQRDQNConfig:
+    """The network's shape is the checkpoint's, whatever the flags say."""
+    saved = (session.checkpoint or {}).get("config", {})
+    if saved.get("num_quantiles") and saved["num_quantiles"] != config.num_quantiles:
+        print(f"using --num-quantiles {saved['num_quantiles']} from {config.run.resume_path}")
+        return replace(config, num_quantiles=int(saved["num_quantiles"]))
+    return config
+
+
+def make_discrete_atari_env(config: AtariQRDQNConfig) -> gym.Env:
+    env = make_atari_env(config.task, config.frames_stack)
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        raise OfflineRLError(f"--task {config.task}: expected an Atari task with discrete actions")
+    return env
+
+
+def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
+    """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
+    from tianshou.data import Collector
+
+    policy = algorithm.policy
+    policy.set_eps_inference(config.eps_test)
+    if config.run.resume_path is None:
+        print("no --resume-path: playing with an untrained policy")
+    if config.save_buffer_name:
+        return collect_buffer(config, policy, Path(config.save_buffer_name).expanduser())
+    envs = vector_envs(
+        lambda: make_atari_env(config.task, config.frames_stack), config.run.test_num, config.run.seed + 10_000
+    )
+    return watch(
+        algorithm,
+        Collector(policy, envs),
+        task=config.task,
+        episodes=config.run.test_num,
+        render=config.run.render,
+        reporter=EvaluationReporter(),
+        source=config.run.resume_path or "an untrained policy",
+    )
+
+
+def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
+    """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over 1M steps."""
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.trainer import OffPolicyTrainerParams
+    from tianshou.utils import TensorboardLogger
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = config.run
+    policy = algorithm.policy
+
+    def make() -> gym.Env:
+        return make_atari_env(config.task, config.frames_stack)
+
+    replay = VectorReplayBuffer(
+        config.buffer_size,
+        buffer_num=config.training_num,
+        ignore_obs_next=True,
+        save_only_last_obs=True,
+        stack_num=config.frames_stack,
+    )
+    train_collector = Collector(
+        policy, vector_envs(make, config.training_num, run.seed), replay, exploration_noise=True
+    )
+    test_collector = Collector(policy, vector_envs(make, run.test_num, run.seed + 10_000), exploration_noise=True)
+    log_path = new_log_path(run.logdir, config.task, "qrdqn", run.seed)
+    writer = SummaryWriter(str(log_path))
+    reporter = EvaluationReporter(writer=writer)
+    saved = plain({"config": asdict(config)})
+
+    def training_fn(epoch: int, env_step: int) -> None:
+        fraction = min(env_step / 1_000_000, 1.0)
+        policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
+
+    def save_best(algo: Any) -> None:
+        save_checkpoint(log_path / "policy.pth", algo, **saved)
+
+    result = algorithm.run_training(
+        OffPolicyTrainerParams(
+            training_collector=train_collector,
+            test_collector=test_collector,
+            max_epochs=run.epoch,
+            epoch_num_steps=config.step_per_epoch,
+            collection_step_num_env_steps=config.step_per_collect,
+            test_step_num_episodes=run.test_num,
+            batch_size=run.batch_size,
+            update_step_num_gradient_steps_per_sample=config.update_per_step,
+            training_fn=training_fn,
+            save_best_fn=save_best,
+            logger=TensorboardLogger(writer),
+            compute_score_fn=reporter,
+        )
+    )
+    writer.close()
+    print(
+        f"done: {config.task} QR-DQN, best return {result.best_reward:.2f}; policy in {log_path / 'policy.pth'}; "
+        f"collect a dataset with --watch --resume-path {log_path / 'policy.pth'} --save-buffer-name expert.hdf5"
+    )
+    return {"log_path": str(log_path), "best_reward": result.best_reward}

@@ -1,0 +1,39 @@
+"""How the command-line entry points in `examples/` and `converters/` end: user errors become one line
+on stderr and exit status 2, Ctrl-C exit status 130, bugs a traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from offline_rl.apps.flags import EXIT_USER_ERROR
+from offline_rl.errors import OfflineRLError
+
+EXIT_INTERRUPTED = 130
+
+
+def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:
+    """Run a CLI `main`; a bug still raises with a traceback, since hiding it would make it unreportable."""
+    try:
+        result = main(argv)
+    except OfflineRLError as error:
+        sys.stderr.write(f"error: {error}\n")
+        sys.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: nothing partial was written\n")
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def pick_device(flag: str) -> str:
+    """`auto` means CUDA when a GPU is visible, else CPU; an explicit `cuda` without one is an error."""
+    import torch
+
+    if flag == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if flag.startswith("cuda") and not torch.cuda.is_available():
+        raise OfflineRLError(f"--device {flag}: no CUDA device is available here (use --device cpu or auto)")
+    if not (flag == "cpu" or flag.startswith("cuda")):
+        raise OfflineRLError(f"--device {flag}: expected auto, cpu, cuda or cuda:N")
+    return flag

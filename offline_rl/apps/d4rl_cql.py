@@ -1,0 +1,84 @@
+"""What `examples/d4rl_cql.py` is made of: its settings, and the steps around the algorithm.
+
+Layout of a run (as Tianshou's examples): `<logdir>/<task>/cql/<seed>/<timestamp>/` holds the
+TensorBoard events, `policy.pth` (best evaluation) and `checkpoint.pth` (last epoch). Both are full
+checkpoints (`offline_rl.checkpoint`); `--resume-path` continues from one, `--watch` only
+evaluates it. The actor is also exported as `behaviour_policy.pt` (`offline_rl.policy_file`), so
+`python -m offline_rl.collect --policy` can roll it out to make medium/expert-style datasets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from offline_rl.apps.dataset_generation import ensure_random_dataset
+from offline_rl.apps.flags import parse_config
+from offline_rl.apps.run_config import OfflineRunConfig
+from offline_rl.cql_sac.config import CQLSACConfig
+from offline_rl.data import dataset_info, dataset_stats, load_dataset
+from offline_rl.envs import check_dataset_fits_env, make_env
+from offline_rl.errors import OfflineRLError
+from offline_rl.scores import reference_scores
+from offline_rl.settings import check_ranges, setting
+
+PROG = "examples/d4rl_cql.py"
+DESCRIPTION = "Train CQL-SAC offline on a D4RL/Minari/Tianshou dataset and evaluate it in gymnasium."
+
+
+@dataclass
+class D4RLCQLConfig:
+    """What to train on, the run around it, and the algorithm."""
+
+    FLAG_GROUP: ClassVar[str] = "data"
+
+    task: str = setting("HalfCheetah-v4", "gymnasium id with a Box action space (the evaluation task)")
+    dataset: str | None = setting(
+        None,
+        "D4RL name or HDF5 file, Minari id or directory, or Tianshou buffer; "
+        "none: a random-policy dataset generated for --task and cached",
+    )
+    dataset_size: int = setting(100_000, "transitions in the generated default dataset", minimum=1)
+    run: OfflineRunConfig = field(default_factory=OfflineRunConfig)
+    algorithm: CQLSACConfig = field(default_factory=CQLSACConfig)
+
+    def validate(self) -> None:
+        check_ranges(self)
+
+
+def config_from_args(argv: Sequence[str] | None) -> D4RLCQLConfig:
+    """The example's settings from its command line (and `--config` preset file)."""
+    return parse_config(D4RLCQLConfig(), argv, prog=PROG, description=DESCRIPTION)
+
+
+def make_continuous_env(task: str, **kwargs: Any) -> gym.Env:
+    """The evaluation env; a one-line error when its actions are not continuous."""
+    env = make_env(task, **kwargs)
+    if not isinstance(env.action_space, gym.spaces.Box):
+        raise OfflineRLError(f"--task {task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}")
+    return env
+
+
+def load_training_data(config: D4RLCQLConfig) -> Any:
+    """The dataset named by --dataset (or the generated default), checked against --task, described."""
+    source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
+    buffer = load_dataset(source, download=True)
+    check_dataset_fits_env(buffer, config.task, source=source)
+    stats = dataset_stats(buffer)
+    print(
+        f"dataset {dataset_info(buffer).get('name', source)}: {stats.transitions} transitions, "
+        f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
+        f"max {stats.return_max:.1f}), {stats.terminated} terminated / {stats.truncated} truncated"
+    )
+    return buffer
+
+
+def reference_range(task: str, info: dict[str, Any]) -> tuple[float | None, float | None]:
+    """D4RL's (random, expert) returns for the normalised score: the dataset's own, else the task's."""
+    if info.get("ref_min_score") is not None and info.get("ref_max_score") is not None:
+        return float(info["ref_min_score"]), float(info["ref_max_score"])
+    scores = reference_scores(task)
+    return (scores[0], scores[1]) if scores else (None, None)

@@ -1,0 +1,324 @@
+"""Command lines built from configuration dataclasses: one field, one flag.
+
+`parse_config(default, argv, ...)` walks a (nested) config dataclass, adds one flag per field
+(Tianshou's kebab-case spelling, the snake_case one, declared aliases, `--x/--no-x` for booleans,
+space-separated lists), parses `argv`, and returns a validated copy of `default`. `--config FILE`
+loads a YAML preset first: its values become the defaults, and flags given on the command line
+override them. `--help` groups flags by the dataclass (or `setting(group=...)`) that declares them
+and shows each one's default.
+
+A short loop of our own rather than tyro or simple-parsing: those spell nested fields with a prefix
+(`--algorithm.cql-weight`), while Tianshou's classic examples, whose flags users copy, are flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import sys
+import types
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import flag_of, leaf_fields, spellings_of, validate_tree
+
+Config = TypeVar("Config")
+EXIT_USER_ERROR = 2
+CONFIG_FLAG = "--config"
+
+
+class FlagParser(argparse.ArgumentParser):
+    """An ArgumentParser whose long flags also answer to their snake_case spelling, and whose
+    errors are one line (plus usage) with exit status 2."""
+
+    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action:  # type: ignore[override]
+        return super().add_argument(*_with_snake_case(name_or_flags), **kwargs)
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        group = super().add_argument_group(*args, **kwargs)
+        plain_add = group.add_argument
+        group.add_argument = lambda *names, **kw: plain_add(*_with_snake_case(names), **kw)  # type: ignore[method-assign]
+        return group
+
+    def error(self, message: str) -> typing.NoReturn:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(EXIT_USER_ERROR)
+
+
+def _with_snake_case(names: Sequence[str]) -> list[str]:
+    result = list(names)
+    for name in names:
+        if name.startswith("--") and "-" in name[2:]:
+            snake = "--" + name[2:].replace("-", "_")
+            if snake not in result:
+                result.append(snake)
+    return result
+
+
+def str_to_bool(value: str) -> bool:
+    """yes/no spellings for `--flag false` (CORL's and simple-parsing's style)."""
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got '{value}'")
+
+
+class _BoolFlag(argparse.Action):
+    """`--x`, `--x true|false`, `--no-x` (and snake_case forms) for one boolean field."""
+
+    def __init__(self, option_strings: list[str], dest: str, takes_value: bool = True, **kwargs: Any) -> None:
+        self.negated = [
+            ("--no-" if "-" in name[2:] or "_" not in name[2:] else "--no_") + name[2:] for name in option_strings
+        ]
+        super().__init__([*option_strings, *self.negated], dest, nargs="?" if takes_value else 0, **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, value: Any, option_string: str | None = None) -> None:
+        if option_string in self.negated:
+            if value is not None:
+                parser.error(f"{option_string} takes no value")
+            setattr(namespace, self.dest, False)
+        else:
+            setattr(namespace, self.dest, True if value is None else str_to_bool(value))
+
+    def format_usage(self) -> str:
+        return self.option_strings[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class _FlagType:
+    """How one field's values are read from text and shown in --help."""
+
+    convert: Callable[[str], Any]
+    is_bool: bool = False
+    is_list: bool = False
+    optional: bool = False
+    container: type = list
+
+
+def _flag_type(hint: Any) -> _FlagType:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        inner = _flag_type(next(a for a in args if a is not type(None)))
+        base = inner.convert
+
+        def maybe_none(text: str) -> Any:
+            return None if str(text).lower() in ("none", "null") else base(text)
+
+        return dataclasses.replace(inner, convert=maybe_none, optional=True)
+    if origin in (list, tuple):
+        return _FlagType(convert=_scalar(args[0]), is_list=True, container=origin)
+    if hint is bool:
+        return _FlagType(convert=str_to_bool, is_bool=True)
+    return _FlagType(convert=_scalar(hint))
+
+
+def _scalar(hint: Any) -> Callable[[str], Any]:
+    if hint in (int, float, str, Path):
+        return hint
+    raise TypeError(f"no command-line reading for a field of type {hint!r}")
+
+
+@functools.cache
+def _hints(owner: type) -> dict[str, Any]:
+    return typing.get_type_hints(owner)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value)) or "(none)"
+    return "none" if value is None else str(value)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Lists each flag's kebab-case spellings (the snake_case ones work too, but would double the list)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=110)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings:
+            return super()._format_action_invocation(action)
+        shown = [name for name in action.option_strings if "_" not in name] or action.option_strings[:1]
+        if action.nargs == 0:
+            return ", ".join(shown)
+        if isinstance(action, _BoolFlag) and action.nargs != 0:
+            return ", ".join(name if name in action.negated else f"{name} [BOOL]" for name in shown)
+        metavar = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return ", ".join(f"{name} {metavar}" for name in shown)
+
+
+def _group_title(owner: Any, field: dataclasses.Field) -> str:
+    return field.metadata.get("group") or getattr(owner, "FLAG_GROUP", None) or type(owner).__name__
+
+
+def build_parser(default: Any, *, prog: str, description: str, epilog: str | None = None) -> FlagParser:
+    """The parser for `default`'s fields (flat, grouped), with `default`'s values as defaults."""
+    parser = FlagParser(
+        prog=prog,
+        description=description,
+        epilog=epilog,
+        usage="%(prog)s [-h] [--config FILE] [--flag VALUE ...]",
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument(
+        CONFIG_FLAG,
+        metavar="FILE",
+        default=None,
+        help="YAML preset: its settings become the defaults; flags given here override them",
+    )
+    groups: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    # With a positional argument, `--flag WORD` would read WORD as the flag's value: booleans take none.
+    bool_takes_value = not any(field.metadata.get("positional") for _, field, _ in leaf_fields(default))
+    for path, field, owner in leaf_fields(default):
+        meta = field.metadata
+        kind = _flag_type(_hints(type(owner))[field.name])
+        names = spellings_of(field)
+        for name in names:
+            if name in seen:
+                raise ValueError(f"flag {name} is declared twice ({seen[name]} and {'.'.join(path)})")
+            seen[name] = ".".join(path)
+        title = _group_title(owner, field)
+        group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        value = getattr(owner, field.name)
+        help_text = (meta.get("help") or "").replace("%", "%%")
+        if meta.get("required"):
+            help_text += " (required)"
+        else:
+            help_text += f" (default: {_shown(value)})".replace("%", "%%")
+        options: dict[str, Any] = {"dest": "/".join(path), "default": value, "help": help_text}
+        if meta.get("choices") is not None:
+            options["choices"] = list(meta["choices"])
+        if kind.is_bool:
+            group.add_argument(*names, action=_BoolFlag, takes_value=bool_takes_value, metavar="BOOL", **options)
+            continue
+        if meta.get("positional"):
+            group.add_argument(options.pop("dest"), type=kind.convert, metavar=field.name, **options)
+            continue
+        options["type"] = kind.convert
+        options["required"] = bool(meta.get("required"))
+        options["metavar"] = flag_of(field)[2:].replace("-", "_").upper()
+        if kind.is_list:
+            options["nargs"] = "+"
+        group.add_argument(*names, **options)
+    return parser
+
+
+def _find_preset(argv: Sequence[str]) -> str | None:
+    spellings = (CONFIG_FLAG,)
+    for index, token in enumerate(argv):
+        if token in spellings:
+            if index + 1 >= len(argv):
+                raise OfflineRLError(f"{CONFIG_FLAG}: expected a YAML file")
+            return argv[index + 1]
+        if token.startswith(CONFIG_FLAG + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
+def load_preset(path: str | Path) -> dict[str, Any]:
+    """A preset file's settings: a flat YAML mapping from setting (or flag) names to values."""
+    import yaml
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise OfflineRLError(f"{CONFIG_FLAG} {file}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise OfflineRLError(f"{CONFIG_FLAG} {file}: expected a mapping of settings, got {type(data).__name__}")
+    return data
+
+
+def apply_settings(default: Config, values: dict[str, Any], *, source: str) -> Config:
+    """A copy of `default` with `values` (keyed by any flag spelling or field name) applied.
+
+    A key that names no setting is a one-line error naming `source` and the key.
+    """
+    by_name: dict[str, tuple[tuple[str, ...], dataclasses.Field, Any]] = {}
+    for path, field, owner in leaf_fields(default):
+        for spelling in spellings_of(field):
+            by_name[spelling[2:].replace("-", "_")] = (path, field, owner)
+    updates: dict[tuple[str, ...], Any] = {}
+    for key, value in values.items():
+        normalised = str(key).lstrip("-").replace("-", "_")
+        if normalised not in by_name:
+            raise OfflineRLError(f"{source}: unknown setting '{key}'")
+        path, field, owner = by_name[normalised]
+        updates[path] = _coerce(value, _flag_type(_hints(type(owner))[field.name]), f"{source}: {key}")
+    return _replace_paths(default, updates)
+
+
+def _coerce(value: Any, kind: _FlagType, where: str) -> Any:
+    try:
+        if value is None:
+            if not kind.optional:
+                raise ValueError("null is not allowed here")
+            return None
+        if kind.is_list:
+            items = value if isinstance(value, list | tuple) else str(value).split()
+            return kind.container(kind.convert(item) for item in items)
+        if kind.is_bool:
+            return value if isinstance(value, bool) else str_to_bool(value)
+        return kind.convert(value)
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
+        raise OfflineRLError(f"{where}: {value!r} is not valid ({error})") from None
+
+
+def _replace_paths(config: Config, updates: dict[tuple[str, ...], Any]) -> Config:
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            nested = {path[1:]: v for path, v in updates.items() if path[0] == field.name}
+            if nested:
+                changes[field.name] = _replace_paths(value, nested)
+        elif (field.name,) in updates:
+            changes[field.name] = updates[(field.name,)]
+    return dataclasses.replace(config, **changes)  # type: ignore[type-var]
+
+
+def parse_config(
+    default: Config,
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    description: str,
+    epilog: str | None = None,
+) -> Config:
+    """Parse `argv` (default: `sys.argv[1:]`) into a validated copy of `default`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    preset = _find_preset(argv)
+    if preset is not None:
+        default = apply_settings(default, load_preset(preset), source=f"{CONFIG_FLAG} {preset}")
+    parser = build_parser(default, prog=prog, description=description, epilog=epilog)
+    namespace = vars(parser.parse_args(argv))
+    updates = {}
+    for path, field, owner in leaf_fields(default):
+        value = namespace["/".join(path)]
+        kind = _flag_type(_hints(type(owner))[field.name])
+        # argparse gives lists for nargs='+': tuple-typed fields get tuples
+        updates[path] = kind.container(value) if kind.is_list and value is not None else value
+    config = _replace_paths(default, updates)
+    validate_tree(config)
+    return config
+
+
+def documented_flags(default: Any) -> dict[str, str]:
+    """Every accepted spelling -> the main flag (for docs and tests)."""
+    table: dict[str, str] = {}
+    for _path, field, _owner in leaf_fields(default):
+        for spelling in spellings_of(field):
+            table[spelling] = flag_of(field)
+    return table

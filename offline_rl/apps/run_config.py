@@ -1,0 +1,61 @@
+"""Settings every example shares: the torch process, and the run around an algorithm.
+
+Each example nests these in its own config with its own defaults (`OfflineRunConfig(epoch=100,
+...)`), so a setting such as `--seed` is declared once for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from offline_rl.settings import check_ranges, require, setting
+
+
+@dataclass
+class TorchConfig:
+    """Where and how tensors are computed."""
+
+    FLAG_GROUP: ClassVar[str] = "device"
+
+    device: str = setting("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
+    threads: int = setting(0, "torch CPU threads (0: torch's default)", minimum=0)
+    matmul_precision: str = setting(
+        "highest",
+        "torch.set_float32_matmul_precision; 'medium' lets CPUs with bf16 units (and GPUs) use faster "
+        "internal arithmetic for float32 matrix products",
+        choices=("highest", "high", "medium"),
+    )
+
+
+@dataclass
+class RunConfig:
+    """Seed, budget, evaluation, logs and checkpoints of one run."""
+
+    FLAG_GROUP: ClassVar[str] = "run"
+
+    seed: int = setting(0, "seed of torch, numpy and the evaluation envs")
+    epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1)
+    batch_size: int = setting(256, "transitions per gradient step", minimum=1)
+    test_num: int = setting(10, "evaluation episodes (one env each)", minimum=1)
+    logdir: str = setting("log", "root of the run folders <logdir>/<task>/<algo>/<seed>/<time>")
+    render: float = setting(0.0, "seconds between rendered frames while evaluating (0: no rendering)", minimum=0)
+    resume_path: str | None = setting(None, "checkpoint.pth or policy.pth to continue from")
+    watch: bool = setting(False, "only evaluate --resume-path, do not train")
+    torch: TorchConfig = field(default_factory=TorchConfig)
+
+
+@dataclass
+class OfflineRunConfig(RunConfig):
+    """A run of an offline algorithm in Tianshou's offline trainer."""
+
+    step_per_epoch: int = setting(
+        5000, "gradient updates per epoch", aliases=("--update-per-epoch",), minimum=1, group="run"
+    )
+    log_interval: int = setting(1, "log training statistics every this many updates", minimum=1, group="run")
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(
+            not self.watch or bool(self.resume_path), "--watch needs --resume-path (a policy.pth or checkpoint.pth)"
+        )

@@ -1,0 +1,58 @@
+"""Every private Tianshou or torch API offline_rl relies on, in one place.
+
+Each is used because the public API would copy data or cost more than the work it wraps (a 1M-step
+dataset wrapped without a copy, a 32-transition Atari batch built in microseconds, one fused Polyak
+kernel). `tests/test_compat.py` checks each against the installed versions, so an upgrade that
+changes one fails there, loudly, and not as a silent wrong result somewhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from tianshou.data import Batch, ReplayBuffer
+
+
+def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:
+    """Put `buffer` in the state Tianshou's own buffer reaches after exactly `size` adds: full,
+    insertion index wrapped to 0, last index on the final transition."""
+    buffer._size = size
+    buffer._insertion_idx = 0
+    buffer.last_index = np.array([size - 1])
+
+
+def insertion_index(buffer: ReplayBuffer) -> int:
+    """Where `buffer` writes next (0 when it is exactly full or empty)."""
+    return int(buffer._insertion_idx)
+
+
+def buffer_columns(buffer: ReplayBuffer) -> Batch:
+    """The Batch of full-length arrays a buffer stores (its rows in slot order, not sample order)."""
+    return buffer._meta
+
+
+def set_buffer_columns(buffer: ReplayBuffer, columns: Batch) -> None:
+    """Install `columns` as the buffer's storage without `set_batch`, which refuses keys outside
+    Tianshou's reserved ones (RL Unplugged's `episode_id`, for instance)."""
+    buffer._meta = columns  # type: ignore[assignment]
+
+
+def set_buffer_attribute(buffer: ReplayBuffer, name: str, value: Any) -> None:
+    """Attach an attribute that `ReplayBuffer.__setattr__` would refuse (it only takes its own keys);
+    `save_hdf5` writes the buffer's `__dict__`, so such attributes travel with the file."""
+    object.__setattr__(buffer, name, value)
+
+
+def batch_of_arrays(**arrays: Any) -> Batch:
+    """A `Batch` holding already-final numpy arrays (or Batches), without `Batch.__init__`'s per-key
+    conversion and checks, which cost more than gathering the frames of an Atari batch."""
+    batch = Batch.__new__(Batch)
+    batch.__dict__.update(arrays)
+    return batch
+
+
+def polyak_update_(targets: list[torch.Tensor], sources: list[torch.Tensor], tau: float) -> None:
+    """θ̄ ← θ̄ + τ(θ − θ̄) for every pair, as one multi-tensor kernel."""
+    torch._foreach_lerp_(targets, sources, tau)

@@ -1,0 +1,181 @@
+"""A setting is declared once, as a dataclass field that carries its help text, flag spellings and range.
+
+The command-line parser (`offline_rl.apps.flags`), preset files, checkpoints and range checks all
+read that one field, so adding a hyper-parameter means adding one `setting(...)` line to one
+dataclass. This module knows nothing about argparse: algorithm packages can use it without pulling
+in the application layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from offline_rl.errors import OfflineRLError
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    flag: str | None = None,
+    aliases: Sequence[str] = (),
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+    choices: Sequence[Any] | None = None,
+    group: str | None = None,
+    required: bool = False,
+    positional: bool = False,
+) -> Any:
+    """A dataclass field with everything the rest of the toolkit needs to know about it.
+
+    `flag` is the main spelling (default: `--field-name`); `aliases` are older or other projects'
+    spellings (snake_case forms of every spelling are accepted automatically). `minimum`/`maximum`
+    are inclusive bounds, `above` an exclusive lower bound; for lists they apply to every element.
+    A list default is copied per instance. `required` fields must be given on the command line;
+    `positional` ones are given there without a flag.
+    """
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "aliases": tuple(aliases),
+        "minimum": minimum,
+        "above": above,
+        "maximum": maximum,
+        "choices": tuple(choices) if choices is not None else None,
+        "group": group,
+        "positional": positional,
+    }
+    if required or default is dataclasses.MISSING:
+        return dataclasses.field(default=None, metadata={**metadata, "required": True})
+    if isinstance(default, list | dict):
+        frozen = list(default) if isinstance(default, list) else dict(default)
+        return dataclasses.field(default_factory=lambda: type(frozen)(frozen), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """The main command-line spelling of a field."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def spellings_of(field: dataclasses.Field) -> list[str]:
+    """Every accepted spelling: the main flag, its aliases, and the snake_case form of each."""
+    names = [flag_of(field), *field.metadata.get("aliases", ())]
+    result: list[str] = []
+    for name in names:
+        for spelling in (name, "--" + name[2:].replace("-", "_")):
+            if spelling not in result:
+                result.append(spelling)
+    return result
+
+
+def leaf_fields(config: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dataclasses.Field, Any]]:
+    """(path, field, owner instance) for every non-dataclass field: a config's own fields first, then
+    those of the configs nested in it, in declaration order."""
+    nested = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            nested.append((field.name, value))
+        else:
+            yield (*path, field.name), field, config
+    for name, value in nested:
+        yield from leaf_fields(value, (*path, name))
+
+
+def _range_text(meta: dict[str, Any]) -> str | None:
+    low, above, high = meta.get("minimum"), meta.get("above"), meta.get("maximum")
+    if low is not None and high is not None:
+        return f"a value in [{low:g}, {high:g}]"
+    if above is not None and high is not None:
+        return f"a value in ({above:g}, {high:g}]"
+    if low is not None:
+        return f"at least {low:g}"
+    if above is not None:
+        return "a positive number" if above == 0 else f"more than {above:g}"
+    if high is not None:
+        return f"at most {high:g}"
+    return None
+
+
+def _in_range(value: float, meta: dict[str, Any]) -> bool:
+    low, above, high = meta.get("minimum"), meta.get("above"), meta.get("maximum")
+    return (low is None or value >= low) and (above is None or value > above) and (high is None or value <= high)
+
+
+def check_ranges(config: Any) -> None:
+    """Raise a one-line OfflineRLError naming the flag of the first field outside its declared range.
+
+    Nested configs are checked by their own `validate()`, not here.
+    """
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        meta = field.metadata
+        if meta.get("required") and value is None:
+            raise OfflineRLError(f"{flag_of(field)}: required")
+        if value is None or isinstance(value, bool) or dataclasses.is_dataclass(value):
+            continue
+        choices = meta.get("choices")
+        if choices is not None and value not in choices:
+            raise OfflineRLError(f"{flag_of(field)} {value}: expected one of {', '.join(map(str, choices))}")
+        expected = _range_text(meta)
+        if expected is None:
+            continue
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        if isinstance(value, list | tuple) and not items:
+            raise OfflineRLError(f"{flag_of(field)}: expected at least one value")
+        for item in items:
+            if not _in_range(item, meta):
+                shown = " ".join(map(str, value)) if isinstance(value, list | tuple) else value
+                raise OfflineRLError(f"{flag_of(field)} {shown}: expected {expected}")
+
+
+def require(condition: bool, message: str) -> None:
+    """A cross-setting check of `validate()`: a one-line error when `condition` does not hold."""
+    if not condition:
+        raise OfflineRLError(message)
+
+
+def validate_tree(config: Any) -> None:
+    """Call `validate()` (or the range checks alone) on `config` and every config nested in it."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            validate_tree(value)
+    validate = getattr(config, "validate", None)
+    if callable(validate):
+        validate()
+    else:
+        check_ranges(config)
+
+
+def from_dict(config_class: type, data: dict[str, Any]) -> Any:
+    """Rebuild a config from `dataclasses.asdict` output (a checkpoint's), nested configs included.
+
+    Keys may be any accepted spelling of a field (so dicts saved before a rename still load);
+    a key that names no field is an error, because it would silently change what a run means.
+    """
+    by_spelling: dict[str, dataclasses.Field] = {}
+    for field in dataclasses.fields(config_class):
+        by_spelling[field.name] = field
+        for spelling in spellings_of(field):
+            by_spelling.setdefault(spelling[2:].replace("-", "_"), field)
+    legacy = getattr(config_class, "translate_legacy", None)
+    if callable(legacy):
+        data = legacy(dict(data))
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        field = by_spelling.get(str(key).replace("-", "_"))
+        if field is None:
+            raise OfflineRLError(f"unknown setting '{key}' for {config_class.__name__}")
+        nested = _nested_class(config_class, field)
+        values[field.name] = from_dict(nested, value) if nested is not None and isinstance(value, dict) else value
+    return config_class(**values)
+
+
+def _nested_class(config_class: type, field: dataclasses.Field) -> type | None:
+    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    return type(default) if dataclasses.is_dataclass(default) else None
