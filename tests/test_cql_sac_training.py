@@ -46,7 +46,10 @@ def narrow_band_buffer(size: int = 2000, seed: int = 0):
 
 def build(config: CQLSACConfig, device: str = "cpu") -> CQLSAC:
     return CQLSAC.build(
-        gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Box(-1, 1, (2,), np.float32), config, device=device
+        gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
+        gym.spaces.Box(-1, 1, (2,), np.float32),
+        config,
+        device=device,
     )
 
 

@@ -40,6 +40,13 @@ class DownloadableConversionConfig(ConversionConfig):
     download: bool = setting(False, "fetch the dataset if it is not on disk", group="conversion")
 
 
+def conversion_config_from_args(
+    default: ConversionConfig, argv: Sequence[str] | None, *, prog: str, source_help: str
+) -> ConversionConfig:
+    description = f"Convert {source_help} to a Tianshou HDF5 replay buffer."
+    return parse_config(default, argv, prog=prog, description=description)
+
+
 def run_conversion(
     argv: Sequence[str] | None,
     default: ConversionConfig,
@@ -49,9 +56,7 @@ def run_conversion(
     source_help: str,
 ) -> int:
     """Parse flags, load, check against `--task`, save atomically and print the statistics."""
-    config = parse_config(
-        default, argv, prog=prog, description=f"Convert {source_help} to a Tianshou HDF5 replay buffer."
-    )
+    config = conversion_config_from_args(default, argv, prog=prog, source_help=source_help)
     output = config.output.expanduser()
     if output.exists() and not config.overwrite:
         raise OfflineRLError(f"{output}: already exists (pass --overwrite to replace it)")

@@ -85,7 +85,10 @@ class _BoolFlag(argparse.Action):
                 parser.error(f"{option_string} takes no value")
             setattr(namespace, self.dest, False)
         else:
-            setattr(namespace, self.dest, True if value is None else str_to_bool(value))
+            try:
+                setattr(namespace, self.dest, True if value in (None, []) else str_to_bool(value))
+            except argparse.ArgumentTypeError as error:
+                parser.error(f"{option_string}: {error}")
 
     def format_usage(self) -> str:
         return self.option_strings[0]
@@ -160,11 +163,12 @@ def _group_title(owner: Any, field: dataclasses.Field) -> str:
 
 def build_parser(default: Any, *, prog: str, description: str, epilog: str | None = None) -> FlagParser:
     """The parser for `default`'s fields (flat, grouped), with `default`'s values as defaults."""
+    positionals = [field.name for _, field, _ in leaf_fields(default) if field.metadata.get("positional")]
     parser = FlagParser(
         prog=prog,
         description=description,
         epilog=epilog,
-        usage="%(prog)s [-h] [--config FILE] [--flag VALUE ...]",
+        usage="%(prog)s [-h] [--config FILE] [--flag VALUE ...]" + "".join(f" {name}" for name in positionals),
         formatter_class=_HelpFormatter,
     )
     parser.add_argument(

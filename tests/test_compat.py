@@ -1,0 +1,114 @@
+"""Every private Tianshou/torch API in `offline_rl.compat` behaves as offline_rl assumes, on the
+installed versions: an upgrade that changes one fails here, not as a silent wrong result."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm.algorithm_base import policy_within_training_step
+from tianshou.data import Batch, ReplayBuffer
+
+from offline_rl import compat
+from offline_rl.algorithm_base import stat_names
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
+from offline_rl.data.transitions import make_replay_buffer
+
+
+def filled_by_tianshou(size: int) -> ReplayBuffer:
+    buffer = ReplayBuffer(size)
+    for step in range(size):
+        last = step == size - 1
+        buffer.add(
+            Batch(
+                obs=np.array([step]),
+                act=0,
+                rew=float(step),
+                terminated=False,
+                truncated=last,
+                obs_next=np.array([step + 1]),
+            )
+        )
+    return buffer
+
+
+def test_mark_buffer_full_matches_tianshous_own_full_buffer() -> None:
+    size = 5
+    reference = filled_by_tianshou(size)
+    ours = make_replay_buffer(
+        obs=np.arange(size)[:, None],
+        act=np.zeros(size, dtype=np.int64),
+        rew=np.arange(size, dtype=np.float32),
+        terminated=np.zeros(size, dtype=bool),
+        truncated=np.eye(size, dtype=bool)[-1],
+        obs_next=np.arange(1, size + 1)[:, None],
+    )
+    assert len(ours) == len(reference) == size
+    assert compat.insertion_index(ours) == compat.insertion_index(reference) == 0
+    np.testing.assert_array_equal(ours.sample_indices(0), reference.sample_indices(0))
+    np.testing.assert_array_equal(ours.next(np.arange(size)), reference.next(np.arange(size)))
+    np.testing.assert_array_equal(ours.prev(np.arange(size)), reference.prev(np.arange(size)))
+    np.testing.assert_array_equal(ours.last_index, reference.last_index)
+    np.testing.assert_array_equal(compat.buffer_columns(ours).rew, reference.rew)
+
+
+def test_insertion_index_of_a_partly_filled_buffer() -> None:
+    buffer = ReplayBuffer(10)
+    for step in range(3):
+        buffer.add(
+            Batch(obs=np.array([step]), act=0, rew=0.0, terminated=False, truncated=False, obs_next=np.array([0]))
+        )
+    assert compat.insertion_index(buffer) == 3
+
+
+def test_columns_and_attributes_outside_tianshous_reserved_keys() -> None:
+    buffer = ReplayBuffer(3)
+    columns = Batch(act=np.arange(3), episode_id=np.array([7, 7, 8]))
+    compat.set_buffer_columns(buffer, columns)
+    compat.mark_buffer_full(buffer, 3)
+    assert compat.buffer_columns(buffer) is columns
+    compat.set_buffer_attribute(buffer, "dataset_info", {"name": "x"})
+    assert buffer.__dict__["dataset_info"] == {"name": "x"}
+
+
+def test_batch_of_arrays_equals_a_batch_built_the_public_way() -> None:
+    arrays = {"obs": np.ones((2, 3)), "act": np.array([1, 2]), "info": Batch()}
+    fast, public = compat.batch_of_arrays(**arrays), Batch(**arrays)
+    assert isinstance(fast, Batch) and len(fast) == len(public) == 2
+    np.testing.assert_array_equal(fast.obs, public.obs)
+    np.testing.assert_array_equal(fast[1].act, public[1].act)
+
+
+def test_polyak_update_is_the_lerp_it_claims() -> None:
+    targets, sources = [torch.zeros(3), torch.ones(2)], [torch.ones(3), torch.full((2,), 3.0)]
+    expected = [t + 0.25 * (s - t) for t, s in zip(targets, sources, strict=True)]
+    compat.polyak_update_(targets, sources, 0.25)
+    for got, want in zip(targets, expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_statistics_are_exactly_the_declared_ones() -> None:
+    algo = CQLSAC.build(
+        gym.spaces.Box(-1, 1, (3,), np.float32),
+        gym.spaces.Box(-1, 1, (2,), np.float32),
+        CQLSACConfig(actor_hidden_sizes=[8], critic_layers=1, cql_n_actions=2),
+    )
+    size = 16
+    buffer = make_replay_buffer(
+        obs=np.random.default_rng(0).normal(size=(size, 3)).astype(np.float32),
+        act=np.zeros((size, 2), np.float32),
+        rew=np.zeros(size, np.float32),
+        terminated=np.zeros(size, bool),
+        truncated=np.zeros(size, bool),
+        obs_next=np.zeros((size, 3), np.float32),
+    )
+    with policy_within_training_step(algo.policy):
+        stats = algo.update(algo.process_buffer(buffer), 8)
+    declared = stat_names(CQLSACTrainingStats)
+    assert "lagrange_multiplier" in declared and "train_time" not in declared
+    assert all(isinstance(getattr(stats, name), float) for name in declared)
+    assert stats.train_time > 0
+    assert {field.name for field in dataclasses.fields(stats)} >= set(declared)

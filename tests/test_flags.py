@@ -1,0 +1,202 @@
+"""Flags come from the config dataclasses: every documented command line parses, every old spelling
+still works, `--help` describes every flag with its default, and preset files merge with flags."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO_ROOT, run_repo_script
+from offline_rl.apps import atari_cql, atari_qrdqn, d4rl_cql
+from offline_rl.apps.buffer_conversion import (
+    ConversionConfig,
+    DownloadableConversionConfig,
+    conversion_config_from_args,
+)
+from offline_rl.apps.flags import build_parser, parse_config
+from offline_rl.apps.rl_unplugged_conversion import build_parser as rl_unplugged_parser
+from offline_rl.collect import config_from_args as collect_config_from_args
+from offline_rl.cql_sac import CQLSACConfig
+from offline_rl.discrete_cql import DiscreteCQLConfig
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import flag_of, from_dict, leaf_fields
+
+PARSERS: dict[str, Callable[[list[str]], Any]] = {
+    "examples/d4rl_cql.py": d4rl_cql.config_from_args,
+    "examples/atari_cql.py": atari_cql.config_from_args,
+    "examples/atari_qrdqn.py": atari_qrdqn.config_from_args,
+    "-m offline_rl.collect": collect_config_from_args,
+    "converters/d4rl.py": lambda argv: conversion_config_from_args(
+        ConversionConfig(), argv, prog="converters/d4rl.py", source_help="a dataset"
+    ),
+    "converters/minari.py": lambda argv: conversion_config_from_args(
+        DownloadableConversionConfig(), argv, prog="converters/minari.py", source_help="a dataset"
+    ),
+    "converters/rl_unplugged_atari.py": lambda argv: rl_unplugged_parser().parse_args(argv),
+}
+
+DOCUMENTED_IN = [
+    "README.md",
+    "examples/d4rl_cql.py",
+    "examples/atari_cql.py",
+    "examples/atari_qrdqn.py",
+    "converters/d4rl.py",
+    "converters/minari.py",
+    "converters/rl_unplugged_atari.py",
+]
+
+
+def documented_commands() -> list[tuple[str, str, list[str]]]:
+    """(file, script, arguments) of every `python <script> ...` line in the docs, continuations joined."""
+    found = []
+    for name in DOCUMENTED_IN:
+        text = re.sub(r"\\+\n", " ", (REPO_ROOT / name).read_text(encoding="utf-8"))
+        # commands at the start of a line (code blocks, docstrings) or chained after `&&`; not prose
+        pattern = r"(?:^[ \t]*|&& )python3? (-m offline_rl\.collect|(?:examples|converters)/\w+\.py)([^\n`]*)"
+        for match in re.finditer(pattern, text, flags=re.MULTILINE):
+            script, rest = match.group(1), match.group(2)
+            rest = rest.split(" # ")[0].split("&&")[0]
+            rest = re.sub(r"\[(--[^\]]+)\]", r"\1", rest)  # "[--task X]": an optional part, shown in brackets
+            if "..." in rest or "[" in rest:  # a pattern such as `--load-buffer-name A.hdf5 B.hdf5 ...`
+                rest = rest.replace("...", "").replace("[", "").replace("]", "")
+            found.append((name, script, shlex.split(rest.replace("<", "").replace(">", ""))))
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_docs_document_commands_for_every_entry_point() -> None:
+    assert len(COMMANDS) >= 20
+    assert {script for _name, script, _args in COMMANDS} == set(PARSERS)
+
+
+@pytest.mark.parametrize(
+    ("source", "script", "args"), COMMANDS, ids=[f"{n}:{' '.join(a)[:50]}" for n, _, a in COMMANDS]
+)
+def test_every_documented_command_line_parses(source: str, script: str, args: list[str]) -> None:
+    PARSERS[script](args)
+
+
+def test_old_and_other_projects_spellings_still_work() -> None:
+    config = d4rl_cql.config_from_args(
+        [
+            "--min_q_weight", "5", "--no-norm-obs", "--cql-alpha-lr", "0.01", "--update-per-epoch", "7",
+            "--hidden_sizes", "64", "32", "--max-target-backup", "false", "--with_lagrange", "--no_auto_alpha",
+        ]
+    )  # fmt: skip
+    algo = config.algorithm
+    assert (algo.cql_weight, algo.normalize_obs, algo.lagrange_lr) == (5.0, False, 0.01)
+    assert config.run.step_per_epoch == 7 and algo.actor_hidden_sizes == [64, 32]
+    assert algo.max_target_backup is False and algo.with_lagrange is True and algo.auto_alpha is False
+    discrete = atari_cql.config_from_args(["--min-q-weight", "50", "--load-buffer-name", "a.hdf5", "b.hdf5"])
+    assert discrete.algorithm.cql_weight == 50.0 and discrete.load_buffer_name == ("a.hdf5", "b.hdf5")
+    assert atari_qrdqn.config_from_args(["--watch"]).run.watch is True
+
+
+@pytest.mark.parametrize(
+    "default",
+    [
+        d4rl_cql.D4RLCQLConfig(),
+        atari_cql.AtariCQLConfig(),
+        atari_qrdqn.AtariQRDQNConfig(),
+        DownloadableConversionConfig(),
+    ],
+    ids=lambda config: type(config).__name__,
+)
+def test_help_gives_every_flag_a_description_and_its_default(default: Any) -> None:
+    parser = build_parser(default, prog="x", description="x")
+    for action in parser._actions:
+        if action.dest in ("help", "config"):
+            continue
+        assert action.help and len(action.help.split("(")[0].strip()) > 3, action.option_strings
+        assert "(default: " in action.help or "(required)" in action.help, action.option_strings
+    text = parser.format_help()
+    for _path, field, _owner in leaf_fields(default):
+        main = field.name if field.metadata.get("positional") else flag_of(field)
+        assert main in text  # every flag is listed ...
+        assert "--" + main[2:].replace("-", "_") + " " not in text or "_" not in main  # ... once, in kebab-case
+
+
+def test_help_runs_from_the_command_line(tmp_path: Path) -> None:
+    result = run_repo_script("examples/atari_qrdqn.py", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "--eps-test EPS_TEST" in result.stdout and "(default: 0.005)" in result.stdout
+
+
+def test_preset_file_sets_defaults_and_flags_override_it(tmp_path: Path) -> None:
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(
+        "cql_weight: 5\nactor-lr: 3.0e-5\nhidden-sizes: [256, 256, 256]\ncritic_layers: 5\nnorm_obs: false\nepoch: 3\n"
+    )
+    config = d4rl_cql.config_from_args(["--config", str(preset), "--cql-weight", "7"])
+    algo = config.algorithm
+    assert algo.cql_weight == 7.0  # the flag wins
+    assert algo.actor_lr == 3e-5 and algo.actor_hidden_sizes == [256, 256, 256]
+    assert algo.critic_hidden_sizes == [256] * 5 and algo.normalize_obs is False and config.run.epoch == 3
+    assert d4rl_cql.config_from_args([f"--config={preset}"]).algorithm.cql_weight == 5.0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no_such_setting: 1\n", "unknown setting 'no_such_setting'"),
+        ("cql_weight: lots\n", "cql_weight: 'lots' is not valid"),
+        ("- a list\n", "expected a mapping"),
+        ("cql_weight: [1\n", "not valid YAML"),
+        ("tau: 0\n", "--tau 0.0: expected a value in (0, 1]"),
+    ],
+)
+def test_bad_preset_files_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
+    preset = tmp_path / "bad.yaml"
+    preset.write_text(text)
+    with pytest.raises(OfflineRLError, match=re.escape(message)):
+        d4rl_cql.config_from_args(["--config", str(preset)])
+    with pytest.raises(OfflineRLError, match="no such file"):
+        d4rl_cql.config_from_args(["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:
+    result = run_repo_script("examples/d4rl_cql.py", "--no-watch", "yes", cwd=tmp_path)
+    assert result.returncode == 2 and "--no-watch takes no value" in result.stderr
+    result = run_repo_script("examples/d4rl_cql.py", "--config", str(tmp_path / "none.yaml"), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --config")
+    result = run_repo_script("examples/atari_cql.py", "--num-quantiles", "1", cwd=tmp_path)
+    assert result.returncode == 2 and "--num-quantiles 1: expected at least 2" in result.stderr
+
+
+def test_booleans_before_a_positional_take_no_value() -> None:
+    config = conversion_config_from_args(
+        ConversionConfig(), ["--overwrite", "halfcheetah-medium-v2", "--output", "x.hdf5"], prog="x", source_help="x"
+    )
+    assert config.overwrite is True and config.source == "halfcheetah-medium-v2"
+
+
+def test_a_flag_declared_twice_is_refused() -> None:
+    from dataclasses import dataclass, field
+
+    from offline_rl.settings import setting
+
+    @dataclass
+    class Clash:
+        gamma: float = setting(0.9, "discount")
+        algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
+
+    with pytest.raises(ValueError, match="--gamma is declared twice"):
+        parse_config(Clash(), [], prog="x", description="x")
+
+
+def test_configs_saved_before_renames_still_load() -> None:
+    old = {"actor_hidden_sizes": [64, 64], "critic_hidden_sizes": [128, 128, 128], "cql_alpha_lr": 0.01, "norm_obs": 0}
+    config = from_dict(CQLSACConfig, old)
+    assert config.critic_hidden_sizes == [128, 128, 128] and config.lagrange_lr == 0.01
+    assert config.actor_hidden_sizes == [64, 64] and not config.normalize_obs
+    assert from_dict(DiscreteCQLConfig, {"min_q_weight": 4.0}).cql_weight == 4.0
+    with pytest.raises(OfflineRLError, match="unknown setting 'wobble'"):
+        from_dict(DiscreteCQLConfig, {"wobble": 1})
