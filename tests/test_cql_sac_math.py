@@ -267,3 +267,14 @@ def test_actions_are_mapped_into_the_policy_box() -> None:
     np.testing.assert_allclose(mapped.numpy().ravel(), [-1.0, 0.0, 0.5, 1.0])
     # and back: SACPolicy scales the policy's [-1, 1] output to the env's bounds
     np.testing.assert_allclose(algo.policy.map_action(np.array([[-1.0], [0.5], [1.0]])).ravel(), [-2.0, 1.0, 2.0])
+
+
+def test_log_std_offset_shifts_the_actors_log_std() -> None:
+    """CORL's actor starts narrower: log σ = network output − 1 (then clamped as usual)."""
+    obs = torch.zeros(4, OBS)
+    plain = tiny_algorithm(log_std_offset=0.0)
+    shifted = tiny_algorithm(log_std_offset=-1.0)
+    shifted.actor.net.load_state_dict(plain.actor.net.state_dict())
+    _, log_std = plain.actor.distribution_params(obs)
+    _, shifted_log_std = shifted.actor.distribution_params(obs)
+    torch.testing.assert_close(shifted_log_std, log_std - 1.0)

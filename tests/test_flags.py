@@ -200,3 +200,15 @@ def test_configs_saved_before_renames_still_load() -> None:
     assert from_dict(DiscreteCQLConfig, {"min_q_weight": 4.0}).cql_weight == 4.0
     with pytest.raises(OfflineRLError, match="unknown setting 'wobble'"):
         from_dict(DiscreteCQLConfig, {"wobble": 1})
+
+
+def test_a_new_setting_is_a_flag_a_preset_key_and_a_checkpoint_entry(tmp_path: Path) -> None:
+    """`log_std_offset` was added as one field of CQLSACConfig; everything else follows from it."""
+    assert d4rl_cql.config_from_args(["--log-std-offset", "-1"]).algorithm.log_std_offset == -1.0
+    preset = tmp_path / "corl.yaml"
+    preset.write_text("log_std_offset: -1\n")
+    config = d4rl_cql.config_from_args(["--config", str(preset)])
+    assert config.algorithm.log_std_offset == -1.0
+    from dataclasses import asdict
+
+    assert from_dict(CQLSACConfig, asdict(config.algorithm)).log_std_offset == -1.0

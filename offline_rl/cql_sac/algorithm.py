@@ -193,7 +193,12 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         act_dim = int(np.prod(action_space.shape))
         normalizer = ObservationNormalizer(obs_dim)
         actor = TanhGaussianActor(
-            obs_dim, act_dim, config.actor_hidden_sizes, normalizer, orthogonal_init=config.orthogonal_init
+            obs_dim,
+            act_dim,
+            config.actor_hidden_sizes,
+            normalizer,
+            orthogonal_init=config.orthogonal_init,
+            log_std_offset=config.log_std_offset,
         )
         critic = EnsembleCritic(
             obs_dim, act_dim, config.critic_hidden_sizes, config.num_critics, orthogonal_init=config.orthogonal_init

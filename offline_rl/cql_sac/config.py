@@ -47,6 +47,9 @@ class CQLSACConfig:
         2, "critics in the ensemble (the TD target takes their minimum)", minimum=1, group=NETWORKS
     )
     orthogonal_init: bool = setting(True, "orthogonal initialisation of actor and critics", group=NETWORKS)
+    log_std_offset: float = setting(
+        0.0, "added to the actor's log-std output before clamping (CORL's actor: -1)", group=NETWORKS
+    )
     normalize_obs: bool = setting(
         True, "normalise observations with dataset statistics", aliases=("--norm-obs",), group=NETWORKS
     )

@@ -80,9 +80,11 @@ class TanhGaussianActor(nn.Module):
         normalizer: ObservationNormalizer,
         *,
         orthogonal_init: bool = True,
+        log_std_offset: float = 0.0,
     ) -> None:
         super().__init__()
         self.act_dim = act_dim
+        self.log_std_offset = log_std_offset
         self.hidden_sizes = list(hidden_sizes)
         self.normalizer = normalizer
         self.net = _mlp(obs_dim, hidden_sizes, 2 * act_dim)
@@ -91,7 +93,7 @@ class TanhGaussianActor(nn.Module):
 
     def distribution_params(self, norm_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(norm_obs).chunk(2, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return mean, (log_std + self.log_std_offset).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
         device = self.normalizer.mean.device
