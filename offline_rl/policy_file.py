@@ -26,6 +26,7 @@ from torch import nn
 
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import OfflineRLError
+from offline_rl.mlp import relu_mlp
 
 POLICY_FORMAT = "offline_rl.policy/1"
 
@@ -46,13 +47,7 @@ class PolicyNetwork(nn.Module):
     ) -> None:
         super().__init__()
         self.hidden_sizes = list(hidden_sizes)
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for hidden in hidden_sizes:
-            layers += [nn.Linear(width, hidden), nn.ReLU()]
-            width = hidden
-        layers.append(nn.Linear(width, act_dim))
-        self.mlp = nn.Sequential(*layers)
+        self.mlp = relu_mlp(obs_dim, hidden_sizes, act_dim)
         self.register_buffer("obs_mean", _tensor(obs_mean, obs_dim, 0.0))
         self.register_buffer("obs_std", _tensor(obs_std, obs_dim, 1.0))
         self.register_buffer("action_low", _tensor(action_low, act_dim, -1.0))

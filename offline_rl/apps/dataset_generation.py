@@ -12,6 +12,9 @@ still running are appended as well, their last step flagged as a time-out (the d
 `next_observations` is still exact), and the file is cut to exactly `size` steps the same way.
 A run is reproducible: the envs are seeded `seed, seed + 1, ...` and all action randomness comes
 from one generator seeded with `seed`.
+
+Rollout, episode bookkeeping and the two writers (D4RL HDF5, Minari) stay in one module because
+they share the episode buffers' layout; apart, each would need to know the other's internals.
 """
 
 from __future__ import annotations

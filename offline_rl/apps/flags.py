@@ -7,7 +7,9 @@ loads a YAML preset first: its values become the defaults, and flags given on th
 override them. `--help` groups flags by the dataclass (or `setting(group=...)`) that declares them
 and shows each one's default.
 
-A short loop of our own rather than tyro or simple-parsing: those spell nested fields with a prefix
+About 300 lines because it is the whole command-line layer of every entry point: parser, help
+layout, preset files and their type coercion. A short loop of our own rather than tyro or
+simple-parsing: those spell nested fields with a prefix
 (`--algorithm.cql-weight`), while Tianshou's classic examples, whose flags users copy, are flat.
 """
 

@@ -204,14 +204,12 @@ def evaluate_or_train(
     reporter_factory: Callable[[Any], EvaluationReporter],
     *,
     task: str,
-    algo_name: str,
-    saved: dict[str, Any],
-    on_best: Callable[[Any, Path], None] | None = None,
-    dataset_name: str | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """What every offline example ends with: evaluation envs, then `--watch` or offline training.
 
-    `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`).
+    `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
+    `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
     """
     from tianshou.data import Collector
 
@@ -235,10 +233,7 @@ def evaluate_or_train(
         settings,
         reporter_factory,
         task=task,
-        algo_name=algo_name,
-        saved=saved,
-        on_best=on_best,
-        dataset_name=dataset_name,
+        **training,
     )
 
 

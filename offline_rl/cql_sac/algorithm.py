@@ -25,6 +25,9 @@ All of it works in the policy's action box [-1, 1]: dataset actions are mapped i
 inverse of `SACPolicy`'s action scaling, so tasks with other bounds (Pendulum's ±2) are handled.
 The dataset lives on the algorithm's device and batches are drawn there (no host round trip per
 update); statistics leave the device once per update, in one transfer.
+
+This module is longer than most here on purpose: one algorithm's mathematics reads top to bottom in
+one file, as in CORL and CleanRL, with each equation above a short method of its own.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from offline_rl.mlp import relu_mlp
+
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _LOG2 = math.log(2.0)
 
@@ -44,16 +46,6 @@ class ObservationNormalizer(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return (obs - self.mean) / self.std
-
-
-def _mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    width = in_dim
-    for hidden in hidden_sizes:
-        layers += [nn.Linear(width, hidden), nn.ReLU()]
-        width = hidden
-    layers.append(nn.Linear(width, out_dim))
-    return nn.Sequential(*layers)
 
 
 def orthogonal_init_(module: nn.Module, *, output_gain: float = 1e-2) -> None:
@@ -87,7 +79,7 @@ class TanhGaussianActor(nn.Module):
         self.log_std_offset = log_std_offset
         self.hidden_sizes = list(hidden_sizes)
         self.normalizer = normalizer
-        self.net = _mlp(obs_dim, hidden_sizes, 2 * act_dim)
+        self.net = relu_mlp(obs_dim, hidden_sizes, 2 * act_dim)
         if orthogonal_init:
             orthogonal_init_(self.net)
 

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from offline_rl.mlp import relu_mlp
+
 
 class QuantileNatureCNN(nn.Module):
     """Mnih et al. (2015)'s network with a quantile head; uint8 frames are scaled to [0, 1] inside."""
@@ -58,13 +60,7 @@ class QuantileMLP(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, num_quantiles: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__()
         self.num_actions, self.num_quantiles = num_actions, num_quantiles
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for hidden in hidden_sizes:
-            layers += [nn.Linear(width, hidden), nn.ReLU(inplace=True)]
-            width = hidden
-        layers.append(nn.Linear(width, num_actions * num_quantiles))
-        self.net = nn.Sequential(*layers)
+        self.net = relu_mlp(obs_dim, hidden_sizes, num_actions * num_quantiles)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
         device = self.net[-1].weight.device
