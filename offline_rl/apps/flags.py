@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import re
 import sys
 import types
 import typing
@@ -47,6 +48,8 @@ class FlagParser(argparse.ArgumentParser):
         return group
 
     def error(self, message: str) -> typing.NoReturn:  # type: ignore[override]
+        # argparse names a flag by all its spellings ("--a-b/--a_b/--c"): the first one says enough
+        message = re.sub(r"argument (--[\w-]+)(?:/--[\w-]+)+", r"argument \1", message)
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(EXIT_USER_ERROR)
