@@ -1,9 +1,8 @@
-"""Networks for CQL-SAC: an observation normaliser, a tanh-Gaussian actor and a batched critic ensemble.
+"""Networks for CQL-SAC: an observation normaliser, a tanh-Gaussian actor and a critic ensemble.
 
-Speed comes from shape, not tricks: the critics of the ensemble are evaluated together with batched
-matrix products (one kernel per layer for all critics), and a critic scores K actions per state
-without repeating the state K times — the state's share of the first layer is computed once per
-state and broadcast over the K actions.
+The ensemble stores its critics' weights stacked, (E, in, out) per layer, so the critics are one
+module with one optimiser; `forward` runs each critic as plain 2-D matrix products over all
+(state, action) rows, which is what reaches the highest share of a CPU's peak (see its docstring).
 """
 
 from __future__ import annotations
