@@ -171,11 +171,11 @@ def from_dict(config_class: type, data: dict[str, Any]) -> Any:
         field = by_spelling.get(str(key).replace("-", "_"))
         if field is None:
             raise OfflineRLError(f"unknown setting '{key}' for {config_class.__name__}")
-        nested = _nested_class(config_class, field)
+        nested = _nested_class(field)
         values[field.name] = from_dict(nested, value) if nested is not None and isinstance(value, dict) else value
     return config_class(**values)
 
 
-def _nested_class(config_class: type, field: dataclasses.Field) -> type | None:
+def _nested_class(field: dataclasses.Field) -> type | None:
     default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
     return type(default) if dataclasses.is_dataclass(default) else None

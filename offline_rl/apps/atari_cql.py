@@ -21,7 +21,7 @@ from offline_rl.data import load_buffers
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.errors import OfflineRLError
-from offline_rl.settings import check_ranges, setting
+from offline_rl.settings import setting
 
 PROG = "examples/atari_cql.py"
 DESCRIPTION = "Discrete CQL (QR-DQN head) trained offline on an Atari buffer."
@@ -44,9 +44,6 @@ class AtariCQLConfig:
         default_factory=lambda: OfflineRunConfig(epoch=100, step_per_epoch=10_000, batch_size=32)
     )
     algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
-
-    def validate(self) -> None:
-        check_ranges(self)
 
 
 def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:

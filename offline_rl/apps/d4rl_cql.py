@@ -23,7 +23,7 @@ from offline_rl.data import dataset_info, dataset_stats, load_dataset
 from offline_rl.envs import check_dataset_fits_env, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import reference_scores
-from offline_rl.settings import check_ranges, setting
+from offline_rl.settings import setting
 
 PROG = "examples/d4rl_cql.py"
 DESCRIPTION = "Train CQL-SAC offline on a D4RL/Minari/Tianshou dataset and evaluate it in gymnasium."
@@ -44,9 +44,6 @@ class D4RLCQLConfig:
     dataset_size: int = setting(100_000, "transitions in the generated default dataset", minimum=1)
     run: OfflineRunConfig = field(default_factory=OfflineRunConfig)
     algorithm: CQLSACConfig = field(default_factory=CQLSACConfig)
-
-    def validate(self) -> None:
-        check_ranges(self)
 
 
 def config_from_args(argv: Sequence[str] | None) -> D4RLCQLConfig:

@@ -221,9 +221,8 @@ def build_parser(default: Any, *, prog: str, description: str, epilog: str | Non
 
 
 def _find_preset(argv: Sequence[str]) -> str | None:
-    spellings = (CONFIG_FLAG,)
     for index, token in enumerate(argv):
-        if token in spellings:
+        if token == CONFIG_FLAG:
             if index + 1 >= len(argv):
                 raise OfflineRLError(f"{CONFIG_FLAG}: expected a YAML file")
             return argv[index + 1]
@@ -322,12 +321,3 @@ def parse_config(
     config = _replace_paths(default, updates)
     validate_tree(config)
     return config
-
-
-def documented_flags(default: Any) -> dict[str, str]:
-    """Every accepted spelling -> the main flag (for docs and tests)."""
-    table: dict[str, str] = {}
-    for _path, field, _owner in leaf_fields(default):
-        for spelling in spellings_of(field):
-            table[spelling] = flag_of(field)
-    return table
