@@ -28,7 +28,7 @@ from tianshou.data import Batch, ReplayBuffer
 from timing import updates_per_second
 
 from offline_rl.data.frame_stack import FrameStackBuffer
-from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
+from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.perf import tune_cpu_allocator
 
 STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
@@ -80,10 +80,10 @@ def build_tianshou(device: str) -> TianshouDiscreteCQL:
     ).to(device)
 
 
-def build_ours(device: str) -> DiscreteCQL:
+def build_ours(device: str) -> CQLQRDQN:
     obs_space, act_space = spaces()
     config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
-    return DiscreteCQL.build(obs_space, act_space, config, device=device)
+    return CQLQRDQN.build(obs_space, act_space, config, device=device)
 
 
 def sampling_ms(buffer, repeats: int = 50) -> float:
@@ -132,7 +132,7 @@ def main() -> None:
     print(
         f"tianshou DiscreteCQL:   {theirs_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})"
     )
-    print(f"offline_rl DiscreteCQL: {ours_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in ours_rates)})")
+    print(f"offline_rl CQLQRDQN:   {ours_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in ours_rates)})")
     print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")
 
 

@@ -17,7 +17,7 @@ from offline_rl.apps.cli import run_main
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.training import evaluate_or_train, start_session
 from offline_rl.data import dataset_info
-from offline_rl.discrete_cql import DiscreteCQL
+from offline_rl.discrete_cql import CQLQRDQN
 from offline_rl.envs import make_atari_env
 
 
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 2. The algorithm, shaped by the game's spaces (and by the checkpoint's settings when resuming).
     env = make_atari_env(config.task, config.frames_stack)
     algorithm_config = session.algorithm_config(config.algorithm)
-    algorithm = DiscreteCQL.build(env.observation_space, env.action_space, algorithm_config, device=session.device)
+    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, algorithm_config, device=session.device)
     session.restore(algorithm)
 
     # 3. The data (not needed to only watch a trained policy).

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tianshou.data import Batch, ReplayBuffer
+from tianshou.algorithm.modelfree.sac import AutoAlpha
+from tianshou.data import Batch, PrioritizedReplayBuffer, ReplayBuffer
 
 
 def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:
@@ -56,3 +57,16 @@ def batch_of_arrays(**arrays: Any) -> Batch:
 def polyak_update_(targets: list[torch.Tensor], sources: list[torch.Tensor], tau: float) -> None:
     """θ̄ ← θ̄ + τ(θ − θ̄) for every pair, as one multi-tensor kernel."""
     torch._foreach_lerp_(targets, sources, tau)
+
+
+def auto_alpha_parts(alpha: AutoAlpha) -> tuple[torch.nn.Parameter, torch.optim.Optimizer, float]:
+    """Tianshou's `AutoAlpha` keeps log α, its optimiser and the target entropy private; the drop-in
+    `CQL` tunes that same parameter with that same optimiser, so `alpha.value` stays current."""
+    return alpha._log_alpha, alpha._optim, float(alpha._target_entropy)
+
+
+def importance_weights(buffer: PrioritizedReplayBuffer, indices: np.ndarray) -> np.ndarray:
+    """The `weight` column `buffer[indices]` would give (divided by the batch's largest when the
+    buffer normalises, its default), without assembling the rest of the batch."""
+    weight = np.asarray(buffer.get_weight(indices), dtype=np.float64)
+    return weight / weight.max() if buffer._weight_norm else weight

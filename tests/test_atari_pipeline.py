@@ -15,7 +15,7 @@ from tianshou.env import DummyVectorEnv
 from conftest import run_repo_script
 from offline_rl.data import load_buffer
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig
+from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
 
 def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -117,7 +117,7 @@ def test_discrete_cql_beats_its_cartpole_data() -> None:
     np.random.seed(0)
     buffer, data_return = scripted_cartpole_dataset(episodes=60, noise=0.5, seed=0)
     env = gym.make("CartPole-v1")
-    algo = DiscreteCQL.build(
+    algo = CQLQRDQN.build(
         env.observation_space,
         env.action_space,
         DiscreteCQLConfig(

@@ -112,3 +112,32 @@ def test_statistics_are_exactly_the_declared_ones() -> None:
     assert all(isinstance(getattr(stats, name), float) for name in declared)
     assert stats.train_time > 0
     assert {field.name for field in dataclasses.fields(stats)} >= set(declared)
+
+
+def test_importance_weights_equal_what_a_prioritized_buffer_puts_in_its_batches() -> None:
+    from tianshou.data import PrioritizedReplayBuffer
+
+    for weight_norm in (True, False):
+        buffer = PrioritizedReplayBuffer(8, alpha=0.6, beta=0.4, weight_norm=weight_norm)
+        for step in range(8):
+            buffer.add(
+                Batch(
+                    obs=[step], act=[0], rew=[1.0], terminated=[False], truncated=[False], obs_next=[step], info=[{}]
+                ),
+                buffer_ids=[0],
+            )
+        buffer.update_weight(np.arange(8), np.linspace(0.5, 4.0, 8))
+        indices = np.array([1, 5, 7, 5])
+        np.testing.assert_allclose(compat.importance_weights(buffer, indices), buffer[indices].weight)
+
+
+def test_auto_alpha_parts_are_the_parameter_and_optimiser_auto_alpha_updates() -> None:
+    from tianshou.algorithm.modelfree.sac import AutoAlpha
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+
+    alpha = AutoAlpha(-2.0, 0.5, AdamOptimizerFactory(lr=0.1))
+    log_alpha, optimizer, target_entropy = compat.auto_alpha_parts(alpha)
+    assert target_entropy == -2.0 and float(log_alpha.detach()) == 0.5
+    assert optimizer.param_groups[0]["params"][0] is log_alpha
+    alpha.update(torch.tensor([0.0]))  # entropy 0 > target: α must fall, through this parameter
+    assert float(log_alpha.detach()) < 0.5 and alpha.value == float(log_alpha.detach().exp())

@@ -99,7 +99,7 @@ def test_terminals_cut_the_td_target_and_timeouts_do_not(tmp_path) -> None:
     data = algo._dataset
     assert data is not None
     index = torch.arange(4)
-    _obs_t, _act_t, rew_t, not_terminated, obs_next = data.take(index)
+    _obs_t, _act_t, rew_t, not_terminated, obs_next, _ = data.take(index)
     target = algo.td_target(rew_t, not_terminated, obs_next, torch.zeros(4, 1, 2), torch.zeros(4, 1), torch.tensor(0.0))
     np.testing.assert_allclose(target.numpy(), [1 + 5, 2, 3 + 5, 4 + 5])  # the time-out step still bootstraps
 
@@ -158,7 +158,7 @@ def test_checkpoint_restores_everything_a_resumed_run_needs() -> None:
     assert bool(restored.normalizer.fitted)
     assert restored.log_alpha.item() == original.log_alpha.item()
     assert restored.log_lagrange_multiplier.item() == original.log_lagrange_multiplier.item()
-    assert restored._critic_optim.state_dict()["state"][0]["step"].item() == 7
+    assert restored._critic_optims[0].state_dict()["state"][0]["step"].item() == 7
     # The same seed now gives the same next update in both.
     torch.manual_seed(1)
     a = train(original, buffer, updates=1)[0]

@@ -11,7 +11,7 @@ import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import DiscreteCQL, DiscreteCQLConfig, nstep_returns
+from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig, nstep_returns
 from offline_rl.discrete_cql.algorithm import quantile_huber_loss
 
 
@@ -27,10 +27,10 @@ def test_quantile_huber_loss_by_hand() -> None:
             per_target.append(abs(tau - (1.0 if u < 0 else 0.0)) * huber)
         expected += sum(per_target) / 2
         assert i in (0, 1)
-    assert quantile_huber_loss(current, target).item() == pytest.approx(expected)
+    assert quantile_huber_loss(current, target)[0].item() == pytest.approx(expected)
 
 
-def tiny_algorithm(**overrides) -> DiscreteCQL:
+def tiny_algorithm(**overrides) -> CQLQRDQN:
     settings = {
         "num_quantiles": 3,
         "gamma": 0.9,
@@ -39,7 +39,7 @@ def tiny_algorithm(**overrides) -> DiscreteCQL:
         "hidden_sizes": [3],
         "eps_test": 0.0,
     }
-    algo = DiscreteCQL.build(
+    algo = CQLQRDQN.build(
         gym.spaces.Box(-1, 1, (2,), np.float32),
         gym.spaces.Discrete(2),
         DiscreteCQLConfig(**{**settings, **overrides}),
@@ -51,7 +51,7 @@ def tiny_algorithm(**overrides) -> DiscreteCQL:
     return algo
 
 
-def reference_quantiles(algo: DiscreteCQL, obs: np.ndarray) -> np.ndarray:
+def reference_quantiles(algo: CQLQRDQN, obs: np.ndarray) -> np.ndarray:
     """(A, Nq) quantiles from the stored weights with explicit loops."""
     linears = [m for m in algo.model.net if isinstance(m, torch.nn.Linear)]
     hidden = obs.astype(np.float64)
@@ -129,7 +129,7 @@ def test_conservatism_lifts_the_dataset_action_over_the_others() -> None:
         truncated=np.zeros(size, bool),
         obs_next=np.roll(obs, -1, 0),
     )
-    algo = DiscreteCQL.build(
+    algo = CQLQRDQN.build(
         gym.spaces.Box(-5, 5, (4,), np.float32),
         gym.spaces.Discrete(4),
         DiscreteCQLConfig(
@@ -163,7 +163,7 @@ def test_policy_plays_in_a_tianshou_collector() -> None:
     from tianshou.env import DummyVectorEnv
 
     env = gym.make("CartPole-v1")
-    algo = DiscreteCQL.build(env.observation_space, env.action_space, DiscreteCQLConfig(num_quantiles=4))
+    algo = CQLQRDQN.build(env.observation_space, env.action_space, DiscreteCQLConfig(num_quantiles=4))
     collector = Collector(algo.policy, DummyVectorEnv([lambda: gym.make("CartPole-v1")]))
     collector.reset()
     assert collector.collect(n_episode=2).n_collected_episodes == 2

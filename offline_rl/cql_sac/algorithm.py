@@ -14,17 +14,23 @@ is one method below, named after it:
 (4) `conservative_gap`, per critic: T·logsumexp over the 3N density-corrected values of each state
     (uniform: −A·log 2; policy: log π) minus Q(s, a_data), clipped, averaged over the batch. Without
     importance sampling (CQL(ρ)) the dataset action joins the logsumexp and nothing is corrected.
-(5) `critic_loss`: Σ_e mean (Q_e(s, a_data) − y)² + the weighted gap of (4); one critic call
-    scores the dataset action and the 3N sampled actions together.
+    With Cal-QL (`calibrated`), the π(·|s) and π(·|s′) values are first floored at the Monte-Carlo
+    return of the data's episode from s (Nakamoto et al. 2023; the authors floor these two groups,
+    not the uniform one, before the density correction).
+(5) `critic_loss`: Σ_e mean (Q_e(s, a_data) − y)² (times the importance weights of a prioritized
+    buffer) + the weighted gap of (4); one critic call scores the dataset action and the 3N sampled
+    actions together.
 (6) `lagrange_terms`: the gap's weight is w, or α′·w with the Lagrange variant, whose multiplier
-    α′ = exp(log α′) ∈ [0, 1e6] follows dual ascent on −α′·w·(gap − τ).
-(7) All losses touch disjoint parameters, so one backward pass serves every optimiser; then a
-    Polyak update of the target critics.
+    α′ = exp(log α′), clamped to [min, max], follows dual ascent on −mean_e α′·w·(gap_e − τ).
+(7) All losses touch disjoint parameters, so one backward pass serves every optimiser (each critic's
+    gradient optionally clipped to `max_grad_norm`); then a Polyak update of the target critics.
 
-All of it works in the policy's action box [-1, 1]: dataset actions are mapped into it with the
-inverse of `SACPolicy`'s action scaling, so tasks with other bounds (Pendulum's ±2) are handled.
+All of it works in the policy's action box [-1, 1]. A buffer's actions are read by its marker
+(`offline_rl.data.action_units`): datasets in environment units are mapped with the inverse of
+`SACPolicy`'s action scaling, buffers from Tianshou collectors are already in the box.
 The dataset lives on the algorithm's device and batches are drawn there (no host round trip per
-update); statistics leave the device once per update, in one transfer.
+update; a prioritized buffer draws indices by its priorities and gets new ones back); statistics
+leave the device once per update, in one transfer.
 
 This module is longer than most here on purpose: one algorithm's mathematics reads top to bottom in
 one file, as in CORL and CleanRL, with each equation above a short method of its own.
@@ -34,6 +40,8 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -41,24 +49,41 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
-from tianshou.algorithm.modelfree.sac import SACPolicy
+from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
+from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
 
 from offline_rl.algorithm_base import CountedOfflineAlgorithm, stats_from_tensors
-from offline_rl.compat import insertion_index, polyak_update_
+from offline_rl.compat import auto_alpha_parts, importance_weights, polyak_update_
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.cql_sac.networks import (
+    CriticModules,
     EnsembleCritic,
     ObservationNormalizer,
     TanhGaussianActor,
+    gaussian_params,
     tanh_gaussian_log_prob,
     tanh_gaussian_sample,
 )
+from offline_rl.data.action_units import action_units_of, bounds_are_unit
+from offline_rl.data.staging import (
+    StoredTransitions,
+    buffer_fingerprint,
+    is_prioritized,
+    monte_carlo_returns,
+    read_transitions,
+)
+from offline_rl.errors import DatasetError
 from offline_rl.perf import make_adam
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
 """Dataset actions are clipped to ±this for log π(a_data|s), so atanh stays finite."""
-LAGRANGE_MULTIPLIER_MAX = 1e6
+POLICY_BOX_TOLERANCE = 1e-3
+"""Actions read as policy units may exceed ±1 by this much (float noise) before the buffer is refused."""
+
+
+class ActionUnitsWarning(UserWarning):
+    """A buffer's action units had to be assumed, or its actions lie where the policy cannot act."""
 
 
 @dataclass(kw_only=True)
@@ -100,84 +125,132 @@ class CriticValues(NamedTuple):
     next: torch.Tensor  # (E, B, N), actions from π(·|s′)
 
 
+class Transitions(NamedTuple):
+    """A prepared batch: normalised obs, policy-box actions, scaled rewards, 1 − terminated,
+    normalised next obs, and (Cal-QL only) the Monte-Carlo return from s."""
+
+    obs: torch.Tensor
+    act: torch.Tensor
+    rew: torch.Tensor
+    not_terminated: torch.Tensor
+    obs_next: torch.Tensor
+    mc_return: torch.Tensor | None = None
+
+
 class DeviceDataset:
-    """The transitions of a replay buffer as tensors on one device, ready for indexing.
+    """Every transition of a replay buffer as prepared tensors on one device, ready for indexing."""
 
-    Observations are stored normalised, actions in the policy's [-1, 1] box, rewards scaled.
-    """
-
-    def __init__(self, buffer: ReplayBuffer, prepare: Any, device: torch.device) -> None:
+    def __init__(
+        self,
+        stored: StoredTransitions,
+        prepare: Callable[..., tuple[torch.Tensor, ...]],
+        device: torch.device,
+        *,
+        mc_gamma: float | None,
+    ) -> None:
         """`prepare(obs, act, rew, terminated, obs_next)` is the algorithm's `prepare_transitions`."""
-        size = len(buffer)
-        # A full buffer (what the loaders build) is already in order: slice, do not copy.
-        order = None if insertion_index(buffer) in (0, size) else buffer.sample_indices(0)
 
         def column(array: np.ndarray) -> torch.Tensor:
-            data = np.asarray(array[:size] if order is None else array[order])
-            return torch.as_tensor(data, dtype=torch.float32).to(device)
+            return torch.as_tensor(np.asarray(array), dtype=torch.float32).to(device)
 
-        keys = ("obs", "act", "rew", "terminated", "obs_next")
-        self.obs, self.act, self.rew, self.not_terminated, self.obs_next = prepare(
-            *(column(getattr(buffer, key)) for key in keys)
+        columns = (stored.obs, stored.act, stored.rew, stored.terminated, stored.obs_next)
+        self.obs, self.act, self.rew, self.not_terminated, self.obs_next = prepare(*map(column, columns))
+        self.mc_return = None
+        if mc_gamma is not None:  # from the rewards the critic learns (scaled), to each episode's end
+            returns = monte_carlo_returns(self.rew.cpu().numpy(), stored.episode_end, mc_gamma)
+            self.mc_return = torch.as_tensor(returns).to(device)
+        self.size = len(stored.indices)
+        self.indices = stored.indices
+        self._row_of: np.ndarray | None = None
+
+    def sample(self, batch_size: int) -> Transitions:
+        return self.take(torch.randint(self.size, (batch_size,), device=self.obs.device))
+
+    def take(self, rows: torch.Tensor) -> Transitions:
+        mc_return = None if self.mc_return is None else self.mc_return[rows]
+        return Transitions(
+            self.obs[rows], self.act[rows], self.rew[rows], self.not_terminated[rows], self.obs_next[rows], mc_return
         )
-        self.size = size
 
-    def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
-        indices = torch.randint(self.size, (batch_size,), device=self.obs.device)
-        return self.take(indices)
-
-    def take(self, indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (
-            self.obs[indices],
-            self.act[indices],
-            self.rew[indices],
-            self.not_terminated[indices],
-            self.obs_next[indices],
-        )
+    def rows_of(self, indices: np.ndarray) -> torch.Tensor:
+        """Staged rows of buffer indices (what a prioritized buffer's `sample_indices` returns)."""
+        if self._row_of is None:
+            self._row_of = np.full(int(self.indices.max()) + 1, -1, dtype=np.int64)
+            self._row_of[self.indices] = np.arange(self.size)
+        return torch.as_tensor(self._row_of[indices], device=self.obs.device)
 
 
 class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
-    """CQL-SAC for continuous (Box) actions; see the module docstring for the update."""
+    """CQL-SAC for continuous (Box) actions; see the module docstring for the update.
+
+    Built from a config with `CQLSAC.build(...)`, or from Tianshou-style parts with the drop-in
+    `offline_rl.CQL`; both land here. `critic` is our `EnsembleCritic` or `CriticModules` wrapping
+    Tianshou critics; the actor is `policy.actor`, ours or a Tianshou probabilistic actor. Without
+    optimiser factories, Adam runs at the config's learning rates; `entropy_tuner` (Tianshou's
+    `AutoAlpha`) replaces our own α tuning by that object's parameter and optimiser.
+    """
 
     def __init__(
         self,
         *,
         policy: SACPolicy,
-        critic: EnsembleCritic,
-        normalizer: ObservationNormalizer,
+        critic: EnsembleCritic | CriticModules,
         config: CQLSACConfig,
+        normalizer: ObservationNormalizer | None = None,
+        actor_optim: OptimizerFactory | None = None,
+        critic_optims: Sequence[OptimizerFactory] | None = None,
+        entropy_tuner: AutoAlpha | None = None,
     ) -> None:
         super().__init__(policy=policy)
         config.validate()
-        if not isinstance(policy.actor, TanhGaussianActor):
-            raise TypeError("CQLSAC needs a SACPolicy whose actor is a TanhGaussianActor")
         self.config = config
-        self.actor: TanhGaussianActor = policy.actor
+        self.actor = policy.actor
+        self._gaussian_params = gaussian_params(policy.actor)
         self.critic = critic
         self.critic_target = copy.deepcopy(critic).requires_grad_(False)
         self.normalizer = normalizer
         self.act_dim = critic.act_dim
-        self.target_entropy = float(-self.act_dim if config.target_entropy is None else config.target_entropy)
-        self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha) if config.alpha > 0 else -math.inf))
-        self.log_lagrange_multiplier = torch.nn.Parameter(torch.tensor(0.0))
         space = policy.action_space
         assert isinstance(space, gym.spaces.Box)
         self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
         self.register_buffer("action_high", torch.as_tensor(space.high, dtype=torch.float32).reshape(-1))
-        self._actor_optim = make_adam(self.actor.net.parameters(), lr=config.actor_lr)
-        self._critic_optim = make_adam(self.critic.parameters(), lr=config.critic_lr)
-        self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.log_lagrange_multiplier = torch.nn.Parameter(torch.tensor(0.0))
+        self._actor_optim = self._make_optimizer(self.actor, actor_optim, config.actor_lr)
+        if critic_optims is None:
+            self._critic_optims = [self._make_optimizer(self.critic, None, config.critic_lr)]
+        else:
+            if not isinstance(critic, CriticModules) or len(critic_optims) != critic.num_critics:
+                raise ValueError("critic_optims needs one optimiser factory per module of a CriticModules critic")
+            self._critic_optims = [
+                self._make_optimizer(member, factory, config.critic_lr)
+                for member, factory in zip(critic.members, critic_optims, strict=True)
+            ]
+        if entropy_tuner is None:
+            initial = math.log(config.alpha) if config.alpha > 0 else -math.inf
+            self.log_alpha = torch.nn.Parameter(torch.tensor(initial))
+            self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+            self.target_entropy = float(-self.act_dim if config.target_entropy is None else config.target_entropy)
+        else:
+            self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
         self._lagrange_optim = torch.optim.Adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
-        for optim, module in (
-            (self._actor_optim, self.actor.net),
-            (self._critic_optim, self.critic),
-            (self._alpha_optim, self),
-            (self._lagrange_optim, self),
-        ):
-            self._optimizers.append(OfflineAlgorithm.Optimizer(optim, module))
+        self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
+        self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
         self._dataset: DeviceDataset | None = None
-        self._dataset_key: tuple[int, int] | None = None
+        self._dataset_key: tuple[Any, ...] | None = None
+        self._scale_dataset_actions = True
+
+    def _make_optimizer(
+        self, module: torch.nn.Module, factory: OptimizerFactory | None, lr: float
+    ) -> torch.optim.Optimizer:
+        if factory is None:
+            optimizer = make_adam(module.parameters(), lr=lr)
+        else:
+            optimizer, scheduler = factory.create_instances(module)
+            if scheduler is not None:
+                self.lr_schedulers.append(scheduler)
+        self._optimizers.append(OfflineAlgorithm.Optimizer(optimizer, module))
+        return optimizer
 
     @classmethod
     def build(
@@ -213,12 +286,14 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             action_scaling=True,
             deterministic_eval=True,
         )
-        return cls(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
+        return CQLSAC(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
 
     def to_policy_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Map env actions into the policy's [-1, 1] box (inverse of SACPolicy's action scaling)."""
-        scaled = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
-        return scaled.clamp(-1.0, 1.0) if self.config.clip_dataset_actions else scaled
+        """Map the staged buffer's actions into the policy's [-1, 1] box: environment units go through
+        the inverse of SACPolicy's action scaling; policy units pass unchanged."""
+        if self._scale_dataset_actions:
+            actions = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
+        return actions.clamp(-1.0, 1.0) if self.config.clip_dataset_actions else actions
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -227,34 +302,87 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     @property
     def lagrange_multiplier(self) -> torch.Tensor:
         """α′ of the Lagrange variant."""
-        return self.log_lagrange_multiplier.exp().clamp(0.0, LAGRANGE_MULTIPLIER_MAX)
+        cfg = self.config
+        return self.log_lagrange_multiplier.exp().clamp(cfg.lagrange_multiplier_min, cfg.lagrange_multiplier_max)
 
     # ----------------------------------------------------------------------------------------
     # data
     def process_buffer(self, buffer: ReplayBuffer) -> ReplayBuffer:
-        """Fit the observation normaliser (once: a resumed run keeps its own) and stage the data."""
-        if self.config.normalize_obs and not bool(self.normalizer.fitted):
-            self.normalizer.fit(np.asarray(buffer.obs[: len(buffer)]).reshape(len(buffer), -1))
+        """Stage the data afresh (Tianshou's trainer calls this at the start of every run, so edits
+        made between runs are seen) and fit the observation normaliser once (a resumed run keeps its own)."""
+        self._dataset = None
         self._stage(buffer)
         return buffer
 
     def _stage(self, buffer: ReplayBuffer) -> DeviceDataset:
-        key = (id(buffer), len(buffer))
-        if self._dataset is None or self._dataset_key != key or self._dataset.obs.device != self.device:
-            self._dataset = DeviceDataset(buffer, self.prepare_transitions, self.device)
+        key = (*buffer_fingerprint(buffer), self.device)
+        if self._dataset is None or self._dataset_key != key:
+            self._dataset = None  # release the old copy before building the new one
+            stored = read_transitions(buffer)
+            self._scale_dataset_actions = self._reads_env_units(buffer, stored.act)
+            if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
+                self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))
+            gamma = self.config.gamma if self.config.calibrated else None
+            self._dataset = DeviceDataset(stored, self.prepare_transitions, self.device, mc_gamma=gamma)
             self._dataset_key = key
         return self._dataset
 
+    def _reads_env_units(self, buffer: ReplayBuffer, actions: np.ndarray) -> bool:
+        """Whether the buffer's actions need the inverse action scaling; refuses or flags ambiguity."""
+        units = action_units_of(buffer)
+        low, high = self.action_low.cpu().numpy(), self.action_high.cpu().numpy()
+        unit_box = bounds_are_unit(low, high)
+        if units is None and not unit_box:
+            warnings.warn(
+                "the replay buffer does not say whether its actions are in the environment's units "
+                f"(bounds {low.min():g}..{high.max():g}) or the policy's [-1, 1] box; reading them as "
+                "Tianshou collectors store them, in the box (mark it with "
+                "offline_rl.data.set_action_units(buffer, 'env' or 'policy'))",
+                ActionUnitsWarning,
+                stacklevel=4,
+            )
+        scale = units == "env" and bool(self.policy.action_scaling) and not unit_box
+        if not scale:
+            reach = float(np.abs(actions).max()) if actions.size else 0.0
+            if reach > 1.0 + POLICY_BOX_TOLERANCE:
+                if units != "env":
+                    raise DatasetError(
+                        f"the replay buffer's actions reach {reach:g}, outside the policy's [-1, 1] box where a "
+                        f"buffer without an 'env' marker holds them; if they are in the environment's units, "
+                        "mark it with offline_rl.data.set_action_units(buffer, 'env')"
+                    )
+                warnings.warn(
+                    f"the dataset's actions reach {reach:g} but this SACPolicy has action_scaling=False, so "
+                    "its tanh actions stay inside [-1, 1]: the critic learns values the policy cannot reach",
+                    ActionUnitsWarning,
+                    stacklevel=4,
+                )
+        return scale
+
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
-        """A batch drawn on-device from the staged dataset (Tianshou's sampling path is bypassed)."""
+        """A batch drawn on-device from the staged dataset; a prioritized buffer draws the indices by
+        its priorities, weights the TD loss and receives |TD error| as new priorities."""
         dataset = self._stage(buffer)
-        return self.learn(*dataset.sample(sample_size or dataset.size))
+        batch_size = sample_size or dataset.size
+        if not is_prioritized(buffer):
+            return stats_from_tensors(CQLSACTrainingStats, self.gradient_step(dataset.sample(batch_size)))
+        indices = buffer.sample_indices(batch_size)
+        weight = torch.as_tensor(importance_weights(buffer, indices), dtype=torch.float32, device=self.device)  # type: ignore[arg-type]
+        values = self.gradient_step(dataset.take(dataset.rows_of(indices)), weight=weight)
+        buffer.update_weight(indices, values["td_error"].cpu().numpy())  # type: ignore[attr-defined]
+        return stats_from_tensors(CQLSACTrainingStats, values)
 
     def _update_with_batch(self, batch: Any) -> CQLSACTrainingStats:
-        """Tianshou's generic path (a sampled Batch), kept for callers that use it directly."""
+        """Tianshou's generic path (a sampled Batch, actions in the policy's box as Tianshou stores
+        them), kept for callers that use it directly."""
         keys = ("obs", "act", "rew", "terminated", "obs_next")
-        columns = (torch.as_tensor(np.asarray(batch[key]), dtype=torch.float32, device=self.device) for key in keys)
-        return self.learn(*self.prepare_transitions(*columns))
+        columns = [torch.as_tensor(np.asarray(batch[key]), dtype=torch.float32, device=self.device) for key in keys]
+        scale, self._scale_dataset_actions = self._scale_dataset_actions, False
+        try:
+            prepared = Transitions(*self.prepare_transitions(*columns))
+        finally:
+            self._scale_dataset_actions = scale
+        return self.learn(*prepared)
 
     @torch.no_grad()
     def prepare_transitions(
@@ -268,12 +396,13 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         """Raw columns -> what `learn` takes: normalised obs, policy-space actions, scaled rewards,
         1 - terminated, normalised next obs."""
         size = rew.shape[0]
+        normalize = self.normalizer if self.normalizer is not None else (lambda x: x)
         return (
-            self.normalizer(obs.reshape(size, -1)),
+            normalize(obs.reshape(size, -1)),
             self.to_policy_actions(act.reshape(size, -1)),
             rew.reshape(size) * self.config.reward_scale + self.config.reward_bias,
             1.0 - terminated.reshape(size),
-            self.normalizer(obs_next.reshape(size, -1)),
+            normalize(obs_next.reshape(size, -1)),
         )
 
     # ----------------------------------------------------------------------------------------
@@ -285,10 +414,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         rew: torch.Tensor,
         not_terminated: torch.Tensor,
         obs_next: torch.Tensor,
+        mc_return: torch.Tensor | None = None,
     ) -> CQLSACTrainingStats:
         """One CQL-SAC step (7) on prepared tensors (normalised obs, policy-space actions, scaled rewards)."""
-        losses, stats = self.compute_losses(obs, act, rew, not_terminated, obs_next)
-        optimizers = [self._actor_optim, self._critic_optim]
+        batch = Transitions(obs, act, rew, not_terminated, obs_next, mc_return)
+        return stats_from_tensors(CQLSACTrainingStats, self.gradient_step(batch))
+
+    def gradient_step(self, batch: Transitions, weight: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """(7): losses, one backward pass, every optimiser, the target update; returns the detached
+        statistics (and the per-sample `td_error` a prioritized buffer takes as priorities)."""
+        losses, stats = self.compute_losses(*batch, weight=weight)
+        optimizers = [self._actor_optim, *self._critic_optims]
         if self.config.auto_alpha:
             optimizers.append(self._alpha_optim)
         if self.config.with_lagrange:
@@ -296,14 +432,16 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         for optim in optimizers:
             optim.zero_grad(set_to_none=True)
         sum(losses.values()).backward()
+        if self.config.max_grad_norm is not None:
+            self.critic.clip_grad_norm_(self.config.max_grad_norm)
         for optim in optimizers:
             optim.step()
         with torch.no_grad():
             if self.config.with_lagrange:
-                self.log_lagrange_multiplier.clamp_(max=math.log(LAGRANGE_MULTIPLIER_MAX))
+                self.log_lagrange_multiplier.clamp_(max=math.log(self.config.lagrange_multiplier_max))
             self.soft_update_targets()
         self.count_update()
-        return stats_from_tensors(CQLSACTrainingStats, stats)
+        return stats
 
     def soft_update_targets(self) -> None:
         """Polyak averaging: θ̄ ← θ̄ + τ(θ − θ̄)."""
@@ -316,6 +454,9 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         rew: torch.Tensor,
         not_terminated: torch.Tensor,
         obs_next: torch.Tensor,
+        mc_return: torch.Tensor | None = None,
+        *,
+        weight: torch.Tensor | None = None,
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Equations (1)-(6): the losses to sum and back-propagate once, and detached statistics."""
         zero = torch.zeros((), device=obs.device)
@@ -326,9 +467,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         with torch.no_grad():
             target_q = self.td_target(rew, not_terminated, obs_next, samples.next_actions, samples.next_log_prob, alpha)
         q = self.critic_values(obs, act, samples)
-        td_loss = (q.data - target_q.unsqueeze(0)).pow(2).mean(dim=1).sum()
+        td_error = q.data - target_q.unsqueeze(0)  # (E, B)
+        squared = td_error.pow(2) if weight is None else td_error.pow(2) * weight.unsqueeze(0)
+        td_loss = squared.mean(dim=1).sum()
+        q_current, q_next = q.current, q.next
+        if self.config.calibrated:
+            if mc_return is None:
+                raise ValueError("calibrated (Cal-QL) needs the Monte-Carlo returns of the staged dataset")
+            floor = mc_return.view(1, -1, 1)
+            q_current, q_next = torch.maximum(q_current, floor), torch.maximum(q_next, floor)
         gap = self.conservative_gap(
-            q.data, q.random, q.current, q.next, samples.pi_log_prob.detach(), samples.next_log_prob
+            q.data, q.random, q_current, q_next, samples.pi_log_prob.detach(), samples.next_log_prob
         )
         conservative_loss, multiplier, lagrange_loss = self.lagrange_terms(gap)
         critic_loss = conservative_loss if self.config.bc_debug_mode else td_loss + conservative_loss
@@ -346,16 +495,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             "q_random": q.random.mean(),
             "q_policy": q.current.mean(),
             "target_q": target_q.mean(),
+            "td_error": td_error.mean(dim=0),
         }
         return losses, {name: value.detach() for name, value in stats.items()}
 
     def sample_actions(self, obs: torch.Tensor, obs_next: torch.Tensor) -> ActionSamples:
         """(1) The N uniform, π(·|s) and π(·|s') actions of one update, from one actor pass per state."""
         num_samples = self.config.cql_n_actions
-        mean, log_std = self.actor.distribution_params(obs)
+        mean, log_std = self._gaussian_params(obs)
         pi_actions, pi_log_prob = tanh_gaussian_sample(mean, log_std, num_samples)
         with torch.no_grad():
-            next_mean, next_log_std = self.actor.distribution_params(obs_next)
+            next_mean, next_log_std = self._gaussian_params(obs_next)
             next_actions, next_log_prob = tanh_gaussian_sample(next_mean, next_log_std, num_samples)
         shape = (obs.shape[0], num_samples, self.act_dim)
         random_actions = torch.rand(shape, device=obs.device, dtype=obs.dtype).mul_(2.0).sub_(1.0)
@@ -447,7 +597,8 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             return (cfg.cql_weight * gap).sum(), one, torch.zeros((), device=gap.device)
         multiplier = self.lagrange_multiplier
         weighted = multiplier.detach() * cfg.cql_weight * (gap - cfg.target_action_gap)
-        dual_loss = -0.5 * (multiplier * cfg.cql_weight * (gap.detach() - cfg.target_action_gap)).sum()
+        # The dual step averages over critics, so its size does not depend on how many there are.
+        dual_loss = -(multiplier * cfg.cql_weight * (gap.detach() - cfg.target_action_gap)).mean()
         return weighted.sum(), multiplier.detach(), dual_loss
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:

@@ -76,12 +76,25 @@ class CQLSACConfig:
     with_lagrange: bool = setting(
         False, "tune the multiplier α′ so the gap meets --target-action-gap", group=CONSERVATIVE
     )
-    target_action_gap: float = setting(-1.0, "τ of the Lagrange variant: the gap α′ aims for", group=CONSERVATIVE)
+    target_action_gap: float = setting(
+        -1.0, "τ of the Lagrange variant: the gap α′ aims for (CORL's w·(gap − τ); the authors' threshold is w·τ)",
+        group=CONSERVATIVE,
+    )  # fmt: skip
+    lagrange_multiplier_min: float = setting(0.0, "lower clamp of α′", minimum=0, group=CONSERVATIVE)
+    lagrange_multiplier_max: float = setting(1e6, "upper clamp of α′", above=0, group=CONSERVATIVE)
     lagrange_lr: float = setting(
         3e-4, "learning rate of log α′", aliases=("--cql-alpha-lr",), above=0, group=CONSERVATIVE
     )
     clip_diff_min: float = setting(-math.inf, "lower clip of the per-state gap", group=CONSERVATIVE)
     clip_diff_max: float = setting(math.inf, "upper clip of the per-state gap", group=CONSERVATIVE)
+    calibrated: bool = setting(
+        False, "Cal-QL: floor the policy actions' Q-values in the gap at the data's Monte-Carlo return",
+        aliases=("--cal-ql",), group=CONSERVATIVE,
+    )  # fmt: skip
+    max_grad_norm: float | None = setting(
+        None, "clip each critic's gradient to this L2 norm (none: no clipping)", aliases=("--clip-grad",),
+        above=0, group=OPTIMISATION,
+    )  # fmt: skip
     # TD target and data
     max_target_backup: bool = setting(False, "min over critics, then max over N target samples", group=TARGET)
     backup_entropy: bool = setting(False, "subtract α·log π(a′|s′) in the TD target", group=TARGET)
@@ -101,6 +114,10 @@ class CQLSACConfig:
         check_ranges(self)
         require(self.clip_diff_min <= self.clip_diff_max, "--clip-diff-min must not exceed --clip-diff-max")
         require(self.alpha > 0 or not self.auto_alpha, "--alpha must be positive with --auto-alpha")
+        require(
+            self.lagrange_multiplier_min <= self.lagrange_multiplier_max,
+            "--lagrange-multiplier-min must not exceed --lagrange-multiplier-max",
+        )
 
     @staticmethod
     def translate_legacy(data: dict[str, Any]) -> dict[str, Any]:

@@ -3,13 +3,16 @@
 The ensemble stores its critics' weights stacked, (E, in, out) per layer, so the critics are one
 module with one optimiser; `forward` runs each critic as plain 2-D matrix products over all
 (state, action) rows, which is what reaches the highest share of a CPU's peak (see its docstring).
+`CriticModules` gives any Tianshou critics (`(obs, act) -> Q`) the same interface, and
+`gaussian_params` reads the pre-tanh Gaussian of either our actor or a Tianshou probabilistic one,
+so the update runs unchanged on networks built the Tianshou way.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -188,3 +191,59 @@ class EnsembleCritic(nn.Module):
                 w, b = w.detach(), b.detach()
             outputs.append(torch.mv(hidden, w) + b)
         return torch.stack(outputs).view(self.num_critics, batch, samples)
+
+    def clip_grad_norm_(self, max_norm: float) -> None:
+        """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately, without a host sync."""
+        grads = [param.grad for param in self.parameters() if param.grad is not None]
+        if not grads:
+            return
+        squares = torch.stack([grad.pow(2).reshape(self.num_critics, -1).sum(dim=1) for grad in grads]).sum(dim=0)
+        scale = (max_norm / (squares.sqrt() + 1e-6)).clamp(max=1.0)  # (E,)
+        for grad in grads:
+            grad.mul_(scale.view(-1, *([1] * (grad.dim() - 1))))
+
+
+class CriticModules(nn.Module):
+    """Separate critic modules, each `(obs, act) -> Q` of shape (rows, 1) as Tianshou's
+    `ContinuousCritic`, behind `EnsembleCritic`'s interface: (B, D), (B, K, A) -> (E, B, K)."""
+
+    def __init__(self, critics: Sequence[nn.Module], act_dim: int) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(critics)
+        self.num_critics, self.act_dim = len(critics), act_dim
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
+        batch, samples = actions.shape[0], actions.shape[1]
+        rows_obs = obs.unsqueeze(1).expand(batch, samples, *obs.shape[1:]).reshape(batch * samples, *obs.shape[1:])
+        rows_act = actions.reshape(batch * samples, -1)
+        outputs = []
+        for critic in self.members:
+            if detach_params:  # the critic as a constant: gradients reach the actions only
+                constants = {name: param.detach() for name, param in critic.named_parameters()}
+                q = torch.func.functional_call(critic, constants, (rows_obs, rows_act))
+            else:
+                q = critic(rows_obs, rows_act)
+            outputs.append(q.reshape(batch, samples))
+        return torch.stack(outputs)
+
+    def clip_grad_norm_(self, max_norm: float) -> None:
+        """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately (as Tianshou's CQL does)."""
+        for critic in self.members:
+            nn.utils.clip_grad_norm_(critic.parameters(), max_norm)
+
+
+GaussianParams = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def gaussian_params(actor: nn.Module) -> GaussianParams:
+    """`obs -> (mean, log_std)` of the actor's pre-tanh Gaussian: our `TanhGaussianActor` (on
+    normalised observations), or a Tianshou actor returning `((loc, scale), state)` as
+    `ContinuousActorProbabilistic` does, which `SACPolicy` squashes with tanh exactly as we do."""
+    if isinstance(actor, TanhGaussianActor):
+        return actor.distribution_params
+
+    def from_loc_scale(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (loc, scale), _ = actor(obs)
+        return loc, scale.log()
+
+    return from_loc_scale

@@ -5,6 +5,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 `obs_next` belongs to another episode.
 """
 
+from offline_rl.data.action_units import action_units_of, set_action_units
 from offline_rl.data.buffers import load_buffer, load_buffers, save_buffer
 from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
@@ -19,6 +20,7 @@ __all__ = [
     "FramePoolBuffer",
     "FrameStackBuffer",
     "FrameStackBufferBuilder",
+    "action_units_of",
     "d4rl_path",
     "d4rl_url",
     "dataset_info",
@@ -30,4 +32,5 @@ __all__ = [
     "load_dataset",
     "load_minari",
     "save_buffer",
+    "set_action_units",
 ]

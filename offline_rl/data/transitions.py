@@ -57,7 +57,8 @@ def make_replay_buffer(
     )
     buffer.set_batch(batch)  # type: ignore[arg-type]
     mark_buffer_full(buffer, size)
-    set_dataset_info(buffer, info or {})
+    # Datasets hold what was sent to the environment (see `offline_rl.data.action_units`).
+    set_dataset_info(buffer, {"action_units": "env", **(info or {})})
     return buffer
 
 

@@ -1,11 +1,11 @@
 """Discrete CQL on a QR-DQN head for Tianshou 2.x."""
 
-from offline_rl.discrete_cql.algorithm import DiscreteCQL, DiscreteCQLTrainingStats, nstep_returns
+from offline_rl.discrete_cql.algorithm import CQLQRDQN, DiscreteCQLTrainingStats, nstep_returns
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
 
 __all__ = [
-    "DiscreteCQL",
+    "CQLQRDQN",
     "DiscreteCQLConfig",
     "DiscreteCQLTrainingStats",
     "QuantileMLP",

@@ -3,12 +3,15 @@
 One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`):
 
 1. n-step returns from the buffer that stop at episode ends: G = Σ_{k<m} γ^k r_{t+k}, where m ≤ n is
-   cut short by an episode end; the bootstrap weight is γ^m·(1 − terminated), so a truncated
-   (time-out) episode still bootstraps from its last true next observation.
+   cut short by an episode end or by the newest step of a (sub-)buffer whose episode is still
+   running (as Tianshou's `compute_nstep_return`); the bootstrap weight is γ^m·(1 − terminated),
+   so a truncated (time-out) episode still bootstraps from its last true next observation.
 2. Target quantiles θ̄(s', a*), a* greedy under the target network (or the online one with
-   `double_q`); target network copied from the online one every `target_update_freq` updates.
+   `double_q`); target network copied from the online one every `target_update_freq` updates
+   (0: no target network, the online one gives the targets, as in Tianshou).
 3. Quantile-Huber loss with τ̂ᵢ = (i + 0.5)/Nq: Σᵢ meanⱼ |τ̂ᵢ − 1{uᵢⱼ < 0}|·Lκ(uᵢⱼ)/κ with
-   uᵢⱼ = Tⱼ − θᵢ(s, a_data), averaged over the batch.
+   uᵢⱼ = Tⱼ − θᵢ(s, a_data), averaged over the batch (weighted by a prioritized buffer's
+   importance weights, which then receive meanᵢ Σⱼ Lκ(uᵢⱼ) as new priorities, as in Tianshou).
 4. Conservative term: `cql_weight`·mean over the batch of (logsumexp_a Q(s, a) − Q(s, a_data)),
    Q = mean over quantiles.
 """
@@ -25,9 +28,12 @@ import torch
 import torch.nn.functional as F
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
 
 from offline_rl.algorithm_base import CountedOfflineAlgorithm, stats_from_tensors
+from offline_rl.compat import importance_weights
+from offline_rl.data.staging import is_prioritized
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.perf import make_adam
 
@@ -50,8 +56,11 @@ def nstep_returns(
     """(returns, bootstrap weights, index of each window's last step) for n-step TD targets.
 
     The window starting at each index walks forward with `buffer.next`, and stops after the first
-    step flagged `done` (terminated or truncated): rewards of the next episode never leak in.
+    step flagged `done` (terminated or truncated), or at the newest step of a (sub-)buffer whose
+    episode is still running (where `buffer.next(i) == i` would repeat it): rewards of the next
+    episode never leak in, and none is counted twice.
     """
+    unfinished = np.asarray(buffer.unfinished_index())
     returns = np.zeros(len(indices), dtype=np.float64)
     discount = np.ones(len(indices), dtype=np.float64)
     current = np.asarray(indices).copy()
@@ -61,7 +70,8 @@ def nstep_returns(
         returns += np.where(active, discount * buffer.rew[current], 0.0)
         last = np.where(active, current, last)
         discount = np.where(active, discount * gamma, discount)
-        still = active & ~np.asarray(buffer.done[current], dtype=bool)
+        ends = np.asarray(buffer.done[current], dtype=bool) | np.isin(current, unfinished)
+        still = active & ~ends
         if step + 1 < n_step:
             current = np.where(still, buffer.next(current), current)
         active = still
@@ -69,8 +79,11 @@ def nstep_returns(
     return returns, bootstrap, last
 
 
-def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0) -> torch.Tensor:
-    """QR-DQN's loss per transition: Σᵢ meanⱼ ρ^κ_τ̂ᵢ(Tⱼ − θᵢ); current, target are (B, Nq)."""
+def quantile_huber_loss(
+    current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """QR-DQN's loss per transition, Σᵢ meanⱼ ρ^κ_τ̂ᵢ(Tⱼ − θᵢ), and its priority for a prioritized
+    buffer, meanᵢ Σⱼ Lκ(Tⱼ − θᵢ) (Tianshou's); current, target are (B, Nq)."""
     batch, num_quantiles = current.shape
     tau_hat = (torch.arange(num_quantiles, device=current.device, dtype=current.dtype) + 0.5) / num_quantiles
     shape = (batch, num_quantiles, num_quantiles)  # (B, i, j): u_ij = T_j - θ_i
@@ -79,22 +92,34 @@ def quantile_huber_loss(current: torch.Tensor, target: torch.Tensor, kappa: floa
     # |τ̂ᵢ − 1{u_ij < 0}| is 1 − τ̂ᵢ where the target lies below the quantile, τ̂ᵢ elsewhere: one select.
     tau_i = tau_hat.view(1, -1, 1)
     weight = torch.where(target_ij < current_ij, 1.0 - tau_i, tau_i)
-    return (weight * huber).mean(dim=2).sum(dim=1) / kappa
+    loss = (weight * huber).mean(dim=2).sum(dim=1) / kappa
+    return loss, huber.detach().sum(dim=2).mean(dim=1)
 
 
-class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
-    """CQL for discrete actions on a QR-DQN model; evaluated by Tianshou collectors via `QRDQNPolicy`."""
+class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
+    """CQL for discrete actions on a QR-DQN model; evaluated by Tianshou collectors via `QRDQNPolicy`.
 
-    def __init__(self, *, policy: QRDQNPolicy, config: DiscreteCQLConfig) -> None:
+    Built from a config with `CQLQRDQN.build(...)`, or from Tianshou-style parts with the drop-in
+    `offline_rl.DiscreteCQL`; without an optimiser factory, Adam runs at the config's rate.
+    """
+
+    def __init__(
+        self, *, policy: QRDQNPolicy, config: DiscreteCQLConfig, optim: OptimizerFactory | None = None
+    ) -> None:
         super().__init__(policy=policy)
         config.validate()
         self.config = config
         self.model = policy.model
-        self.model_target = copy.deepcopy(self.model).requires_grad_(False)
+        self.model_target = copy.deepcopy(self.model).requires_grad_(False) if config.target_update_freq else None
         space = policy.action_space
         assert isinstance(space, gym.spaces.Discrete)
         self.num_actions = int(space.n)
-        self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
+        if optim is None:
+            self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
+        else:
+            self._optim, scheduler = optim.create_instances(self.model)
+            if scheduler is not None:
+                self.lr_schedulers.append(scheduler)
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._optim, self.model))
 
     @classmethod
@@ -105,7 +130,7 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
         config: DiscreteCQLConfig | None = None,
         *,
         device: str | torch.device = "cpu",
-    ) -> DiscreteCQL:
+    ) -> CQLQRDQN:
         """QR-DQN model (Nature CNN for image stacks, MLP otherwise), QRDQNPolicy and algorithm."""
         from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
 
@@ -125,14 +150,15 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
             observation_space=observation_space,
             eps_inference=config.eps_test,
         )
-        return cls(policy=policy, config=config).to(device)
+        return CQLQRDQN(policy=policy, config=config).to(device)
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
-        """Sample a batch, build n-step targets that respect episode ends, take one step."""
+        """Sample a batch (by priority from a prioritized buffer), build n-step targets that respect
+        episode ends, take one step."""
         return self._update_at(buffer, buffer.sample_indices(sample_size or len(buffer)))
 
     def _update_with_batch(self, batch: Any) -> DiscreteCQLTrainingStats:  # pragma: no cover - update() is used
-        raise NotImplementedError("DiscreteCQL samples its own n-step windows; call update(buffer, batch_size)")
+        raise NotImplementedError("CQLQRDQN samples its own n-step windows; call update(buffer, batch_size)")
 
     def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> DiscreteCQLTrainingStats:
         cfg = self.config
@@ -140,17 +166,24 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
         obs = buffer[indices].obs
         obs_next = buffer[last].obs_next
         act = torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long, device=self.device)
+        prioritized = is_prioritized(buffer)
+        weight = None
+        if prioritized:
+            weight = torch.as_tensor(importance_weights(buffer, indices), dtype=torch.float32, device=self.device)  # type: ignore[arg-type]
         losses = self.compute_losses(
             obs,
             act,
             torch.as_tensor(returns, dtype=torch.float32, device=self.device),
             torch.as_tensor(bootstrap, dtype=torch.float32, device=self.device),
             obs_next,
+            weight=weight,
         )
         self._optim.zero_grad(set_to_none=True)
         losses["loss"].backward()
         self._optim.step()
-        if self.count_update() % cfg.target_update_freq == 0:
+        if prioritized:
+            buffer.update_weight(indices, losses["priority"].cpu().numpy())  # type: ignore[attr-defined]
+        if self.count_update() % max(cfg.target_update_freq, 1) == 0 and self.model_target is not None:
             with torch.no_grad():
                 self.model_target.load_state_dict(self.model.state_dict())
         return stats_from_tensors(DiscreteCQLTrainingStats, losses)
@@ -162,6 +195,8 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
         returns: torch.Tensor,
         bootstrap: torch.Tensor,
         obs_next: Any,
+        *,
+        weight: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """Quantile-Huber TD loss plus the conservative term, and statistics (see module docstring)."""
         cfg = self.config
@@ -169,14 +204,16 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
         theta, _ = self.model(obs)  # (B, A, Nq)
         theta_data = theta[rows, act]
         with torch.no_grad():
-            next_target, _ = self.model_target(obs_next)
-            if cfg.double_q:
+            target_model = self.model if self.model_target is None else self.model_target
+            next_target, _ = target_model(obs_next)
+            if cfg.double_q and self.model_target is not None:
                 next_online, _ = self.model(obs_next)
                 best = next_online.mean(dim=2).argmax(dim=1)
             else:
                 best = next_target.mean(dim=2).argmax(dim=1)
             target = returns.unsqueeze(1) + bootstrap.unsqueeze(1) * next_target[rows, best]
-        qr_loss = quantile_huber_loss(theta_data, target, cfg.kappa).mean()
+        per_transition, priority = quantile_huber_loss(theta_data, target, cfg.kappa)
+        qr_loss = (per_transition if weight is None else per_transition * weight).mean()
         q_values = theta.mean(dim=2)
         q_data = q_values[rows, act]
         cql_loss = (torch.logsumexp(q_values, dim=1) - q_data).mean()
@@ -187,4 +224,5 @@ class DiscreteCQL(CountedOfflineAlgorithm[QRDQNPolicy]):
             "q_data": q_data.detach().mean(),
             "q_mean": q_values.detach().mean(),
             "q_max": q_values.detach().max(dim=1).values.mean(),
+            "priority": priority,
         }

@@ -24,7 +24,9 @@ class DiscreteCQLConfig:
     num_quantiles: int = setting(200, "quantiles of the QR-DQN head", minimum=2)
     gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1)
     n_step: int = setting(1, "n of the n-step TD target (windows stop at episode ends)", minimum=1)
-    target_update_freq: int = setting(500, "updates between hard target-network copies", minimum=1)
+    target_update_freq: int = setting(
+        500, "updates between hard target-network copies (0: no target network)", minimum=0
+    )
     cql_weight: float = setting(10.0, "weight w of the conservative term", aliases=("--min-q-weight",), minimum=0)
     lr: float = setting(1e-4, "Adam learning rate", above=0)
     adam_eps: float = setting(1e-8, "Adam's ε", above=0)
