@@ -39,19 +39,20 @@ from offline_rl.apps.dataset_generation import cache_dir
 IMPLEMENTATIONS = {"tianshou": tianshou_algorithms, "offline_rl": offline_rl}
 
 
-def cached(name: str, gather: Callable[[], VectorReplayBuffer]) -> VectorReplayBuffer:
+def load_cached(name: str, gather: Callable[[], VectorReplayBuffer]) -> VectorReplayBuffer:
+    """A fresh copy of the gathered buffer for every run, as each Tianshou test loads its file (and
+    Tianshou's CQL adds a column to the buffer it trains on, so a buffer cannot be shared)."""
     path = cache_dir() / name
-    if path.is_file():
-        with path.open("rb") as file:
-            return pickle.load(file)
-    print(f"gathering {name} (once; cached in {path.parent}) ...", flush=True)
-    buffer = gather()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as file:
-        pickle.dump(buffer, file)
-    tmp.replace(path)
-    return buffer
+    if not path.is_file():
+        print(f"gathering {name} (once; cached in {path.parent}) ...", flush=True)
+        buffer = gather()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as file:
+            pickle.dump(buffer, file)
+        tmp.replace(path)
+    with path.open("rb") as file:
+        return pickle.load(file)
 
 
 def seed_everything(seed: int, *envs: DummyVectorEnv) -> None:
@@ -260,9 +261,10 @@ def main() -> None:
     rows = []
     for key in SCENARIOS if args.scenario == "both" else [args.scenario]:
         title, cache_name, gather, run, threshold = SCENARIOS[key]
-        buffer = cached(cache_name, gather)
+        load_cached(cache_name, gather)
         for name in args.implementations:
             for seed in args.seeds:
+                buffer = load_cached(cache_name, gather)
                 start = time.perf_counter()
                 best = run(IMPLEMENTATIONS[name], buffer, seed)
                 seconds = time.perf_counter() - start

@@ -167,3 +167,35 @@ def test_policy_plays_in_a_tianshou_collector() -> None:
     collector = Collector(algo.policy, DummyVectorEnv([lambda: gym.make("CartPole-v1")]))
     collector.reset()
     assert collector.collect(n_episode=2).n_collected_episodes == 2
+
+
+def test_reward_clipping_clips_each_reward_before_the_sum_and_leaves_the_data_alone() -> None:
+    buffer = episode_buffer()
+    returns, _, _ = nstep_returns(buffer, np.array([3, 5]), n_step=3, gamma=0.5, clip_rewards=True)
+    np.testing.assert_allclose(returns, [1 + 0.5, 1 + 0.5 + 0.25])  # 10, 20 / 100, 200, 300 become 1
+    assert buffer.rew[5] == 100  # stored data unchanged
+
+
+def test_reward_clipping_is_the_atari_default_and_reaches_the_learner(monkeypatch: pytest.MonkeyPatch) -> None:
+    from offline_rl.apps.atari_cql import AtariCQLConfig
+    from offline_rl.apps.flags import parse_config
+    from offline_rl.discrete_cql import algorithm as discrete_algorithm
+
+    assert DiscreteCQLConfig().reward_clip is False  # vector tasks keep their rewards
+    assert AtariCQLConfig().algorithm.reward_clip is True
+    assert (
+        parse_config(AtariCQLConfig(), ["--no-reward-clip"], prog="atari_cql.py", description="").algorithm.reward_clip
+        is False
+    )
+    seen = []
+    original = discrete_algorithm.nstep_returns
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["clip_rewards"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(discrete_algorithm, "nstep_returns", spy)
+    algo = tiny_algorithm(reward_clip=True)
+    with policy_within_training_step(algo.policy):
+        algo.update(episode_buffer(), 4)
+    assert seen == [True]

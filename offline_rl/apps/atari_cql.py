@@ -43,7 +43,8 @@ class AtariCQLConfig:
     run: OfflineRunConfig = field(
         default_factory=lambda: OfflineRunConfig(epoch=100, step_per_epoch=10_000, batch_size=32)
     )
-    algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
+    # Atari protocol: rewards clipped to [-1, 1] in the learner, as every published Atari CQL number.
+    algorithm: DiscreteCQLConfig = field(default_factory=lambda: DiscreteCQLConfig(reward_clip=True))
 
 
 def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:

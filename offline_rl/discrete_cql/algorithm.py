@@ -2,10 +2,12 @@
 
 One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`):
 
-1. n-step returns from the buffer that stop at episode ends: G = Σ_{k<m} γ^k r_{t+k}, where m ≤ n is
-   cut short by an episode end or by the newest step of a (sub-)buffer whose episode is still
-   running (as Tianshou's `compute_nstep_return`); the bootstrap weight is γ^m·(1 − terminated),
-   so a truncated (time-out) episode still bootstraps from its last true next observation.
+1. n-step returns from the buffer (each reward clipped to [-1, 1] first with `reward_clip`, as in
+   Dopamine, the DQN-Replay agents and the CQL paper's Atari agent) that stop at episode ends:
+   G = Σ_{k<m} γ^k r_{t+k}, where m ≤ n is cut short by an episode end or by the newest step of a
+   (sub-)buffer whose episode is still running (as Tianshou's `compute_nstep_return`); the
+   bootstrap weight is γ^m·(1 − terminated), so a truncated (time-out) episode still bootstraps
+   from its last true next observation.
 2. Target quantiles θ̄(s', a*), a* greedy under the target network (or the online one with
    `double_q`); target network copied from the online one every `target_update_freq` updates
    (0: no target network, the online one gives the targets, as in Tianshou).
@@ -51,14 +53,15 @@ class DiscreteCQLTrainingStats(TrainingStats):
 
 
 def nstep_returns(
-    buffer: ReplayBuffer, indices: np.ndarray, n_step: int, gamma: float
+    buffer: ReplayBuffer, indices: np.ndarray, n_step: int, gamma: float, *, clip_rewards: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(returns, bootstrap weights, index of each window's last step) for n-step TD targets.
 
     The window starting at each index walks forward with `buffer.next`, and stops after the first
     step flagged `done` (terminated or truncated), or at the newest step of a (sub-)buffer whose
     episode is still running (where `buffer.next(i) == i` would repeat it): rewards of the next
-    episode never leak in, and none is counted twice.
+    episode never leak in, and none is counted twice. `clip_rewards` clips each reward to [-1, 1]
+    before it is summed, as Dopamine's agents do.
     """
     unfinished = np.asarray(buffer.unfinished_index())
     returns = np.zeros(len(indices), dtype=np.float64)
@@ -67,7 +70,10 @@ def nstep_returns(
     last = current.copy()
     active = np.ones(len(indices), dtype=bool)
     for step in range(n_step):
-        returns += np.where(active, discount * buffer.rew[current], 0.0)
+        rewards = np.asarray(buffer.rew[current], dtype=np.float64)
+        if clip_rewards:
+            rewards = np.clip(rewards, -1.0, 1.0)
+        returns += np.where(active, discount * rewards, 0.0)
         last = np.where(active, current, last)
         discount = np.where(active, discount * gamma, discount)
         ends = np.asarray(buffer.done[current], dtype=bool) | np.isin(current, unfinished)
@@ -162,7 +168,7 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
 
     def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> DiscreteCQLTrainingStats:
         cfg = self.config
-        returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma)
+        returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=cfg.reward_clip)
         obs = buffer[indices].obs
         obs_next = buffer[last].obs_next
         act = torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long, device=self.device)
