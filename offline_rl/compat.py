@@ -24,11 +24,6 @@ def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:
     buffer.last_index = np.array([size - 1])
 
 
-def insertion_index(buffer: ReplayBuffer) -> int:
-    """Where `buffer` writes next (0 when it is exactly full or empty)."""
-    return int(buffer._insertion_idx)
-
-
 def buffer_columns(buffer: ReplayBuffer) -> Batch:
     """The Batch of full-length arrays a buffer stores (its rows in slot order, not sample order)."""
     return buffer._meta

@@ -87,7 +87,6 @@ class CQL(CQLSAC):
         if with_lagrange and cql_weight <= 0:
             raise ValueError("with_lagrange needs cql_weight > 0 (the threshold is on cql_weight × gap)")
         tuner = alpha if isinstance(alpha, AutoAlpha) else None
-        fixed_alpha = float(alpha.value) if isinstance(alpha, Alpha) and tuner is None else alpha
         config = CQLSACConfig(
             num_critics=2,
             normalize_obs=False,
@@ -95,7 +94,7 @@ class CQL(CQLSAC):
             critic_lr=_learning_rate(critic_optim, 1e-3),
             gamma=gamma,
             tau=tau,
-            alpha=float(fixed_alpha) if tuner is None else float(tuner.value),
+            alpha=float(alpha.value if isinstance(alpha, Alpha) else alpha),
             auto_alpha=tuner is not None,
             cql_weight=cql_weight,
             cql_n_actions=num_repeat_actions,
@@ -121,7 +120,6 @@ class CQL(CQLSAC):
             critic_optims=[critic_optim, critic2_optim or critic_optim],
             entropy_tuner=tuner,
         )
-        self.min_action, self.max_action = min_action, max_action
         self.to(_device_of(policy))
 
 

@@ -11,8 +11,8 @@ from tianshou.algorithm.algorithm_base import Algorithm, policy_within_training_
 from tianshou.data import Batch, PrioritizedReplayBuffer, ReplayBuffer, VectorReplayBuffer
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.algorithm import ActionUnitsWarning
 from offline_rl.data import action_units_of, load_buffer, save_buffer, set_action_units
+from offline_rl.data.action_units import ActionUnitsWarning
 from offline_rl.data.staging import monte_carlo_returns, read_transitions
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import nstep_returns

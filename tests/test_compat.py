@@ -47,21 +47,12 @@ def test_mark_buffer_full_matches_tianshous_own_full_buffer() -> None:
         obs_next=np.arange(1, size + 1)[:, None],
     )
     assert len(ours) == len(reference) == size
-    assert compat.insertion_index(ours) == compat.insertion_index(reference) == 0
+    assert ours._insertion_idx == reference._insertion_idx == 0
     np.testing.assert_array_equal(ours.sample_indices(0), reference.sample_indices(0))
     np.testing.assert_array_equal(ours.next(np.arange(size)), reference.next(np.arange(size)))
     np.testing.assert_array_equal(ours.prev(np.arange(size)), reference.prev(np.arange(size)))
     np.testing.assert_array_equal(ours.last_index, reference.last_index)
     np.testing.assert_array_equal(compat.buffer_columns(ours).rew, reference.rew)
-
-
-def test_insertion_index_of_a_partly_filled_buffer() -> None:
-    buffer = ReplayBuffer(10)
-    for step in range(3):
-        buffer.add(
-            Batch(obs=np.array([step]), act=0, rew=0.0, terminated=False, truncated=False, obs_next=np.array([0]))
-        )
-    assert compat.insertion_index(buffer) == 3
 
 
 def test_columns_and_attributes_outside_tianshous_reserved_keys() -> None:

@@ -21,7 +21,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 import offline_rl
-from offline_rl.cql_sac.algorithm import ActionUnitsWarning
+from offline_rl.data.action_units import ActionUnitsWarning
 
 
 @pytest.mark.parametrize("name", ["CQL", "DiscreteCQL"])

@@ -39,8 +39,8 @@ one file, as in CORL and CleanRL, with each equation above a short method of its
 from __future__ import annotations
 
 import copy
+import functools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -65,7 +65,7 @@ from offline_rl.cql_sac.networks import (
     tanh_gaussian_log_prob,
     tanh_gaussian_sample,
 )
-from offline_rl.data.action_units import action_units_of, bounds_are_unit
+from offline_rl.data.action_units import needs_action_scaling
 from offline_rl.data.staging import (
     StoredTransitions,
     buffer_fingerprint,
@@ -73,17 +73,10 @@ from offline_rl.data.staging import (
     monte_carlo_returns,
     read_transitions,
 )
-from offline_rl.errors import DatasetError
 from offline_rl.perf import make_adam
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
 """Dataset actions are clipped to ±this for log π(a_data|s), so atanh stays finite."""
-POLICY_BOX_TOLERANCE = 1e-3
-"""Actions read as policy units may exceed ±1 by this much (float noise) before the buffer is refused."""
-
-
-class ActionUnitsWarning(UserWarning):
-    """A buffer's action units had to be assumed, or its actions lie where the policy cannot act."""
 
 
 @dataclass(kw_only=True)
@@ -238,7 +231,6 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
         self._dataset: DeviceDataset | None = None
         self._dataset_key: tuple[Any, ...] | None = None
-        self._scale_dataset_actions = True
 
     def _make_optimizer(
         self, module: torch.nn.Module, factory: OptimizerFactory | None, lr: float
@@ -288,10 +280,10 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         )
         return CQLSAC(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
 
-    def to_policy_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Map the staged buffer's actions into the policy's [-1, 1] box: environment units go through
-        the inverse of SACPolicy's action scaling; policy units pass unchanged."""
-        if self._scale_dataset_actions:
+    def to_policy_actions(self, actions: torch.Tensor, *, env_units: bool = True) -> torch.Tensor:
+        """Map actions into the policy's [-1, 1] box: environment units go through the inverse of
+        SACPolicy's action scaling; policy units pass unchanged."""
+        if env_units:
             actions = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
         return actions.clamp(-1.0, 1.0) if self.config.clip_dataset_actions else actions
 
@@ -319,45 +311,20 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         if self._dataset is None or self._dataset_key != key:
             self._dataset = None  # release the old copy before building the new one
             stored = read_transitions(buffer)
-            self._scale_dataset_actions = self._reads_env_units(buffer, stored.act)
+            env_units = needs_action_scaling(
+                buffer,
+                stored.act,
+                self.action_low.cpu().numpy(),
+                self.action_high.cpu().numpy(),
+                action_scaling=bool(self.policy.action_scaling),
+            )
             if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
                 self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))
             gamma = self.config.gamma if self.config.calibrated else None
-            self._dataset = DeviceDataset(stored, self.prepare_transitions, self.device, mc_gamma=gamma)
+            prepare = functools.partial(self.prepare_transitions, env_units=env_units)
+            self._dataset = DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
             self._dataset_key = key
         return self._dataset
-
-    def _reads_env_units(self, buffer: ReplayBuffer, actions: np.ndarray) -> bool:
-        """Whether the buffer's actions need the inverse action scaling; refuses or flags ambiguity."""
-        units = action_units_of(buffer)
-        low, high = self.action_low.cpu().numpy(), self.action_high.cpu().numpy()
-        unit_box = bounds_are_unit(low, high)
-        if units is None and not unit_box:
-            warnings.warn(
-                "the replay buffer does not say whether its actions are in the environment's units "
-                f"(bounds {low.min():g}..{high.max():g}) or the policy's [-1, 1] box; reading them as "
-                "Tianshou collectors store them, in the box (mark it with "
-                "offline_rl.data.set_action_units(buffer, 'env' or 'policy'))",
-                ActionUnitsWarning,
-                stacklevel=4,
-            )
-        scale = units == "env" and bool(self.policy.action_scaling) and not unit_box
-        if not scale:
-            reach = float(np.abs(actions).max()) if actions.size else 0.0
-            if reach > 1.0 + POLICY_BOX_TOLERANCE:
-                if units != "env":
-                    raise DatasetError(
-                        f"the replay buffer's actions reach {reach:g}, outside the policy's [-1, 1] box where a "
-                        f"buffer without an 'env' marker holds them; if they are in the environment's units, "
-                        "mark it with offline_rl.data.set_action_units(buffer, 'env')"
-                    )
-                warnings.warn(
-                    f"the dataset's actions reach {reach:g} but this SACPolicy has action_scaling=False, so "
-                    "its tanh actions stay inside [-1, 1]: the critic learns values the policy cannot reach",
-                    ActionUnitsWarning,
-                    stacklevel=4,
-                )
-        return scale
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
         """A batch drawn on-device from the staged dataset; a prioritized buffer draws the indices by
@@ -377,12 +344,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         them), kept for callers that use it directly."""
         keys = ("obs", "act", "rew", "terminated", "obs_next")
         columns = [torch.as_tensor(np.asarray(batch[key]), dtype=torch.float32, device=self.device) for key in keys]
-        scale, self._scale_dataset_actions = self._scale_dataset_actions, False
-        try:
-            prepared = Transitions(*self.prepare_transitions(*columns))
-        finally:
-            self._scale_dataset_actions = scale
-        return self.learn(*prepared)
+        return self.learn(*self.prepare_transitions(*columns, env_units=False))
 
     @torch.no_grad()
     def prepare_transitions(
@@ -392,14 +354,16 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         rew: torch.Tensor,
         terminated: torch.Tensor,
         obs_next: torch.Tensor,
+        *,
+        env_units: bool = True,
     ) -> tuple[torch.Tensor, ...]:
         """Raw columns -> what `learn` takes: normalised obs, policy-space actions, scaled rewards,
-        1 - terminated, normalised next obs."""
+        1 - terminated, normalised next obs; `env_units` says where the actions live."""
         size = rew.shape[0]
         normalize = self.normalizer if self.normalizer is not None else (lambda x: x)
         return (
             normalize(obs.reshape(size, -1)),
-            self.to_policy_actions(act.reshape(size, -1)),
+            self.to_policy_actions(act.reshape(size, -1), env_units=env_units),
             rew.reshape(size) * self.config.reward_scale + self.config.reward_bias,
             1.0 - terminated.reshape(size),
             normalize(obs_next.reshape(size, -1)),

@@ -10,16 +10,24 @@ only when the bounds are ±1, and confusing them trains silently on shrunken or 
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
 from tianshou.data import ReplayBuffer
 
 from offline_rl.data.transitions import dataset_info, set_dataset_info
+from offline_rl.errors import DatasetError
 
 ActionUnits = Literal["env", "policy"]
 ACTION_UNITS_KEY = "action_units"
 UNITS: tuple[ActionUnits, ...] = ("env", "policy")
+POLICY_BOX_TOLERANCE = 1e-3
+"""Actions read as policy units may exceed ±1 by this much (float noise) before the buffer is refused."""
+
+
+class ActionUnitsWarning(UserWarning):
+    """A buffer's action units had to be assumed, or its actions lie where the policy cannot act."""
 
 
 def set_action_units(buffer: ReplayBuffer, units: ActionUnits) -> ReplayBuffer:
@@ -46,3 +54,37 @@ def action_units_of(buffer: ReplayBuffer) -> ActionUnits | None:
 def bounds_are_unit(low: np.ndarray, high: np.ndarray) -> bool:
     """Whether the environment's action box is [-1, 1] in every dimension (then units agree)."""
     return bool(np.allclose(low, -1.0) and np.allclose(high, 1.0))
+
+
+def needs_action_scaling(
+    buffer: ReplayBuffer, actions: np.ndarray, low: np.ndarray, high: np.ndarray, *, action_scaling: bool
+) -> bool:
+    """Whether `buffer`'s actions must go through the inverse of a policy's action scaling to reach
+    its [-1, 1] box; warns when the units had to be assumed, refuses actions no box can hold."""
+    units = action_units_of(buffer)
+    unit_box = bounds_are_unit(low, high)
+    if units is None and not unit_box:
+        warnings.warn(
+            "the replay buffer does not say whether its actions are in the environment's units "
+            f"(bounds {low.min():g}..{high.max():g}) or the policy's [-1, 1] box; reading them as "
+            "Tianshou collectors store them, in the box (mark it with "
+            "offline_rl.data.set_action_units(buffer, 'env' or 'policy'))",
+            ActionUnitsWarning,
+            stacklevel=5,
+        )
+    scale = units == "env" and action_scaling and not unit_box
+    reach = float(np.abs(actions).max()) if actions.size else 0.0
+    if not scale and reach > 1.0 + POLICY_BOX_TOLERANCE:
+        if units != "env":
+            raise DatasetError(
+                f"the replay buffer's actions reach {reach:g}, outside the policy's [-1, 1] box where a "
+                "buffer without an 'env' marker holds them; if they are in the environment's units, "
+                "mark it with offline_rl.data.set_action_units(buffer, 'env')"
+            )
+        warnings.warn(
+            f"the dataset's actions reach {reach:g} but this SACPolicy has action_scaling=False, so "
+            "its tanh actions stay inside [-1, 1]: the critic learns values the policy cannot reach",
+            ActionUnitsWarning,
+            stacklevel=5,
+        )
+    return scale

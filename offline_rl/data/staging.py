@@ -70,11 +70,8 @@ def read_transitions(buffer: ReplayBuffer) -> StoredTransitions:
         raise DatasetError("the replay buffer holds no transitions")
     if _reads_raw_columns(buffer):
         stored = buffer_columns(buffer)
-        if _is_identity(indices):
-            size = len(indices)
-            columns = {key: np.asarray(stored[key][:size]) for key in (*COLUMNS, "done")}
-        else:
-            columns = {key: np.asarray(stored[key][indices]) for key in (*COLUMNS, "done")}
+        rows = slice(0, len(indices)) if _is_identity(indices) else indices  # a slice is a view
+        columns = {key: np.asarray(stored[key][rows]) for key in (*COLUMNS, "done")}
     else:
         batch = buffer[indices]
         columns = {key: np.asarray(batch[key]) for key in (*COLUMNS, "done")}

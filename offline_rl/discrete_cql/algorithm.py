@@ -189,7 +189,8 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         self._optim.step()
         if prioritized:
             buffer.update_weight(indices, losses["priority"].cpu().numpy())  # type: ignore[attr-defined]
-        if self.count_update() % max(cfg.target_update_freq, 1) == 0 and self.model_target is not None:
+        updates = self.count_update()
+        if self.model_target is not None and updates % cfg.target_update_freq == 0:
             with torch.no_grad():
                 self.model_target.load_state_dict(self.model.state_dict())
         return stats_from_tensors(DiscreteCQLTrainingStats, losses)
