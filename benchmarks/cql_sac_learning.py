@@ -120,7 +120,7 @@ def main() -> None:
         f"\n{args.task}, random-policy dataset of {stats.transitions} transitions, "
         f"{args.epochs}×{args.updates_per_epoch} updates, {args.test_num} evaluation episodes, seed {args.seed}"
     )
-    header = ("who", "return (last)", "norm. (last)", "best epoch return", "seconds")
+    header = ("who", "return (last)", "norm. (last)", "best (optimistic)", "seconds")
     print(f"| {header[0]:22s} | {header[1]:>16s} | {header[2]:>12s} | {header[3]:>17s} | {header[4]:>7s} |")
     behaviour = f"{stats.return_mean:16.1f} | {norm(stats.return_mean):>12s}"
     print(f"| {'behaviour data':22s} | {behaviour} | {'':>17s} | {'':>7s} |")

@@ -208,8 +208,20 @@ def gather_cartpole() -> VectorReplayBuffer:
     return expert_buffer
 
 
-def run_discrete_cql(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float:
-    """test_discrete_cql.py's body; `implementation.DiscreteCQL` is the only thing that varies."""
+def run_discrete_cql(
+    implementation: Any,
+    buffer: VectorReplayBuffer,
+    seed: int,
+    *,
+    epochs: int = 5,
+    stop_at: float | None = 170.0,
+    returns: list[float] | None = None,
+) -> float:
+    """test_discrete_cql.py's body; `implementation.DiscreteCQL` is the only thing that varies.
+
+    `stop_at=None` trains the whole budget (a learning check rather than the test); `returns`
+    receives every evaluation's mean return.
+    """
     task, test_num = "CartPole-v1", 100
     env = gym.make(task)
     test_envs = DummyVectorEnv([lambda: gym.make(task) for _ in range(test_num)])
@@ -225,15 +237,23 @@ def run_discrete_cql(implementation: Any, buffer: VectorReplayBuffer, seed: int)
         target_update_freq=500,
         min_q_weight=10.0,
     )
+
+    def score(stats: Any) -> float:
+        mean = float(np.mean(stats.returns))
+        if returns is not None:
+            returns.append(mean)
+        return mean
+
     result = algorithm.run_training(
         OfflineTrainerParams(
             buffer=buffer,
             test_collector=Collector(algorithm, test_envs, exploration_noise=True),
-            max_epochs=5,
+            max_epochs=epochs,
             epoch_num_steps=1000,
             test_step_num_episodes=test_num,
             batch_size=32,
-            stop_fn=lambda reward: reward >= 170,
+            stop_fn=None if stop_at is None else (lambda reward: reward >= stop_at),
+            compute_score_fn=score,
             show_progress=False,
         )
     )

@@ -12,13 +12,18 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from offline_rl.apps.atari_cql import config_from_args, describe_buffer, load_atari_buffer
+from offline_rl.apps.atari_cql import (
+    config_from_args,
+    describe_buffer,
+    evaluation_padding,
+    load_atari_buffer,
+    make_evaluation_env,
+)
 from offline_rl.apps.cli import run_main
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.training import evaluate_or_train, start_session
 from offline_rl.data import dataset_info
 from offline_rl.discrete_cql import CQLQRDQN
-from offline_rl.envs import make_atari_env
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -27,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
 
     # 2. The algorithm, shaped by the game's spaces (and by the checkpoint's settings when resuming).
-    env = make_atari_env(config.task, config.frames_stack)
+    env = make_evaluation_env(config, padding="reset")
     algorithm_config = session.algorithm_config(config.algorithm)
     algorithm = CQLQRDQN.build(env.observation_space, env.action_space, algorithm_config, device=session.device)
     session.restore(algorithm)
@@ -35,15 +40,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 3. The data (not needed to only watch a trained policy).
     buffer = None if config.run.watch else load_atari_buffer(config, env)
     names = " ".join(config.load_buffer_name)
-    info = (dataset_info(buffer) if buffer is not None else {}) or {"name": names}
+    padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
+    info = {"name": names, **(dataset_info(buffer) if buffer is not None else {}), "frame_padding": padding}
     if buffer is not None:
-        describe_buffer(config, buffer)
+        describe_buffer(config, buffer, padding)
 
     # 4. Tianshou's offline trainer: evaluations, checkpoints, TensorBoard logs, a summary line.
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_atari_env(config.task, config.frames_stack, **kwargs),
+        lambda **kwargs: make_evaluation_env(config, padding, **kwargs),
         config.run,
         lambda writer: EvaluationReporter(writer=writer),
         task=config.task,

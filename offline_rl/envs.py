@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,16 @@ def make_env(task: str, **kwargs: Any) -> gym.Env:
         raise OfflineRLError(f"--task '{task}': {error}") from None
 
 
+def episode_limit(task: str) -> int | None:
+    """The time limit gymnasium registers for `task` (None when it has none or does not know it)."""
+    if "NoFrameskip" in task or task.startswith("ALE/"):
+        _register_atari()
+    try:
+        return gym.spec(task).max_episode_steps
+    except gym.error.Error:
+        return None
+
+
 def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> None:
     """Refuse a dataset whose observation or action shape differs from `task`'s env."""
     env = make_env(task)
@@ -94,17 +104,98 @@ def is_atari_task(task: str) -> bool:
     return "NoFrameskip" in task or task.startswith("ALE/")
 
 
-def make_atari_env(task: str, frames_stack: int = 4, **kwargs: Any) -> gym.Env:
-    """DeepMind-style Atari: gymnasium's `AtariPreprocessing` (frame skip 4, 84×84 grayscale, up to
-    30 no-ops at reset) and `FrameStackObservation(frames_stack)`.
+STICKY_ACTION_PROBABILITY = 0.25
+MAX_EPISODE_FRAMES = 108_000  # 27 000 agent steps at frame skip 4
+EVAL_PROTOCOLS = ("sticky", "NoFrameskip")
 
-    Whole games with unclipped rewards (no life-loss terminals), as evaluation needs. `ALE/*-v5`
-    ids get `frameskip=1` so that the skipping happens once, in the preprocessing wrapper.
+
+def atari_game(task: str) -> str:
+    """The game of an Atari id: `PongNoFrameskip-v4`, `ALE/Pong-v5` and `Pong` all give `Pong`."""
+    return task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
+
+
+def make_atari_env(
+    task: str,
+    frames_stack: int = 4,
+    *,
+    protocol: str | None = None,
+    padding: str = "reset",
+    clip_rewards: bool = False,
+    life_loss: bool = False,
+    **kwargs: Any,
+) -> gym.Env:
+    """DeepMind-style Atari: gymnasium's `AtariPreprocessing` (frame skip 4, 84×84 grayscale) and
+    `FrameStackObservation(frames_stack)`, 108 000 frames (27 000 steps) at most per game.
+
+    - `protocol=None` plays `task` itself with up to 30 no-ops at reset (`*NoFrameskip-v4`: no
+      sticky actions, Tianshou's classic protocol); `"NoFrameskip"` is the same on
+      `<Game>NoFrameskip-v4`. `"sticky"` is the DQN-Replay / CQL evaluation (Machado et al. 2018,
+      Dopamine): `ALE/<Game>-v5` with sticky actions (p = 0.25, applied per emulator frame) and no
+      no-ops, the minimal action set.
+    - `padding` fills the stack at an episode start: `"reset"` repeats the first frame (gymnasium's
+      default, what `atari_qrdqn.py` collects with), `"zero"` uses black frames (Dopamine's, and so
+      DQN Replay's and RL Unplugged's). Evaluate with the padding the data was recorded with.
+    - `clip_rewards` clips rewards to [-1, 1] and `life_loss` ends an episode at each lost life
+      (`LifeLossTerminal`): for online training envs only; evaluation plays whole games unclipped.
     """
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+    noop_max = 30
+    if protocol == "sticky":
+        task, noop_max = f"ALE/{atari_game(task)}-v5", 0
+        kwargs.setdefault("repeat_action_probability", STICKY_ACTION_PROBABILITY)
+    elif protocol == "NoFrameskip":
+        task = f"{atari_game(task)}NoFrameskip-v4"
+    elif protocol is not None:
+        raise OfflineRLError(f"--eval-env {protocol}: expected one of {', '.join(EVAL_PROTOCOLS)}")
     if task.startswith("ALE/"):
-        kwargs.setdefault("frameskip", 1)
+        kwargs.setdefault("frameskip", 1)  # the skipping happens once, in the preprocessing wrapper
+    kwargs.setdefault("max_num_frames_per_episode", MAX_EPISODE_FRAMES)
     env = make_env(task, **kwargs)
-    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
-    return FrameStackObservation(env, frames_stack)
+    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
+    if life_loss:
+        env = LifeLossTerminal(env)
+    if clip_rewards:
+        env = gym.wrappers.TransformReward(env, clip_reward)
+    return FrameStackObservation(env, frames_stack, padding_type=padding)
+
+
+def clip_reward(reward: SupportsFloat) -> float:
+    """Dopamine's and DQN's reward clipping to [-1, 1]."""
+    return float(np.clip(float(reward), -1.0, 1.0))
+
+
+class LifeLossTerminal(gym.Wrapper):
+    """A lost life ends the learner's episode while the game plays on (DeepMind's "episodic life").
+
+    After a life-loss termination, `reset` continues the same game with one no-op step instead of
+    starting a new one, so the agent still sees every stage of the game; a real game over resets.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._lives = 0
+        self._game_over = True
+
+    def _ale_lives(self) -> int:
+        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._game_over = bool(terminated or truncated)
+        lives = self._ale_lives()
+        if 0 < lives < self._lives:
+            terminated = True
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self._game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self._game_over = False
+        self._lives = self._ale_lives()
+        return obs, info

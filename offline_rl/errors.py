@@ -15,3 +15,10 @@ class DatasetError(OfflineRLError):
 
 class DownloadError(DatasetError):
     """A dataset is not on disk and could not be fetched."""
+
+
+class OfflineRLWarning(UserWarning):
+    """Something a user should know about their data or settings that does not stop the run.
+
+    Command-line entry points print these as one line, `warning: <message>`.
+    """

@@ -278,3 +278,44 @@ def test_log_std_offset_shifts_the_actors_log_std() -> None:
     _, log_std = plain.actor.distribution_params(obs)
     _, shifted_log_std = shifted.actor.distribution_params(obs)
     torch.testing.assert_close(shifted_log_std, log_std - 1.0)
+
+
+def test_corl_defaults_alpha_tuned_at_the_actors_rate_and_the_initial_multiplier() -> None:
+    algo = tiny_algorithm(
+        auto_alpha=True, alpha=1.0, actor_lr=2e-5, with_lagrange=True, lagrange_multiplier_init=math.e
+    )
+    assert algo._alpha_optim.param_groups[0]["lr"] == 2e-5  # --alpha-lr none: the actor's rate, as CORL
+    assert float(algo.alpha) == pytest.approx(1.0)
+    assert float(algo.lagrange_multiplier.detach()) == pytest.approx(math.e)
+    assert tiny_algorithm(auto_alpha=True, alpha_lr=1e-3)._alpha_optim.param_groups[0]["lr"] == 1e-3
+
+
+def test_corl_reward_normalisation_spans_the_finished_episodes_return_range() -> None:
+    from offline_rl.data.stats import corl_reward_unit
+
+    # episodes: [1, 2] (return 3), [4] (return 4), [0.5, 0.5] (return 1), then [100] cut off by the data
+    rew = np.array([1, 2, 4, 0.5, 0.5, 100], np.float32)
+    episode_end = np.array([0, 1, 1, 0, 1, 1], bool)
+    finished = np.array([0, 1, 1, 0, 1, 0], bool)
+    assert corl_reward_unit(rew, episode_end, finished) == pytest.approx(1000 / (4 - 1))
+
+
+def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> None:
+    from offline_rl.data.transitions import make_replay_buffer
+
+    rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
+    size = len(rew)
+    buffer = make_replay_buffer(
+        obs=np.zeros((size, OBS), np.float32),
+        act=np.zeros((size, ACT), np.float32),
+        rew=rew,
+        terminated=np.array([0, 1, 1, 0, 1], bool),
+        truncated=np.zeros(size, bool),
+        obs_next=np.zeros((size, OBS), np.float32),
+        info={},
+    )
+    algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_bias=-1.0)
+    staged = algo._stage(buffer).rew.cpu().numpy()
+    np.testing.assert_allclose(staged, rew * (1000 / 3) * 2.0 - 1.0, rtol=1e-6)
+    plain = tiny_algorithm(reward_scale=2.0, reward_bias=-1.0)._stage(buffer).rew.cpu().numpy()
+    np.testing.assert_allclose(plain, rew * 2.0 - 1.0, rtol=1e-6)

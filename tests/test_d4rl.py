@@ -152,3 +152,79 @@ def test_download_failure_names_path_and_url(tmp_path: Path, monkeypatch: pytest
     assert "http://127.0.0.1:9/gym_mujoco_v2/walker2d_medium-v2.hdf5" in message
     assert "\n" not in message
     assert not (tmp_path / "d4rl").exists() or not any((tmp_path / "d4rl").iterdir())
+
+
+# --- files without `timeouts`: D4RL's time-limit rule, or a warning -----------------------------------
+
+
+def test_the_time_limit_rule_is_d4rls() -> None:
+    # limit 3; a terminal at step 4 starts a new count: time-outs at steps 2, 7 (4+3) and 10
+    terminals = np.zeros(12, dtype=bool)
+    terminals[4] = True
+    timeouts = d4rl_module.timeouts_from_episode_limit(terminals, 3)
+    assert np.flatnonzero(timeouts).tolist() == [2, 7, 10]
+
+
+def test_a_file_without_timeouts_gets_the_tasks_time_limit(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([4, 4, 3], ["timeout", "timeout", "terminal"])
+    del arrays["timeouts"]
+    path = write_d4rl_file(tmp_path / "old.hdf5", **arrays)
+    buffer = load_d4rl(path, max_episode_steps=4)
+    np.testing.assert_array_equal(buffer.truncated, [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(buffer.terminated, [0] * 10 + [1])
+    assert dataset_info(buffer)["timeouts_from"] == "time limit 4"
+
+
+def test_a_named_d4rl_file_without_timeouts_uses_d4rls_own_limit(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([1000, 700], ["timeout", "terminal"])
+    del arrays["timeouts"]
+    path = write_d4rl_file(tmp_path / "hopper_medium-v2.hdf5", **arrays)  # D4RL's file name: hopper, 1000 steps
+    buffer = load_d4rl(path, max_episode_steps=5)  # the dataset's own limit wins over the caller's
+    assert np.flatnonzero(buffer.truncated).tolist() == [999]
+    assert d4rl_module.d4rl_episode_steps("antmaze-umaze-v2") == 700
+
+
+def test_a_file_without_timeouts_and_no_known_length_warns_once_naming_it(tmp_path: Path) -> None:
+    arrays = episodes_to_arrays([4, 3], ["timeout", "terminal"])
+    del arrays["timeouts"]
+    path = write_d4rl_file(tmp_path / "mine.hdf5", **arrays)
+    with pytest.warns(d4rl_module.MissingTimeoutsWarning) as caught:
+        buffer = load_d4rl(path)
+    (warning,) = caught
+    message = str(warning.message)
+    assert str(path) in message and "'terminals' only" in message and "\n" not in message
+    assert not buffer.truncated[:-1].any() and dataset_info(buffer)["timeouts_from"] == "none"
+
+
+def test_the_example_warns_in_one_line_and_applies_the_tasks_limit(tmp_path: Path) -> None:
+    from conftest import run_repo_script
+
+    arrays = episodes_to_arrays([4, 3], ["timeout", "terminal"], obs_dim=3, act_dim=1)
+    del arrays["timeouts"]
+    path = write_d4rl_file(tmp_path / "mine.hdf5", **arrays)
+    args = ("--dataset", str(path), "--epoch", "1", "--step-per-epoch", "1", "--test-num", "1", "--batch-size", "4")
+    pendulum = run_repo_script("examples/d4rl_cql.py", "--task", "Pendulum-v1", *args, cwd=tmp_path, timeout=300)
+    assert pendulum.returncode == 0, pendulum.stderr[-2000:]
+    assert "MissingTimeoutsWarning" not in pendulum.stderr and "warning:" not in pendulum.stderr
+
+
+def test_command_lines_print_our_warnings_as_one_line() -> None:
+    import subprocess
+    import sys
+
+    from conftest import script_env
+
+    program = (
+        "import warnings\n"
+        "from offline_rl.apps.cli import run_main\n"
+        "from offline_rl.data import MissingTimeoutsWarning\n"
+        "def main(argv):\n"
+        "    warnings.warn(\"data.hdf5: no 'timeouts' key\", MissingTimeoutsWarning, stacklevel=1)\n"
+        "    warnings.warn('not ours', UserWarning, stacklevel=1)\n"
+        "run_main(main, [])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=script_env())
+    assert done.returncode == 0
+    lines = done.stderr.splitlines()
+    assert lines[0] == "warning: data.hdf5: no 'timeouts' key"
+    assert "UserWarning: not ours" in done.stderr  # other warnings keep Python's format

@@ -18,8 +18,10 @@ import numpy as np
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.data import load_buffers
+from offline_rl.data.frame_padding import frame_padding_of
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.envs import EVAL_PROTOCOLS, atari_game, make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import setting
 
@@ -40,6 +42,13 @@ class AtariCQLConfig:
         "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined",
     )
     buffer_from_rl_unplugged: bool = setting(False, "the buffer was made by converters/rl_unplugged_atari.py")
+    eval_env: str = setting(
+        "sticky",
+        "evaluation protocol: sticky (DQN Replay / CQL paper: ALE v5 settings, sticky actions p=0.25, "
+        "no no-ops, 108k frames per game) or NoFrameskip (Tianshou's classic: <Game>NoFrameskip-v4, "
+        "up to 30 no-ops)",
+        choices=EVAL_PROTOCOLS,
+    )
     run: OfflineRunConfig = field(
         default_factory=lambda: OfflineRunConfig(epoch=100, step_per_epoch=10_000, batch_size=32)
     )
@@ -54,8 +63,7 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
 
 def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False) -> str:
     if from_rl_unplugged:
-        game = task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
-        return f"python converters/rl_unplugged_atari.py --task {game} --run-id 1 --shard-id 0"
+        return f"python converters/rl_unplugged_atari.py --task {atari_game(task)} --run-id 1 --shard-id 0"
     return (
         f"python examples/atari_qrdqn.py --task {task} --watch --eps-test 0.2 --buffer-size 1000000 "
         f"--save-buffer-name {path}"
@@ -92,11 +100,26 @@ def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
     return buffer
 
 
-def describe_buffer(config: AtariCQLConfig, buffer: Any) -> None:
+def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
+    """How the evaluation env pads frame stacks at a game's start: as the training data does
+    (read from its episode starts), as the checkpoint's data did when only watching, else gymnasium's."""
+    found = frame_padding_of(buffer) if buffer is not None else None
+    saved = ((checkpoint or {}).get("dataset_info") or {}).get("frame_padding")
+    return found or saved or "reset"
+
+
+def make_evaluation_env(config: AtariCQLConfig, padding: str, **kwargs: Any) -> gym.Env:
+    """One evaluation game under `--eval-env`'s protocol, stacks padded as the data's."""
+    return make_atari_env(config.task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
+
+
+def describe_buffer(config: AtariCQLConfig, buffer: Any, padding: str) -> None:
     """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
     held = getattr(buffer, "nbytes", 0) / 2**30
+    protocol = "sticky actions" if config.eval_env == "sticky" else "NoFrameskip-v4, no-op starts"
     print(
-        f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM); each "
-        f"evaluation plays {config.run.test_num} whole game(s) of {config.task} (up to 27 000 steps each)",
+        f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
+        f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
+        f"{atari_game(config.task)} ({protocol}, up to 27 000 steps each)",
         flush=True,
     )

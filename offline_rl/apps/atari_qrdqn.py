@@ -3,6 +3,9 @@ dataset it plays.
 
 - Training (default): Tianshou's `QRDQN` on its off-policy trainer, ε-greedy exploration decaying
   from 1 to 0.05 over the first million environment steps, Tianshou's frame-stacked replay buffer.
+  The training envs clip rewards to [-1, 1] (`--reward-clip`, as Dopamine and DQN, whose agents
+  made DQN Replay) and can end episodes at a lost life (`--episode-life`, off as in Dopamine);
+  the test envs play whole games with raw rewards.
 - `--watch`: play with the policy from `--resume-path` (or, without one, an untrained policy, so
   the pipeline runs end to end on a machine with no pretrained model) at ε = `--eps-test`. With
   `--save-buffer-name`, `--buffer-size` transitions are written as a `FrameStackBuffer` (each frame
@@ -56,6 +59,10 @@ class AtariQRDQNConfig:
     step_per_epoch: int = setting(100_000, "env steps per epoch", minimum=1)
     step_per_collect: int = setting(10, "env steps between updates", minimum=1)
     update_per_step: float = setting(0.1, "gradient updates per env step", above=0)
+    reward_clip: bool = setting(True, "training envs clip rewards to [-1, 1] (Dopamine, DQN)")
+    episode_life: bool = setting(
+        False, "training envs end an episode at each lost life while the game plays on (DeepMind's DQN)"
+    )
     training_num: int = setting(10, "training envs stepped together", minimum=1)
     save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
     run: RunConfig = field(default_factory=lambda: RunConfig(epoch=100, batch_size=32))
@@ -198,7 +205,12 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     run = config.run
     policy = algorithm.policy
 
-    def make() -> gym.Env:
+    def make_training_env() -> gym.Env:
+        return make_atari_env(
+            config.task, config.frames_stack, clip_rewards=config.reward_clip, life_loss=config.episode_life
+        )
+
+    def make_test_env() -> gym.Env:
         return make_atari_env(config.task, config.frames_stack)
 
     replay = VectorReplayBuffer(
@@ -209,9 +221,11 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         stack_num=config.frames_stack,
     )
     train_collector = Collector(
-        policy, vector_envs(make, config.training_num, run.seed), replay, exploration_noise=True
+        policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
-    test_collector = Collector(policy, vector_envs(make, run.test_num, run.seed + 10_000), exploration_noise=True)
+    test_collector = Collector(
+        policy, vector_envs(make_test_env, run.test_num, run.seed + 10_000), exploration_noise=True
+    )
     log_path = new_log_path(run.logdir, config.task, "qrdqn", run.seed)
     writer = SummaryWriter(str(log_path))
     reporter = EvaluationReporter(writer=writer)
@@ -242,7 +256,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     )
     writer.close()
     print(
-        f"done: {config.task} QR-DQN, best return {result.best_reward:.2f}; policy in {log_path / 'policy.pth'}; "
+        f"done: {config.task} QR-DQN, best (optimistic) return {result.best_reward:.2f}; "
+        f"policy in {log_path / 'policy.pth'}; "
         f"collect a dataset with --watch --resume-path {log_path / 'policy.pth'} --save-buffer-name expert.hdf5"
     )
     return {"log_path": str(log_path), "best_reward": result.best_reward}

@@ -4,17 +4,31 @@ on stderr and exit status 2, Ctrl-C exit status 130, bugs a traceback."""
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from offline_rl.apps.flags import EXIT_USER_ERROR
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 EXIT_INTERRUPTED = 130
 
 
+def _one_line_warnings() -> None:
+    """Our own warnings (`OfflineRLWarning`) print as `warning: <message>`; others keep Python's format."""
+    plain_format = warnings.formatwarning
+
+    def formatwarning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> str:
+        if issubclass(category, OfflineRLWarning):
+            return f"warning: {message}\n"
+        return plain_format(message, category, *args, **kwargs)
+
+    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+
+
 def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:
     """Run a CLI `main`; a bug still raises with a traceback, since hiding it would make it unreportable."""
+    _one_line_warnings()
     try:
         result = main(argv)
     except OfflineRLError as error:

@@ -20,7 +20,7 @@ from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.data import dataset_info, dataset_stats, load_dataset
-from offline_rl.envs import check_dataset_fits_env, make_env
+from offline_rl.envs import check_dataset_fits_env, episode_limit, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import reference_scores
 from offline_rl.settings import setting
@@ -62,7 +62,7 @@ def make_continuous_env(task: str, **kwargs: Any) -> gym.Env:
 def load_training_data(config: D4RLCQLConfig) -> Any:
     """The dataset named by --dataset (or the generated default), checked against --task, described."""
     source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
-    buffer = load_dataset(source, download=True)
+    buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
     check_dataset_fits_env(buffer, config.task, source=source)
     stats = dataset_stats(buffer)
     print(

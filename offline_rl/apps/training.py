@@ -5,8 +5,11 @@ Shared by `examples/d4rl_cql.py`, `examples/atari_cql.py` and `examples/atari_qr
 behave alike:
 - logs under `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (TensorBoard, Tianshou's logger, training
   statistics every `log_interval` updates);
-- `policy.pth` at every new best evaluation and `checkpoint.pth` after every epoch, both full
-  checkpoints (`offline_rl.checkpoint`), written atomically;
+- `policy.pth` at every new best evaluation, `checkpoint.pth` after every epoch and `policy_last.pth`
+  when training ends, all full checkpoints (`offline_rl.checkpoint`), written atomically;
+- the headline score is the last evaluation, as CORL, d3rlpy and the papers report; the best one
+  is printed too, labelled "best (optimistic)": picking the maximum over evaluations uses the
+  evaluation episodes for model selection, so it overstates what the method delivers;
 - resuming from a checkpoint continues at the epoch it recorded (Tianshou's `resume_from_log`);
 - one summary line at the end; Ctrl-C says how to resume.
 """
@@ -170,6 +173,7 @@ def train_offline(
         raise
     finally:
         writer.close()
+    save_checkpoint(log_path / "policy_last.pth", algorithm, **saved)
     elapsed = time.time() - start
     updates = int(algorithm.num_updates) - updates_before
     best = max(reporter.history, key=lambda r: r["return_mean"]) if reporter.history else None
@@ -181,8 +185,8 @@ def train_offline(
         "updates": updates,
         "seconds": elapsed,
         "updates_per_second": updates / max(elapsed, 1e-9),
-        "best": best,
         "last": last,
+        "best_optimistic": best,
         "best_epoch": getattr(result, "best_epoch", None),
         "log_path": str(log_path),
     }
@@ -190,8 +194,8 @@ def train_offline(
     last_text = EvaluationReporter.format(last) if last else "n/a"
     print(
         f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
-        f"({summary['updates_per_second']:.1f}/s, {device.type}); best {best_text}; last {last_text}; "
-        f"checkpoints in {log_path}"
+        f"({summary['updates_per_second']:.1f}/s, {device.type}); last evaluation {last_text} "
+        f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}"
     )
     return summary
 

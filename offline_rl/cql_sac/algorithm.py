@@ -73,6 +73,7 @@ from offline_rl.data.staging import (
     monte_carlo_returns,
     read_transitions,
 )
+from offline_rl.data.stats import corl_reward_unit
 from offline_rl.perf import make_adam
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
@@ -207,7 +208,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         assert isinstance(space, gym.spaces.Box)
         self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
         self.register_buffer("action_high", torch.as_tensor(space.high, dtype=torch.float32).reshape(-1))
-        self.log_lagrange_multiplier = torch.nn.Parameter(torch.tensor(0.0))
+        self.log_lagrange_multiplier = torch.nn.Parameter(torch.tensor(math.log(config.lagrange_multiplier_init)))
         self._actor_optim = self._make_optimizer(self.actor, actor_optim, config.actor_lr)
         if critic_optims is None:
             self._critic_optims = [self._make_optimizer(self.critic, None, config.critic_lr)]
@@ -221,7 +222,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         if entropy_tuner is None:
             initial = math.log(config.alpha) if config.alpha > 0 else -math.inf
             self.log_alpha = torch.nn.Parameter(torch.tensor(initial))
-            self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+            self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.entropy_lr)
             self.target_entropy = float(-self.act_dim if config.target_entropy is None else config.target_entropy)
         else:
             self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
@@ -321,7 +322,11 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
                 self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))
             gamma = self.config.gamma if self.config.calibrated else None
-            prepare = functools.partial(self.prepare_transitions, env_units=env_units)
+            reward_unit = 1.0
+            if self.config.normalize_reward:
+                finished = np.asarray(buffer.done[stored.indices], dtype=bool)
+                reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
+            prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
             self._dataset = DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
             self._dataset_key = key
         return self._dataset
@@ -356,15 +361,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         obs_next: torch.Tensor,
         *,
         env_units: bool = True,
+        reward_unit: float = 1.0,
     ) -> tuple[torch.Tensor, ...]:
         """Raw columns -> what `learn` takes: normalised obs, policy-space actions, scaled rewards,
-        1 - terminated, normalised next obs; `env_units` says where the actions live."""
+        1 - terminated, normalised next obs; `env_units` says where the actions live, `reward_unit`
+        multiplies rewards before --reward-scale/--reward-bias (`corl_reward_unit`)."""
         size = rew.shape[0]
         normalize = self.normalizer if self.normalizer is not None else (lambda x: x)
         return (
             normalize(obs.reshape(size, -1)),
             self.to_policy_actions(act.reshape(size, -1), env_units=env_units),
-            rew.reshape(size) * self.config.reward_scale + self.config.reward_bias,
+            rew.reshape(size) * (reward_unit * self.config.reward_scale) + self.config.reward_bias,
             1.0 - terminated.reshape(size),
             normalize(obs_next.reshape(size, -1)),
         )

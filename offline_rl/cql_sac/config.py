@@ -29,14 +29,18 @@ class CQLSACConfig:
     the multiplier α′ by dual ascent so the gap meets `target_action_gap`; CORL's convention,
     w·(gap − τ), applies.
 
-    Defaults are CORL's D4RL locomotion settings for the conservative term and networks.
+    Defaults are CORL's D4RL locomotion settings (`algorithms/offline/cql.py` and its
+    `configs/offline/cql/*` files): a 3×256 actor with log-std offset −1 learning at 3e-5, 3×256
+    critics at 3e-4, α starting at 1 and tuned at the actor's rate, w = 10, N = 10, orthogonal
+    critic initialisation, normalised observations. The files under `configs/cql/` are CORL's
+    per-dataset values (AntMaze's differ).
     """
 
     FLAG_GROUP: ClassVar[str] = "CQL-SAC"
 
     # networks
     actor_hidden_sizes: list[int] = setting(
-        [256, 256], "actor hidden layer widths", flag="--hidden-sizes", aliases=("--actor-hidden-sizes",),
+        [256, 256, 256], "actor hidden layer widths", flag="--hidden-sizes", aliases=("--actor-hidden-sizes",),
         minimum=1, group=NETWORKS,
     )  # fmt: skip
     critic_layers: int = setting(3, "hidden layers of each critic", minimum=1, group=NETWORKS)
@@ -48,19 +52,21 @@ class CQLSACConfig:
     )
     orthogonal_init: bool = setting(True, "orthogonal initialisation of actor and critics", group=NETWORKS)
     log_std_offset: float = setting(
-        0.0, "added to the actor's log-std output before clamping (CORL's actor: -1)", group=NETWORKS
+        -1.0, "added to the actor's log-std output before clamping (CORL's actor: -1)", group=NETWORKS
     )
     normalize_obs: bool = setting(
         True, "normalise observations with dataset statistics", aliases=("--norm-obs",), group=NETWORKS
     )
     # optimisation and entropy
-    actor_lr: float = setting(1e-4, "actor learning rate", above=0, group=OPTIMISATION)
+    actor_lr: float = setting(3e-5, "actor learning rate", above=0, group=OPTIMISATION)
     critic_lr: float = setting(3e-4, "critic learning rate", above=0, group=OPTIMISATION)
     gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1, group=OPTIMISATION)
     tau: float = setting(5e-3, "Polyak rate of the target critics", above=0, maximum=1, group=OPTIMISATION)
-    alpha: float = setting(0.2, "entropy temperature α (initial value when tuned)", minimum=0, group=OPTIMISATION)
+    alpha: float = setting(1.0, "entropy temperature α (initial value when tuned)", minimum=0, group=OPTIMISATION)
     auto_alpha: bool = setting(True, "tune α towards --target-entropy", group=OPTIMISATION)
-    alpha_lr: float = setting(1e-4, "learning rate of log α", above=0, group=OPTIMISATION)
+    alpha_lr: float | None = setting(
+        None, "learning rate of log α (none: the actor's, as CORL)", above=0, group=OPTIMISATION
+    )
     target_entropy: float | None = setting(None, "target entropy of π (none: −|A|)", group=OPTIMISATION)
     # conservative term
     cql_weight: float = setting(
@@ -80,6 +86,9 @@ class CQLSACConfig:
         -1.0, "τ of the Lagrange variant: the gap α′ aims for (CORL's w·(gap − τ); the authors' threshold is w·τ)",
         group=CONSERVATIVE,
     )  # fmt: skip
+    lagrange_multiplier_init: float = setting(
+        1.0, "initial α′ (CORL starts at e = 2.718…, the CQL authors at 1)", above=0, group=CONSERVATIVE
+    )
     lagrange_multiplier_min: float = setting(0.0, "lower clamp of α′", minimum=0, group=CONSERVATIVE)
     lagrange_multiplier_max: float = setting(1e6, "upper clamp of α′", above=0, group=CONSERVATIVE)
     lagrange_lr: float = setting(
@@ -98,11 +107,22 @@ class CQLSACConfig:
     # TD target and data
     max_target_backup: bool = setting(False, "min over critics, then max over N target samples", group=TARGET)
     backup_entropy: bool = setting(False, "subtract α·log π(a′|s′) in the TD target", group=TARGET)
+    normalize_reward: bool = setting(
+        False,
+        "CORL's locomotion reward normalisation: rewards × 1000 / (max − min return of the dataset's "
+        "complete episodes), before --reward-scale and --reward-bias",
+        group=TARGET,
+    )
     reward_scale: float = setting(1.0, "rewards are scaled by this ...", group=TARGET)
     reward_bias: float = setting(0.0, "... then shifted by this", group=TARGET)
     bc_steps: int = setting(0, "behaviour-cloning warm-up updates for the actor", minimum=0, group=TARGET)
     bc_debug_mode: bool = setting(False, "critic loss = conservative term only (TF-Agents' check)", group=TARGET)
     clip_dataset_actions: bool = setting(False, "clip dataset actions into the action box", group=TARGET)
+
+    @property
+    def entropy_lr(self) -> float:
+        """The learning rate of log α: --alpha-lr, or the actor's."""
+        return self.actor_lr if self.alpha_lr is None else self.alpha_lr
 
     @property
     def critic_hidden_sizes(self) -> list[int]:
@@ -117,6 +137,10 @@ class CQLSACConfig:
         require(
             self.lagrange_multiplier_min <= self.lagrange_multiplier_max,
             "--lagrange-multiplier-min must not exceed --lagrange-multiplier-max",
+        )
+        require(
+            self.lagrange_multiplier_min <= self.lagrange_multiplier_init <= self.lagrange_multiplier_max,
+            "--lagrange-multiplier-init must lie between --lagrange-multiplier-min and --lagrange-multiplier-max",
         )
 
     @staticmethod

@@ -7,7 +7,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 
 from offline_rl.data.action_units import action_units_of, set_action_units
 from offline_rl.data.buffers import load_buffer, load_buffers, save_buffer
-from offline_rl.data.d4rl import d4rl_path, d4rl_url, load_d4rl
+from offline_rl.data.d4rl import MissingTimeoutsWarning, d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.data.frame_stack import FrameStackBuffer, FrameStackBufferBuilder
@@ -20,6 +20,7 @@ __all__ = [
     "FramePoolBuffer",
     "FrameStackBuffer",
     "FrameStackBufferBuilder",
+    "MissingTimeoutsWarning",
     "action_units_of",
     "d4rl_path",
     "d4rl_url",

@@ -17,7 +17,7 @@ import numpy as np
 from tianshou.data import ReplayBuffer
 
 from offline_rl.data.transitions import dataset_info, set_dataset_info
-from offline_rl.errors import DatasetError
+from offline_rl.errors import DatasetError, OfflineRLWarning
 
 ActionUnits = Literal["env", "policy"]
 ACTION_UNITS_KEY = "action_units"
@@ -26,7 +26,7 @@ POLICY_BOX_TOLERANCE = 1e-3
 """Actions read as policy units may exceed ±1 by this much (float noise) before the buffer is refused."""
 
 
-class ActionUnitsWarning(UserWarning):
+class ActionUnitsWarning(OfflineRLWarning):
     """A buffer's action units had to be assumed, or its actions lie where the policy cannot act."""
 
 

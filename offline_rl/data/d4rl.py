@@ -13,12 +13,18 @@ silent bugs of offline RL; this loader does neither:
   the next episode's first observation.
 - float64 arrays are read as float32 by HDF5 itself, chunk by chunk, so memory peaks at the size of
   the float32 arrays.
+- A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
+  `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
+  episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
+  caller's task; with none of them, a `MissingTimeoutsWarning` says that episodes end at
+  `terminals` only.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +38,7 @@ from offline_rl.data.transitions import (
     require_flag_array,
 )
 from offline_rl.download import download_file
-from offline_rl.errors import DatasetError, DownloadError
+from offline_rl.errors import DatasetError, DownloadError, OfflineRLWarning
 from offline_rl.scores import reference_scores
 
 D4RL_URL_ROOT = "http://rail.eecs.berkeley.edu/datasets/offline_rl"
@@ -51,6 +57,28 @@ _ANTMAZE_FILES = {
     "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
 }
 _COMPACT_CHUNK = 1 << 16
+# D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py).
+_D4RL_EPISODE_STEPS = {"antmaze-umaze-v2": 700, "antmaze-umaze-diverse-v2": 700}
+_D4RL_DEFAULT_EPISODE_STEPS = 1000
+
+
+class MissingTimeoutsWarning(OfflineRLWarning):
+    """A file without `timeouts` whose episode length is unknown: episodes end at `terminals` only."""
+
+
+def d4rl_episode_steps(name: str) -> int | None:
+    """The time limit D4RL registers for a dataset name, None for a name D4RL does not have."""
+    if not is_d4rl_name(name):
+        return None
+    return _D4RL_EPISODE_STEPS.get(name, _D4RL_DEFAULT_EPISODE_STEPS)
+
+
+def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
+    """D4RL's rule for files without `timeouts`: the step `max_episode_steps − 1` after an episode
+    start (the first step, or the step after a terminal or an earlier time-out) is a time-out."""
+    steps = np.arange(len(terminals))
+    starts = np.maximum.accumulate(np.where(np.r_[True, np.asarray(terminals[:-1], dtype=bool)], steps, 0))
+    return (steps - starts) % max_episode_steps == max_episode_steps - 1
 
 
 def d4rl_url(name: str) -> str:
@@ -111,18 +139,21 @@ def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True
     return local, name
 
 
-def load_d4rl(source: str | os.PathLike[str], *, download: bool = True) -> ReplayBuffer:
+def load_d4rl(
+    source: str | os.PathLike[str], *, download: bool = True, max_episode_steps: int | None = None
+) -> ReplayBuffer:
     """Load a D4RL-format HDF5 file, or a D4RL dataset by name, into a ReplayBuffer.
 
     The buffer's `dataset_info` (see `offline_rl.data.dataset_info`) records the format, source
     path, dataset name, the task it was collected on (for locally generated files) and D4RL's
-    reference scores.
+    reference scores. `max_episode_steps` (the evaluation task's time limit) is the fallback for a
+    file without `timeouts` whose name and metadata do not say its episode length.
     """
     path, name = resolve_d4rl_source(source, download=download)
-    return read_d4rl_file(path, name=name)
+    return read_d4rl_file(path, name=name, max_episode_steps=max_episode_steps)
 
 
-def read_d4rl_file(path: Path, *, name: str | None = None) -> ReplayBuffer:
+def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: int | None = None) -> ReplayBuffer:
     """Read and validate one D4RL-format file (see the module docstring for the semantics)."""
     try:
         file = h5py.File(path, "r")
@@ -144,7 +175,34 @@ def read_d4rl_file(path: Path, *, name: str | None = None) -> ReplayBuffer:
         "ref_min_score": scores[0] if scores else None,
         "ref_max_score": scores[1] if scores else None,
     }
+    if "timeouts" in arrays:
+        info["timeouts_from"] = "file"
+    else:
+        limit = d4rl_episode_steps(name or "") or _task_episode_steps(task) or max_episode_steps
+        if limit:
+            arrays["timeouts"] = timeouts_from_episode_limit(arrays["terminals"], int(limit))
+            info["timeouts_from"] = f"time limit {int(limit)}"
+        else:
+            info["timeouts_from"] = "none"
+            warnings.warn(
+                f"{path}: no 'timeouts' key and no known episode length, so episode boundaries are taken "
+                "from 'terminals' only (give the task, e.g. --task, to apply D4RL's time-limit rule)",
+                MissingTimeoutsWarning,
+                stacklevel=2,
+            )
     return _build_buffer(arrays, path, info)
+
+
+def _task_episode_steps(task: Any) -> int | None:
+    """The time limit of a gymnasium task recorded in a file's metadata, if gymnasium knows it."""
+    if not task:
+        return None
+    import gymnasium as gym
+
+    try:
+        return gym.spec(str(task)).max_episode_steps
+    except gym.error.Error:
+        return None
 
 
 def _short(error: BaseException) -> str:

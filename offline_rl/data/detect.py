@@ -52,14 +52,17 @@ def detect_format(source: str | os.PathLike[str]) -> str:
     )
 
 
-def load_dataset(source: str | os.PathLike[str], *, download: bool = False) -> ReplayBuffer:
+def load_dataset(
+    source: str | os.PathLike[str], *, download: bool = False, max_episode_steps: int | None = None
+) -> ReplayBuffer:
     """Load a D4RL file or name, a Minari id or directory, or a Tianshou HDF5 buffer.
 
-    `download` allows fetching a named D4RL or Minari dataset that is not on disk.
+    `download` allows fetching a named D4RL or Minari dataset that is not on disk;
+    `max_episode_steps` (the task's time limit) places the time-outs of a D4RL file that has none.
     """
     kind = detect_format(source)
     if kind == "tianshou":
         return load_buffer(source)
     if kind == "minari":
         return load_minari(source, download=download)
-    return load_d4rl(source, download=download)
+    return load_d4rl(source, download=download, max_episode_steps=max_episode_steps)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.errors import DatasetError
+
 _OBS_SAMPLE_FOR_IMAGES = 10_000
 
 
@@ -56,8 +58,7 @@ def dataset_stats(buffer: ReplayBuffer) -> DatasetStats:
     truncated = np.asarray(buffer.truncated[order], dtype=bool)
     ends = terminated | truncated
     ends[-1] = True  # data that stops mid-episode still closes that episode
-    starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1])
-    returns = np.add.reduceat(rew, starts)
+    returns, starts = episode_returns(rew, ends)
     lengths = np.diff(np.append(starts, size))
     frames = buffer.__dict__.get("frames")
     observations = frames[:, None] if frames is not None else np.asarray(buffer.obs[:size])
@@ -74,6 +75,38 @@ def dataset_stats(buffer: ReplayBuffer) -> DatasetStats:
         obs_mean=obs_mean,
         obs_std=obs_std,
     )
+
+
+def episode_returns(rew: np.ndarray, episode_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(return, first row) of each episode of chronologically ordered rows; `episode_end` marks each
+    episode's last row (the last row must be one)."""
+    starts = np.concatenate([[0], np.flatnonzero(episode_end[:-1]) + 1]).astype(np.int64)
+    return np.add.reduceat(np.asarray(rew, dtype=np.float64), starts), starts
+
+
+CORL_EPISODE_STEPS = 1000
+
+
+def corl_reward_unit(rew: np.ndarray, episode_end: np.ndarray, finished: np.ndarray) -> float:
+    """CORL's `normalize_reward` factor for MuJoCo locomotion: 1000 / (max − min return), over the
+    episodes that finished (`finished[row]` at their last row), so the data's return range spans
+    1000 reward units whatever the dataset's quality.
+
+    An episode cut off by the end of the data is left out, as CORL's `return_reward_range` leaves it.
+    """
+    if len(rew) == 0:
+        raise ValueError("corl_reward_unit needs at least one transition")
+    ends = np.asarray(episode_end, dtype=bool).copy()
+    ends[-1] = True
+    returns, starts = episode_returns(rew, ends)
+    last_rows = np.append(starts[1:], len(rew)) - 1
+    complete = returns[np.asarray(finished, dtype=bool)[last_rows]]
+    if len(complete) == 0 or float(complete.max() - complete.min()) <= 0.0:
+        raise DatasetError(
+            "--normalize-reward needs at least two finished episodes with different returns "
+            f"(found {len(complete)} finished episode(s))"
+        )
+    return CORL_EPISODE_STEPS / float(complete.max() - complete.min())
 
 
 def _obs_moments(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,110 @@
+"""The preset files under configs/cql/: one per D4RL locomotion and AntMaze dataset, CORL's values,
+loaded exactly, and described exactly by the README's table."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from offline_rl.apps import d4rl_cql
+from offline_rl.apps.flags import load_preset
+from offline_rl.settings import leaf_fields, spellings_of
+
+PRESETS = sorted((REPO_ROOT / "configs" / "cql").glob("*.yaml"))
+LOCOMOTION = [
+    f"{env}-{kind}-v2"
+    for env in ("halfcheetah", "hopper", "walker2d")
+    for kind in ("random", "medium", "medium-replay", "medium-expert", "expert", "full-replay")
+]
+ANTMAZE = [
+    f"antmaze-{maze}-v2"
+    for maze in ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
+]
+
+
+def field_values(config: object) -> dict[str, object]:
+    """Every setting of a (nested) config, keyed by each of its spellings."""
+    values = {}
+    for _, field, owner in leaf_fields(config):
+        for spelling in spellings_of(field):
+            values[spelling[2:].replace("-", "_")] = getattr(owner, field.name)
+    return values
+
+
+def test_there_is_one_preset_per_corl_dataset() -> None:
+    assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE)
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_a_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
+    config = d4rl_cql.config_from_args(["--config", str(path)])
+    values = field_values(config)
+    for key, expected in load_preset(path).items():
+        actual = values[key.replace("-", "_")]
+        if isinstance(expected, float) and math.isinf(expected):
+            assert actual == expected, key
+        else:
+            assert actual == pytest.approx(expected) if isinstance(expected, float) else actual == expected, key
+    assert config.dataset == path.stem
+
+
+def test_the_presets_hold_corls_values() -> None:
+    for name in LOCOMOTION:
+        algo = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")]).algorithm
+        assert (algo.actor_lr, algo.entropy_lr, algo.critic_lr, algo.alpha) == (3e-5, 3e-5, 3e-4, 1.0)
+        assert algo.actor_hidden_sizes == [256] * 3 and algo.log_std_offset == -1.0 and algo.critic_layers == 3
+        assert algo.cql_weight == 10.0 and not algo.with_lagrange and algo.normalize_obs
+        assert algo.normalize_reward == (name == "hopper-medium-v2")  # CORL turns it on there only
+    for name in ANTMAZE:
+        config = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")])
+        algo = config.algorithm
+        assert algo.cql_weight == 5.0 and algo.clip_diff_min == -200.0 and not algo.normalize_obs
+        assert algo.critic_layers == 5 and algo.with_lagrange and algo.target_action_gap == 0.8
+        assert algo.max_target_backup and (algo.reward_scale, algo.reward_bias) == (10.0, -5.0)
+        assert algo.lagrange_multiplier_init == pytest.approx(math.e) and algo.actor_lr == 1e-4
+        assert config.run.test_num == 100 and config.run.step_per_epoch == 50_000
+
+
+def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
+    """(preset names, flags) of each row of the README's preset-file table."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Preset files") :]
+    section = section[: section.index("\n#", 1)]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[1].startswith("`--"):
+            rows.append((re.findall(r"`([a-z0-9-]+-v2)`", cells[0]), shlex.split(cells[1].strip("`"))))
+    return rows
+
+
+def test_the_readme_table_says_exactly_what_each_preset_sets() -> None:
+    rows = readme_preset_rows()
+    described = [name for names, _ in rows for name in names]
+    assert sorted(described) == sorted(LOCOMOTION + ANTMAZE)
+    for names, flags in rows:
+        from_flags = d4rl_cql.config_from_args(flags)
+        for name in names:
+            path = REPO_ROOT / "configs/cql" / f"{name}.yaml"
+            from_file = d4rl_cql.config_from_args(["--config", str(path)])
+            from_file = dataclasses.replace(from_file, task=from_flags.task, dataset=from_flags.dataset)
+            assert from_file == from_flags, name
+            # and the flags name every key the file sets (besides the task and dataset)
+            keys = {key.replace("-", "_") for key in load_preset(path)} - {"task", "dataset"}
+            spelled = {
+                flag[2:].replace("-", "_").split("=")[0].removeprefix("no_") for flag in flags if flag.startswith("--")
+            }
+            assert keys <= spelled, (name, keys - spelled)
+
+
+def test_flags_given_on_the_command_line_override_a_preset() -> None:
+    path = REPO_ROOT / "configs/cql/antmaze-umaze-v2.yaml"
+    config = d4rl_cql.config_from_args(["--config", str(path), "--cql-weight", "3", "--no-with-lagrange"])
+    assert config.algorithm.cql_weight == 3.0 and not config.algorithm.with_lagrange
+    assert config.algorithm.critic_layers == 5  # the rest stays the file's
