@@ -50,8 +50,13 @@ def main() -> None:
                 epochs=args.epochs, stop_at=None, returns=returns,
             )  # fmt: skip
             seconds = time.perf_counter() - start
-            rows.append((name, seed, returns[-1], max(returns), seconds))
-            print(f"{name:10s} seed {seed}: evaluations {[round(r, 1) for r in returns]}  {seconds:.0f} s", flush=True)
+            trained = returns[1:]  # the trainer's first evaluation is of the untrained network
+            rows.append((name, seed, trained[-1], max(trained), seconds))
+            print(
+                f"{name:10s} seed {seed}: untrained {returns[0]:.1f}, after each epoch "
+                f"{[round(r, 1) for r in trained]}  {seconds:.0f} s",
+                flush=True,
+            )
     print(
         f"\nCartPole-v1, expert data: 20000 steps, {episodes} finished episodes, mean return {data_score:.1f}; "
         f"{args.epochs} × 1000 updates, 100 evaluation episodes"

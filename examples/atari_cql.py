@@ -31,11 +31,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     config = config_from_args(argv)
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
 
-    # 2. The algorithm, shaped by the game's spaces (and by the checkpoint's settings when resuming).
+    # 2. The algorithm, shaped by the game's spaces.
     env = make_evaluation_env(config, padding="reset")
-    algorithm_config = session.algorithm_config(config.algorithm)
-    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, algorithm_config, device=session.device)
-    session.restore(algorithm)
+    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=config.task)
 
     # 3. The data (not needed to only watch a trained policy).
     buffer = None if config.run.watch else load_atari_buffer(config, env)
@@ -55,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         task=config.task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
+        checkpoint=session.checkpoint,
         dataset_name=str(info.get("name", names)),
     )
 

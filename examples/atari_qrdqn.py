@@ -19,22 +19,20 @@ from offline_rl.apps.atari_qrdqn import (
     make_discrete_atari_env,
     play,
     train_online,
-    with_checkpoint_shape,
 )
 from offline_rl.apps.cli import run_main
 from offline_rl.apps.training import start_session
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    # 1. Settings, device and seeds, and the checkpoint to start from (its network shape wins).
+    # 1. Settings (a checkpoint's own when resuming), device and seeds, and the checkpoint to start from.
     config = config_from_args(argv)
     session = start_session(config.run)
-    config = with_checkpoint_shape(config, session)
 
     # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head.
     env = make_discrete_atari_env(config)
     algorithm = build_qrdqn(config, env, session.device)
-    session.restore(algorithm)
+    session.restore(algorithm, task=config.task)
 
     # 3. Play (and collect a dataset with --save-buffer-name), or train online.
     return play(config, algorithm) if config.run.watch else train_online(config, algorithm)

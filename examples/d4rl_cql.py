@@ -25,11 +25,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     config = config_from_args(argv)
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
 
-    # 2. The algorithm, shaped by the task's spaces (and by the checkpoint's settings when resuming).
+    # 2. The algorithm, shaped by the task's spaces.
     env = make_continuous_env(config.task)
-    algorithm_config = session.algorithm_config(config.algorithm)
-    algorithm = CQLSAC.build(env.observation_space, env.action_space, algorithm_config, device=session.device)
-    session.restore(algorithm)
+    algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=config.task)
 
     # 3. The data (not needed to only watch a trained policy).
     buffer = None if config.run.watch else load_training_data(config)
@@ -47,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
         on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt"),
+        checkpoint=session.checkpoint,
         dataset_name=info.get("name"),
     )
 

@@ -2,7 +2,8 @@
 
 A crash, a full disk or Ctrl-C must never leave a half-written dataset or buffer where a later run
 would trust it: everything is written to a hidden temporary file in the destination directory
-(same file system, so the final rename is atomic) and renamed on success.
+(same file system, so the final rename is atomic) and renamed on success. The file then gets the
+permissions any tool's output gets (0666 minus the umask), not the 0600 of a private temporary file.
 """
 
 from __future__ import annotations
@@ -27,8 +28,17 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        if tmp.exists():
+            tmp.chmod(0o666 & ~_current_umask())
         os.replace(tmp, final)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def _current_umask() -> int:
+    """The process's umask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -8,6 +8,7 @@ trainer reached, and the configuration that made it, so `--watch` can rebuild th
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -36,33 +37,48 @@ def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
     try:
         payload = torch.load(file_path, map_location=device, weights_only=True)
     except Exception as error:  # torch raises many types for foreign or corrupt files
-        raise OfflineRLError(f"--resume-path {file_path}: not a checkpoint ({str(error).splitlines()[0]})") from None
+        raise OfflineRLError(
+            f"--resume-path {file_path}: {unreadable_torch_file(file_path, error)}; {EXPECTED_CHECKPOINT}"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise OfflineRLError(f"--resume-path {file_path}: not an offline_rl checkpoint")
+        raise OfflineRLError(
+            f"--resume-path {file_path}: a torch file, but not an offline_rl checkpoint; {EXPECTED_CHECKPOINT}"
+        )
     return payload
 
 
-def restore_algorithm(algorithm: torch.nn.Module, checkpoint: dict[str, Any], path: str) -> None:
-    """Load a checkpoint's state into `algorithm`; a one-line error if the networks differ."""
+EXPECTED_CHECKPOINT = "expected checkpoint.pth, policy.pth or policy_last.pth from a run's log folder"
+
+
+def unreadable_torch_file(path: Path, error: BaseException) -> str:
+    """What a failed `torch.load(..., weights_only=True)` says about the file, in words."""
+    if zipfile.is_zipfile(path) and "Weights only load failed" in str(error):
+        return "a torch file holding Python objects, which offline_rl files never do (not written by offline_rl)"
+    return "not a file torch.save wrote (damaged, truncated or another format)"
+
+
+def restore_algorithm(
+    algorithm: torch.nn.Module, checkpoint: dict[str, Any], path: str, *, task: str | None = None
+) -> None:
+    """Load a checkpoint's state into `algorithm`; a one-line error naming both tasks and the first
+    network that differs if it does not fit."""
     try:
         algorithm.load_state_dict(checkpoint["algorithm"])
     except (RuntimeError, KeyError, ValueError) as error:
+        saved_task = (checkpoint.get("config") or {}).get("task")
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        detail = next(
+            (line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))), lines[0]
+        )
+        where = f"were built for --task {saved_task}" if saved_task else "were built differently"
+        here = f" --task {task}" if task else " these settings"
         raise OfflineRLError(
-            f"--resume-path {path}: does not match these flags ({str(error).splitlines()[0]})"
+            f"--resume-path {path}: its networks {where}, not for{here} ({detail.rstrip('.')}); "
+            f"resume without flags that change the networks, or use a checkpoint of{here}"
         ) from None
 
 
-def saved_algorithm_config(
-    checkpoint: dict[str, Any] | None, config_class: type, fallback: Any, path: str | None
-) -> Any:
-    """The algorithm settings a checkpoint was trained with (they define its networks), else `fallback`."""
-    from offline_rl.settings import from_dict
-
-    saved = (checkpoint or {}).get("config", {}).get("algorithm")
-    if not isinstance(saved, dict):
-        return fallback
-    print(f"using the algorithm settings saved in {path}")
-    try:
-        return from_dict(config_class, saved)
-    except (OfflineRLError, TypeError) as error:
-        raise OfflineRLError(f"--resume-path {path}: its saved settings do not fit this version ({error})") from None
+def saved_config(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The settings of the run that wrote a checkpoint (`asdict` of its program's config), if saved."""
+    config = load_checkpoint(path, "cpu").get("config")
+    return config if isinstance(config, dict) else None

@@ -11,10 +11,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tqdm import tqdm
-
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import DownloadError
+from offline_rl.progress import progress_bar
 
 
 def download_file(url: str, destination: Path, *, hint: str = "", timeout_s: float = 30.0) -> None:
@@ -25,7 +24,7 @@ def download_file(url: str, destination: Path, *, hint: str = "", timeout_s: flo
             with (
                 atomic_path(destination) as tmp,
                 open(tmp, "wb") as out,
-                tqdm(total=total, unit="B", unit_scale=True, desc=f"download {destination.name}") as bar,
+                progress_bar(total=total, unit="B", unit_scale=True, desc=f"download {destination.name}") as bar,
             ):
                 while chunk := response.read(1 << 20):
                     out.write(chunk)

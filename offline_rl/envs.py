@@ -114,6 +114,18 @@ def atari_game(task: str) -> str:
     return task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
 
 
+def require_atari_game(task: str) -> None:
+    """A one-line error for a `--task` of the Atari scripts that names no Atari game."""
+    _register_atari()
+    try:
+        gym.spec(f"ALE/{atari_game(task)}-v5")
+    except gym.error.Error:
+        raise OfflineRLError(
+            f"--task {task}: not an Atari game; the Atari scripts take ids such as PongNoFrameskip-v4, "
+            "ALE/Pong-v5 or Pong (for continuous tasks use examples/d4rl_cql.py)"
+        ) from None
+
+
 def make_atari_env(
     task: str,
     frames_stack: int = 4,
@@ -140,7 +152,10 @@ def make_atari_env(
     """
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+    require_atari_game(task)
     noop_max = 30
+    if protocol is None and "-v" not in task:  # a bare game name: Tianshou's classic id
+        task = f"{atari_game(task)}NoFrameskip-v4"
     if protocol == "sticky":
         task, noop_max = f"ALE/{atari_game(task)}-v5", 0
         kwargs.setdefault("repeat_action_probability", STICKY_ACTION_PROBABILITY)

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from offline_rl.atomic import atomic_path
+from offline_rl.checkpoint import unreadable_torch_file
 from offline_rl.errors import OfflineRLError
 from offline_rl.mlp import relu_mlp
 
@@ -83,6 +84,9 @@ def save_policy(policy: PolicyNetwork, path: str | os.PathLike[str]) -> Path:
     return final
 
 
+EXPECTED_POLICY = "expected behaviour_policy.pt, the actor file d4rl_cql.py writes next to policy.pth"
+
+
 def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
     """Load a policy file; a one-line error if it is missing or in another format."""
     file_path = Path(path).expanduser()
@@ -91,9 +95,9 @@ def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
     try:
         payload = torch.load(file_path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for foreign or corrupt files
-        raise OfflineRLError(f"{file_path}: not a policy file ({str(error).splitlines()[0]})") from None
+        raise OfflineRLError(f"{file_path}: {unreadable_torch_file(file_path, error)}; {EXPECTED_POLICY}") from None
     if not isinstance(payload, dict) or payload.get("format") != POLICY_FORMAT:
-        raise OfflineRLError(f"{file_path}: not a policy file (expected format '{POLICY_FORMAT}')")
+        raise OfflineRLError(f"{file_path}: a torch file, but not a policy file; {EXPECTED_POLICY}")
     state = payload["state_dict"]
     obs_dim = int(state["obs_mean"].shape[0])
     act_dim = int(state["action_low"].shape[0])

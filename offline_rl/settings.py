@@ -28,6 +28,7 @@ def setting(
     group: str | None = None,
     required: bool = False,
     positional: bool = False,
+    per_invocation: bool = False,
 ) -> Any:
     """A dataclass field with everything the rest of the toolkit needs to know about it.
 
@@ -35,7 +36,8 @@ def setting(
     spellings (snake_case forms of every spelling are accepted automatically). `minimum`/`maximum`
     are inclusive bounds, `above` an exclusive lower bound; for lists they apply to every element.
     A list default is copied per instance. `required` fields must be given on the command line;
-    `positional` ones are given there without a flag.
+    `positional` ones are given there without a flag. `per_invocation` settings belong to one
+    command, not to the run it continues (`--resume-path`, `--device`): resuming does not restore them.
     """
     metadata = {
         "help": help,
@@ -47,6 +49,7 @@ def setting(
         "choices": tuple(choices) if choices is not None else None,
         "group": group,
         "positional": positional,
+        "per_invocation": per_invocation,
     }
     if required or default is dataclasses.MISSING:
         return dataclasses.field(default=None, metadata={**metadata, "required": True})

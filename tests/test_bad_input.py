@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, episodes_to_arrays, script_env, write_d4rl_file
+from conftest import REPO_ROOT, episodes_to_arrays, run_repo_script, script_env, write_d4rl_file
 from offline_rl.data import load_buffer, load_d4rl, load_dataset
 from offline_rl.errors import DatasetError
 
@@ -177,9 +177,39 @@ def test_policy_file_errors_are_one_line(tmp_path: Path) -> None:
         load_policy(tmp_path / "absent.pt")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"\x00not a torch file")
-    with pytest.raises(OfflineRLError, match="not a policy file") as caught:
+    with pytest.raises(OfflineRLError, match=r"not a file torch\.save wrote") as caught:
         load_policy(junk)
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and "(101)" not in str(caught.value)
+    assert "expected behaviour_policy.pt" in str(caught.value)
+
+
+def test_checkpoint_errors_say_what_was_found_and_what_is_expected(tmp_path: Path) -> None:
+    import collections
+
+    import torch
+
+    from offline_rl.checkpoint import load_checkpoint, restore_algorithm
+    from offline_rl.errors import OfflineRLError
+
+    expected = "expected checkpoint.pth, policy.pth or policy_last.pth from a run's log folder"
+    junk, objects, foreign = tmp_path / "junk.pth", tmp_path / "objects.pth", tmp_path / "foreign.pth"
+    junk.write_bytes(b"\x00not a torch file")
+    torch.save(collections.OrderedDict(layer=torch.nn.Linear(2, 2)), objects)
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    for path, found in (
+        (junk, "not a file torch.save wrote"),
+        (objects, "a torch file holding Python objects"),
+        (foreign, "a torch file, but not an offline_rl checkpoint"),
+    ):
+        with pytest.raises(OfflineRLError) as caught:
+            load_checkpoint(path)
+        assert found in str(caught.value) and expected in str(caught.value) and "(101)" not in str(caught.value)
+    # networks of another task: both tasks are named, and the first parameter that differs
+    checkpoint = {"algorithm": torch.nn.Linear(11, 3).state_dict(), "config": {"task": "Hopper-v4"}}
+    with pytest.raises(OfflineRLError) as caught:
+        restore_algorithm(torch.nn.Linear(17, 6), checkpoint, "policy.pth", task="HalfCheetah-v4")
+    message = str(caught.value)
+    assert "built for --task Hopper-v4, not for --task HalfCheetah-v4" in message and "size mismatch" in message
 
 
 def test_minari_nan_is_refused(tmp_path: Path) -> None:
@@ -212,3 +242,22 @@ def test_minari_nan_is_refused(tmp_path: Path) -> None:
         )
     with pytest.raises(DatasetError, match="'observations' has 1 NaN/inf"):
         load_minari("test/nan/bad-v0")
+
+
+@pytest.mark.parametrize("script", ["examples/atari_cql.py", "examples/atari_qrdqn.py"])
+@pytest.mark.parametrize("task", ["CartPole-v1", "Pendulum-v1"])
+def test_a_non_atari_task_in_the_atari_scripts_is_one_line(script: str, task: str, tmp_path: Path) -> None:
+    result = run_repo_script(script, "--task", task, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --task {task}: not an Atari game; the Atari scripts take ids such as PongNoFrameskip-v4, "
+        "ALE/Pong-v5 or Pong (for continuous tasks use examples/d4rl_cql.py)"
+    )
+
+
+def test_a_v4_mujoco_task_adds_no_gymnasium_notice_to_a_one_line_error(tmp_path: Path) -> None:
+    result = run_repo_script(
+        "examples/d4rl_cql.py", "--task", "HalfCheetah-v4", "--dataset", str(tmp_path / "missing.hdf5"), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import run_repo_script
 from offline_rl.apps.d4rl_cql import config_from_args
@@ -52,11 +54,37 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert any(name.startswith("events.out.tfevents") for name in names)
     assert not any(name.endswith(".part") for name in names)
 
-    second = run_example(*TINY, "--epoch", "2", "--resume-path", str(run_dir / "checkpoint.pth"), cwd=tmp_path)
+    # Not on a terminal (a log file, CI): no progress-bar escape codes, and each evaluation printed once.
+    assert "\x1b[" not in first.stdout + first.stderr and "\r" not in first.stdout + first.stderr
+    assert first.stdout.count("evaluation 1 (") == 1 and "test_reward" not in first.stdout
+    # Only trained evaluations count: policy.pth is evaluation 1's weights, never the untrained ones.
+    assert "evaluation before training" in first.stdout
+    first_return = float(re.search(r"evaluation 1 \(1 episodes\): return (-?[\d.]+)", first.stdout).group(1))
+    best = torch.load(run_dir / "policy.pth", weights_only=True)["best_evaluation"]
+    assert best["return_mean"] == pytest.approx(first_return, abs=0.01)
+
+    # An interrupted two-epoch run: its checkpoint records epoch 1 of the --epoch 2 it was started with.
+    checkpoint = torch.load(run_dir / "checkpoint.pth", weights_only=True)
+    checkpoint["config"]["run"]["epoch"] = 2
+    torch.save(checkpoint, run_dir / "checkpoint.pth")
+    policy_before = (run_dir / "policy.pth").read_bytes()
+
+    # Resuming with no other flag continues that run: its task, dataset, budget and counters.
+    second = run_example("--resume-path", str(run_dir / "checkpoint.pth"), "--log-interval", "2", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert "using the cached random-policy dataset" in second.stdout
-    assert "Epoch #2" in second.stdout + second.stderr and "Epoch #1:" not in second.stdout
+    assert "resuming the run in" in second.stdout
+    assert second.stdout.count("--log-interval 2 overrides 1 of the run in") == 1  # each override, once
+    assert "using the cached random-policy dataset" in second.stdout and "Pendulum-v1" in second.stdout
+    assert "evaluation 1 (" not in second.stdout  # epoch 1 is not trained again
+    assert "evaluation of the resumed weights (epoch 1)" in second.stdout and "evaluation 2 (" in second.stdout
     assert "15 updates" in next(line for line in second.stdout.splitlines() if line.startswith("done:"))
+    after = torch.load(run_dir / "checkpoint.pth", weights_only=True)
+    assert after["epoch"] == 2 and after["gradient_step"] == 30
+    second_return = float(re.search(r"evaluation 2 \(1 episodes\): return (-?[\d.]+)", second.stdout).group(1))
+    # The best survives the resume: replaced only by a better trained evaluation.
+    best_after = torch.load(run_dir / "policy.pth", weights_only=True)["best_evaluation"]
+    assert best_after["return_mean"] == pytest.approx(max(first_return, second_return), abs=0.01)
+    assert ((run_dir / "policy.pth").read_bytes() == policy_before) == (second_return <= first_return)
 
     watched = run_example(
         "--task",

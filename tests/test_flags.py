@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,12 @@ def test_the_docs_document_commands_for_every_entry_point() -> None:
 @pytest.mark.parametrize(
     ("source", "script", "args"), COMMANDS, ids=[f"{n}:{' '.join(a)[:50]}" for n, _, a in COMMANDS]
 )
-def test_every_documented_command_line_parses(source: str, script: str, args: list[str]) -> None:
+def test_every_documented_command_line_parses(
+    source: str, script: str, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the documented checkpoints (log/.../<stamp>/checkpoint.pth) do not exist here: parse as a
+    # resume of a run that saved no settings
+    monkeypatch.setattr("offline_rl.checkpoint.saved_config", lambda path: None)
     PARSERS[script](args)
 
 
@@ -212,3 +218,19 @@ def test_a_new_setting_is_a_flag_a_preset_key_and_a_checkpoint_entry(tmp_path: P
     from dataclasses import asdict
 
     assert from_dict(CQLSACConfig, asdict(config.algorithm)).log_std_offset == -1.0
+
+
+def test_resuming_restores_the_runs_settings_except_this_commands_own(tmp_path: Path) -> None:
+    import torch
+
+    from offline_rl.checkpoint import save_checkpoint
+
+    original = d4rl_cql.config_from_args(
+        ["--task", "Hopper-v4", "--dataset", "hopper-medium-v2", "--epoch", "7", "--cql-weight", "3", "--threads", "1"]
+    )
+    path = save_checkpoint(tmp_path / "checkpoint.pth", torch.nn.Linear(1, 1), config=asdict(original))
+    resumed = d4rl_cql.config_from_args(["--resume-path", str(path), "--device", "cpu", "--epoch", "9"])
+    assert (resumed.task, resumed.dataset, resumed.algorithm.cql_weight) == ("Hopper-v4", "hopper-medium-v2", 3.0)
+    assert resumed.run.epoch == 9  # given here: overrides the run's 7
+    assert resumed.run.torch.threads == 0 and resumed.run.torch.device == "cpu"  # this command's own settings
+    assert resumed.run.resume_path == str(path)

@@ -15,25 +15,25 @@ dataset it plays.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import RunConfig
-from offline_rl.apps.training import Session, new_log_path, plain, vector_envs, watch
+from offline_rl.apps.training import new_log_path, plain, progress_output, vector_envs, watch
 from offline_rl.checkpoint import save_checkpoint
 from offline_rl.data import save_buffer
 from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
 from offline_rl.discrete_cql.networks import QuantileNatureCNN
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
+from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, require, setting
 
 
@@ -118,7 +118,7 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
     obs = np.stack([env.reset(seed=config.run.seed + i)[0] for i, env in enumerate(envs)])
     returns, running = [], np.zeros(num_envs)
     policy.eval()
-    with tqdm(total=config.buffer_size, unit="step", desc=f"collect {config.task}") as bar:
+    with progress_bar(total=config.buffer_size, unit="step", desc=f"collect {config.task}") as bar:
         while bar.n < config.buffer_size:
             with torch.no_grad():
                 result = policy(Batch(obs=obs, info=Batch()))
@@ -153,15 +153,6 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
         f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
     )
     return summary
-
-
-def with_checkpoint_shape(config: AtariQRDQNConfig, session: Session) -> AtariQRDQNConfig:
-    """The network's shape is the checkpoint's, whatever the flags say."""
-    saved = (session.checkpoint or {}).get("config", {})
-    if saved.get("num_quantiles") and saved["num_quantiles"] != config.num_quantiles:
-        print(f"using --num-quantiles {saved['num_quantiles']} from {config.run.resume_path}")
-        return replace(config, num_quantiles=int(saved["num_quantiles"]))
-    return config
 
 
 def make_discrete_atari_env(config: AtariQRDQNConfig) -> gym.Env:
@@ -236,7 +227,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
 
     def save_best(algo: Any) -> None:
-        save_checkpoint(log_path / "policy.pth", algo, **saved)
+        if not reporter.current_is_initial:  # the untrained policy is never the best
+            save_checkpoint(log_path / "policy.pth", algo, **saved)
 
     result = algorithm.run_training(
         OffPolicyTrainerParams(
@@ -252,6 +244,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
             save_best_fn=save_best,
             logger=TensorboardLogger(writer),
             compute_score_fn=reporter,
+            **progress_output(),
         )
     )
     writer.close()

@@ -14,8 +14,16 @@ from offline_rl.errors import OfflineRLError, OfflineRLWarning
 EXIT_INTERRUPTED = 130
 
 
+# Known third-party notices that say nothing about the user's run. gymnasium asks to upgrade the
+# MuJoCo -v4 tasks to -v5; the examples keep -v4, the versions whose models D4RL's v2 data matches.
+KNOWN_HARMLESS_WARNINGS = (r".*The environment \S+-v4 is out of date",)
+
+
 def _one_line_warnings() -> None:
-    """Our own warnings (`OfflineRLWarning`) print as `warning: <message>`; others keep Python's format."""
+    """Our own warnings (`OfflineRLWarning`) print as `warning: <message>`; others keep Python's
+    format, minus the known harmless ones."""
+    for message in KNOWN_HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
     plain_format = warnings.formatwarning
 
     def formatwarning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> str:

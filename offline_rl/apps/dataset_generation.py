@@ -27,13 +27,13 @@ from typing import ClassVar
 import gymnasium as gym
 import h5py
 import numpy as np
-from tqdm import tqdm
 
 from offline_rl import __version__
 from offline_rl.atomic import atomic_path
 from offline_rl.envs import make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.policy_file import load_policy
+from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, setting
 
 RANDOM_POLICY = "random"
@@ -203,7 +203,9 @@ def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _Dataset
     writer = _DatasetWriter(config.size, obs_shape, act_shape)
     running = [_EpisodeBuffer(obs_shape, act_shape) for _ in range(config.num_envs)]
     obs, _ = envs.reset(seed=config.seed)
-    with tqdm(total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress) as bar:
+    with progress_bar(
+        total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress
+    ) as bar:
         steps = 0
         while steps < config.size:
             actions = act(obs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,13 +15,26 @@ from offline_rl.scores import normalized_score
 class EvaluationReporter:
     """Tianshou `compute_score_fn` that also prints and records each evaluation.
 
-    The score used to pick the best checkpoint is the mean return (as Tianshou's default).
+    Tianshou's trainer evaluates once before its first epoch and takes that as the best so far
+    (calling `save_best_fn`). That evaluation is of untrained weights (or, when resuming, of
+    weights already scored), so here it never counts: it is reported as the starting point, its
+    score is the best of the run's trained evaluations so far (−∞ at the start), and
+    `current_is_initial` tells `save_best_fn` to skip it. Trained evaluations are numbered by
+    epoch; the score is the mean return (as Tianshou's default).
     """
 
     ref_min: float | None = None
     ref_max: float | None = None
     writer: object | None = None  # a tensorboard SummaryWriter
     history: list[dict[str, float]] = field(default_factory=list)
+    first_index: int = 0  # trained evaluations a resumed run had already made
+    best: dict[str, float] | None = None  # the best trained evaluation (a resumed run's included)
+    current_is_initial: bool = False
+    _initial_pending: bool = True
+
+    @property
+    def best_score(self) -> float:
+        return self.best["return_mean"] if self.best is not None else -math.inf
 
     def describe(self, returns: np.ndarray) -> dict[str, float]:
         mean, std = float(np.mean(returns)), float(np.std(returns))
@@ -39,11 +53,19 @@ class EvaluationReporter:
 
     def __call__(self, stats: CollectStats) -> float:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64))
+        episodes = int(record["episodes"])
+        self.current_is_initial, self._initial_pending = self._initial_pending, False
+        if self.current_is_initial:
+            what = "before training" if self.first_index == 0 else f"of the resumed weights (epoch {self.first_index})"
+            print(f"evaluation {what} ({episodes} episodes): {self.format(record)}", flush=True)
+            return self.best_score
         self.history.append(record)
-        index = len(self.history) - 1
-        print(f"evaluation {index} ({int(record['episodes'])} episodes): {self.format(record)}", flush=True)
+        index = self.first_index + len(self.history)
+        print(f"evaluation {index} ({episodes} episodes): {self.format(record)}", flush=True)
         if self.writer is not None:
             for key in ("return_mean", "return_std", "normalized_score"):
                 if key in record:
                     self.writer.add_scalar(f"eval/{key}", record[key], global_step=index)  # type: ignore[attr-defined]
+        if record["return_mean"] > self.best_score:
+            self.best = record
         return record["return_mean"]

@@ -4,7 +4,9 @@
 (Tianshou's kebab-case spelling, the snake_case one, declared aliases, `--x/--no-x` for booleans,
 space-separated lists), parses `argv`, and returns a validated copy of `default`. `--config FILE`
 loads a YAML preset first: its values become the defaults, and flags given on the command line
-override them. `--help` groups flags by the dataclass (or `setting(group=...)`) that declares them
+override them. `--resume-path CHECKPOINT` does the same with the settings saved in the checkpoint
+(dataset and budget included), so a resumed run continues the run it resumes; each flag that
+changes one of them is printed. `--help` groups flags by the dataclass (or `setting(group=...)`) that declares them
 and shows each one's default.
 
 About 300 lines because it is the whole command-line layer of every entry point: parser, help
@@ -220,15 +222,55 @@ def build_parser(default: Any, *, prog: str, description: str, epilog: str | Non
     return parser
 
 
-def _find_preset(argv: Sequence[str]) -> str | None:
+def _flag_value(argv: Sequence[str], spellings: Sequence[str], what: str) -> str | None:
+    """The value given to a flag (any spelling, `--flag VALUE` or `--flag=VALUE`), read before parsing."""
     for index, token in enumerate(argv):
-        if token == CONFIG_FLAG:
+        if token in spellings:
             if index + 1 >= len(argv):
-                raise OfflineRLError(f"{CONFIG_FLAG}: expected a YAML file")
+                raise OfflineRLError(f"{spellings[0]}: expected {what}")
             return argv[index + 1]
-        if token.startswith(CONFIG_FLAG + "="):
-            return token.split("=", 1)[1]
+        for spelling in spellings:
+            if token.startswith(spelling + "="):
+                return token.split("=", 1)[1]
     return None
+
+
+def _find_preset(argv: Sequence[str]) -> str | None:
+    return _flag_value(argv, [CONFIG_FLAG], "a YAML file")
+
+
+RESUME_FIELD = "resume_path"
+
+
+def _resumed_settings(default: Config, argv: Sequence[str]) -> tuple[Config, str] | None:
+    """With `--resume-path FILE`, `default` with the settings of the run that wrote FILE (its
+    `per_invocation` settings left as they are), and FILE; None without one, or for a checkpoint
+    that saved no settings."""
+    from offline_rl.checkpoint import saved_config
+    from offline_rl.settings import from_dict
+
+    field = next((f for _, f, _ in leaf_fields(default) if f.name == RESUME_FIELD), None)
+    path = _flag_value(argv, spellings_of(field), "a checkpoint file") if field is not None else None
+    saved = saved_config(path) if path else None
+    if not saved:
+        return None
+    try:
+        restored = from_dict(type(default), saved)
+    except (OfflineRLError, TypeError) as error:
+        raise OfflineRLError(f"--resume-path {path}: its saved settings do not fit this program ({error})") from None
+    kept = {
+        path_: getattr(owner, f.name) for path_, f, owner in leaf_fields(default) if f.metadata.get("per_invocation")
+    }
+    return _replace_paths(restored, kept), str(path)
+
+
+def _report_overrides(resumed: Any, config: Any, source: str) -> None:
+    """One line per setting a flag changed from what the resumed run used."""
+    before = {path: getattr(owner, f.name) for path, f, owner in leaf_fields(resumed)}
+    for path, f, owner in leaf_fields(config):
+        value = getattr(owner, f.name)
+        if not f.metadata.get("per_invocation") and value != before[path]:
+            print(f"{flag_of(f)} {_shown(value)} overrides {_shown(before[path])} of the run in {source}")
 
 
 def load_preset(path: str | Path) -> dict[str, Any]:
@@ -310,6 +352,9 @@ def parse_config(
     preset = _find_preset(argv)
     if preset is not None:
         default = apply_settings(default, load_preset(preset), source=f"{CONFIG_FLAG} {preset}")
+    resumed = _resumed_settings(default, argv) if "-h" not in argv and "--help" not in argv else None
+    if resumed is not None:
+        default = resumed[0]
     parser = build_parser(default, prog=prog, description=description, epilog=epilog)
     namespace = vars(parser.parse_args(argv))
     updates = {}
@@ -320,4 +365,7 @@ def parse_config(
         updates[path] = kind.container(value) if kind.is_list and value is not None else value
     config = _replace_paths(default, updates)
     validate_tree(config)
+    if resumed is not None:
+        print(f"resuming the run in {resumed[1]} with its own settings")
+        _report_overrides(resumed[0], config, resumed[1])
     return config

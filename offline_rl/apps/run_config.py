@@ -18,13 +18,14 @@ class TorchConfig:
 
     FLAG_GROUP: ClassVar[str] = "device"
 
-    device: str = setting("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
-    threads: int = setting(0, "torch CPU threads (0: torch's default)", minimum=0)
+    device: str = setting("auto", "auto (CUDA when present), cpu, cuda or cuda:N", per_invocation=True)
+    threads: int = setting(0, "torch CPU threads (0: torch's default)", minimum=0, per_invocation=True)
     matmul_precision: str = setting(
         "highest",
         "torch.set_float32_matmul_precision; 'medium' lets CPUs with bf16 units (and GPUs) use faster "
         "internal arithmetic for float32 matrix products",
         choices=("highest", "high", "medium"),
+        per_invocation=True,
     )
 
 
@@ -39,9 +40,15 @@ class RunConfig:
     batch_size: int = setting(256, "transitions per gradient step", minimum=1)
     test_num: int = setting(10, "evaluation episodes (one env each)", minimum=1)
     logdir: str = setting("log", "root of the run folders <logdir>/<task>/<algo>/<seed>/<time>")
-    render: float = setting(0.0, "seconds between rendered frames while evaluating (0: no rendering)", minimum=0)
-    resume_path: str | None = setting(None, "checkpoint.pth or policy.pth to continue from")
-    watch: bool = setting(False, "only evaluate --resume-path, do not train")
+    render: float = setting(
+        0.0, "seconds between rendered frames while evaluating (0: no rendering)", minimum=0, per_invocation=True
+    )
+    resume_path: str | None = setting(
+        None,
+        "checkpoint.pth or policy.pth to continue from, with the settings of its run (flags given here override them)",
+        per_invocation=True,
+    )
+    watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)
     torch: TorchConfig = field(default_factory=TorchConfig)
 
 

@@ -17,6 +17,7 @@ behave alike:
 from __future__ import annotations
 
 import datetime
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import torch
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
-from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint, saved_algorithm_config
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
 
 
 @dataclass
@@ -40,14 +41,11 @@ class Session:
     device: str
     checkpoint: dict[str, Any] | None
 
-    def algorithm_config(self, requested: Any) -> Any:
-        """The algorithm settings to build with: a checkpoint's own (they define its networks), else `requested`."""
-        return saved_algorithm_config(self.checkpoint, type(requested), requested, self.run.resume_path)
-
-    def restore(self, algorithm: torch.nn.Module) -> None:
-        """Load the checkpoint's state (networks, optimisers, counters) into `algorithm`, if resuming."""
+    def restore(self, algorithm: torch.nn.Module, *, task: str | None = None) -> None:
+        """Load the checkpoint's state (networks, optimisers, counters) into `algorithm`, if resuming;
+        `task` names this run's task in the error when the networks do not fit."""
         if self.checkpoint is not None:
-            restore_algorithm(algorithm, self.checkpoint, str(self.run.resume_path))
+            restore_algorithm(algorithm, self.checkpoint, str(self.run.resume_path), task=task)
 
 
 def start_session(run: RunConfig) -> Session:
@@ -119,8 +117,13 @@ def train_offline(
     saved: dict[str, Any],
     on_best: Callable[[Any, Path], None] | None = None,
     dataset_name: str | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run Tianshou's offline trainer with logging and checkpoints; return the summary."""
+    """Run Tianshou's offline trainer with logging and checkpoints; return the summary.
+
+    `checkpoint` is the one `--resume-path` named: its evaluation count and best evaluation carry
+    on, so a resumed run neither renumbers its evaluations nor forgets (or overwrites) its best.
+    """
     from tianshou.trainer import OfflineTrainerParams
     from tianshou.utils import TensorboardLogger
     from torch.utils.tensorboard import SummaryWriter
@@ -134,16 +137,26 @@ def train_offline(
     writer.add_text("config", str(saved.get("config")))
     logger = TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1)
     reporter = reporter_factory(writer)
+    if checkpoint is not None:
+        reporter.first_index = int(checkpoint.get("epoch", 0))
+        reporter.best = best_evaluation_in(log_path)
     saved = plain(saved)
 
     def save_best(algo: Any) -> None:
-        save_checkpoint(log_path / "policy.pth", algo, **saved)
+        if reporter.current_is_initial:  # untrained or already-scored weights are never a new best
+            return
+        save_checkpoint(log_path / "policy.pth", algo, best_evaluation=plain(reporter.best), **saved)
         if on_best is not None:
             on_best(algo, log_path)
 
     def save_last(epoch: int, env_step: int, gradient_step: int) -> str:
         path = save_checkpoint(
-            log_path / "checkpoint.pth", algorithm, epoch=epoch, gradient_step=gradient_step, env_step=env_step, **saved
+            log_path / "checkpoint.pth",
+            algorithm,
+            epoch=epoch,
+            gradient_step=gradient_step,
+            env_step=env_step,
+            **saved,
         )
         return str(path)
 
@@ -164,6 +177,7 @@ def train_offline(
                 resume_from_log=resume_path is not None,
                 logger=logger,
                 compute_score_fn=reporter,
+                **progress_output(),
             )
         )
     except KeyboardInterrupt:
@@ -176,7 +190,7 @@ def train_offline(
     save_checkpoint(log_path / "policy_last.pth", algorithm, **saved)
     elapsed = time.time() - start
     updates = int(algorithm.num_updates) - updates_before
-    best = max(reporter.history, key=lambda r: r["return_mean"]) if reporter.history else None
+    best = reporter.best
     last = reporter.history[-1] if reporter.history else None
     summary: dict[str, Any] = {
         "mode": "train",
@@ -198,6 +212,26 @@ def train_offline(
         f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}"
     )
     return summary
+
+
+def progress_output() -> dict[str, bool]:
+    """Tianshou trainer options for what a user watches: its progress bars only on a terminal (in a
+    log file they are hundreds of lines of escape codes; the evaluation line then marks each
+    epoch), and no second copy of each evaluation (the reporter prints it, with the normalised
+    score)."""
+    return {"show_progress": sys.stderr.isatty(), "verbose": False}
+
+
+def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
+    """The best trained evaluation of the run in `log_path`, as its `policy.pth` records it.
+
+    `policy.pth` is the one record of the best: `checkpoint.pth` is written before each epoch's
+    evaluation, so it cannot know whether that evaluation was the best.
+    """
+    best_file = log_path / "policy.pth"
+    if not best_file.is_file():
+        return None
+    return load_checkpoint(best_file).get("best_evaluation")
 
 
 def evaluate_or_train(

@@ -18,10 +18,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from tianshou.data import ReplayBuffer
-from tqdm import tqdm
 
 from offline_rl.data.transitions import make_replay_buffer, require_finite
 from offline_rl.errors import DatasetError, DownloadError
+from offline_rl.progress import progress_bar
 
 
 def is_minari_directory(path: Path) -> bool:
@@ -95,7 +95,9 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
     terminated = np.zeros(total, dtype=bool)
     truncated = np.zeros(total, dtype=bool)
     cursor = 0
-    for episode in tqdm(dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False):
+    for episode in progress_bar(
+        dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False
+    ):
         steps = len(episode.rewards)
         if steps == 0:
             continue

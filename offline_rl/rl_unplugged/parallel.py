@@ -20,6 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from offline_rl.errors import OfflineRLError
+from offline_rl.progress import progress_bar
 from offline_rl.rl_unplugged.shard_converter import ShardSummary, convert_shard
 
 _progress_queue: multiprocessing.queues.Queue | None = None  # set in each worker by _init_worker
@@ -67,7 +68,9 @@ def convert_shards(
     """Convert every job (in `workers` processes when > 1); raise one error naming the failures."""
     total = sum(job.shard.stat().st_size for job in jobs)
     label = jobs[0].shard.name if len(jobs) == 1 else f"{len(jobs)} shards"
-    with tqdm(total=total, unit="B", unit_scale=True, desc=f"convert {label}", disable=not show_progress) as bar:
+    with progress_bar(
+        total=total, unit="B", unit_scale=True, desc=f"convert {label}", disable=not show_progress
+    ) as bar:
         if workers <= 1 or len(jobs) == 1:
             results = _convert_here(jobs, options, bar)
         else:

@@ -1,0 +1,38 @@
+"""Progress bars that suit where the output goes.
+
+On a terminal, a tqdm bar redraws in place. In a log file (CI, `nohup`, a cluster job) the same
+redraws become hundreds of lines of carriage returns, so there the bar is written as one plain line
+at most every `LOG_INTERVAL_S` seconds, plus the final one.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+LOG_INTERVAL_S = 30.0
+
+
+class _Lines:
+    """A file for tqdm that turns each redraw into one newline-terminated line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        line = text.replace("\r", "").strip()
+        if line:
+            self.stream.write(line + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def progress_bar(iterable: Any = None, **kwargs: Any) -> tqdm:
+    """`tqdm(iterable, **kwargs)` on a terminal; plain periodic lines when stderr is not one."""
+    if sys.stderr.isatty():
+        return tqdm(iterable, **kwargs)
+    plain = {"file": _Lines(sys.stderr), "mininterval": LOG_INTERVAL_S, "ascii": True, "dynamic_ncols": False}
+    return tqdm(iterable, **{**plain, **kwargs})
