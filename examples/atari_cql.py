@@ -12,23 +12,19 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from offline_rl.apps.atari_cql import (
-    config_from_args,
-    describe_buffer,
-    evaluation_padding,
-    load_atari_buffer,
-    make_evaluation_env,
-)
+from offline_rl.apps.atari_cql import config_from_args
 from offline_rl.apps.cli import run_main
-from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.apps.training import evaluate_or_train, start_session
-from offline_rl.data import dataset_info
-from offline_rl.discrete_cql import CQLQRDQN
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 1. Settings: flags and an optional preset file, merged into the config dataclasses.
-    config = config_from_args(argv)
+    config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
+    from offline_rl.apps.atari_cql import describe_buffer, evaluation_padding, load_atari_buffer, make_evaluation_env
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.training import evaluate_or_train, start_session
+    from offline_rl.data import dataset_info
+    from offline_rl.discrete_cql import CQLQRDQN
+
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
 
     # 2. The algorithm, shaped by the game's spaces.

@@ -13,20 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offline_rl.apps.atari_qrdqn import (
-    build_qrdqn,
-    config_from_args,
-    make_discrete_atari_env,
-    play,
-    train_online,
-)
+from offline_rl.apps.atari_qrdqn import build_qrdqn, config_from_args, make_discrete_atari_env, play, train_online
 from offline_rl.apps.cli import run_main
-from offline_rl.apps.training import start_session
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 1. Settings (a checkpoint's own when resuming), device and seeds, and the checkpoint to start from.
-    config = config_from_args(argv)
+    config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
+    from offline_rl.apps.training import start_session
+
     session = start_session(config.run)
 
     # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head.

@@ -12,17 +12,20 @@ from dataclasses import asdict
 from typing import Any
 
 from offline_rl.apps.cli import run_main
-from offline_rl.apps.d4rl_cql import config_from_args, load_training_data, make_continuous_env, reference_range
-from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.apps.policy_export import export_policy
-from offline_rl.apps.training import evaluate_or_train, start_session
-from offline_rl.cql_sac import CQLSAC
-from offline_rl.data import dataset_info
+from offline_rl.apps.d4rl_cql import config_from_args
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    # 1. Settings: flags and an optional preset file, merged into the config dataclasses.
+    # 1. Settings: flags and an optional preset file, merged into the config dataclasses. Torch and
+    #    Tianshou load only after this, so --help and flag errors answer at once.
     config = config_from_args(argv)
+    from offline_rl.apps.d4rl_cql import load_training_data, make_continuous_env, reference_range
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.policy_export import export_policy
+    from offline_rl.apps.training import evaluate_or_train, start_session
+    from offline_rl.cql_sac import CQLSAC
+    from offline_rl.data import dataset_info
+
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
 
     # 2. The algorithm, shaped by the task's spaces.

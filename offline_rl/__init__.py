@@ -11,10 +11,21 @@ from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
 
 use_tensorboard_without_tensorflow()  # before anything below imports tianshou, hence tensorboard
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig  # noqa: E402
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig  # noqa: E402
-from offline_rl.errors import DatasetError, OfflineRLError  # noqa: E402
-from offline_rl.tianshou_dropin import CQL, DiscreteCQL  # noqa: E402
+from offline_rl.lazy import lazy_exports  # noqa: E402
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CQL": "offline_rl.tianshou_dropin",
+        "CQLQRDQN": "offline_rl.discrete_cql.algorithm",
+        "CQLSAC": "offline_rl.cql_sac.algorithm",
+        "CQLSACConfig": "offline_rl.cql_sac.config",
+        "DatasetError": "offline_rl.errors",
+        "DiscreteCQL": "offline_rl.tianshou_dropin",
+        "DiscreteCQLConfig": "offline_rl.discrete_cql.config",
+        "OfflineRLError": "offline_rl.errors",
+    },
+)
 
 __all__ = [
     "CQL",

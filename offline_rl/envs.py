@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-from tianshou.data import ReplayBuffer
 
 from offline_rl.errors import OfflineRLError
+
+if TYPE_CHECKING:
+    from tianshou.data import ReplayBuffer
 
 
 def _register_atari() -> None:

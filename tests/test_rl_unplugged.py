@@ -7,6 +7,7 @@ import re
 import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -480,3 +481,85 @@ def test_the_converter_never_imports_tensorflow(mixed_shard: Path, tmp_path: Pat
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert buffer_multiset(load_buffer(tmp_path / "out.hdf5")) == reference_multiset(mixed_shard)
+
+
+# --- damage in the compressed stream itself ------------------------------------------------------
+
+
+def complete_records(raw: bytes) -> int:
+    """How many whole TFRecord frames an uncompressed prefix holds."""
+    offset = count = 0
+    while offset + 12 <= len(raw):
+        (length,) = struct.unpack_from("<Q", raw, offset)
+        if offset + 12 + length + 4 > len(raw):
+            break
+        offset += 12 + length + 4
+        count += 1
+    return count
+
+
+@pytest.fixture(scope="module")
+def long_shard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """A shard of 160 records (several hundred KB compressed) and its uncompressed TFRecord bytes."""
+    folder = tmp_path_factory.mktemp("long")
+    shard = write_fields(
+        folder / "run_1-00000-of-00100", shuffled_records(episodes(9, [(90, True), (70, False)]), seed=4)
+    )
+    return shard, gzip.decompress(shard.read_bytes())
+
+
+def test_a_truncated_deflate_stream_keeps_every_record_before_the_cut(long_shard, tmp_path: Path) -> None:
+    shard, _raw = long_shard
+    data = shard.read_bytes()
+    cut = tmp_path / "cut"
+    cut.write_bytes(data[: len(data) * 6 // 10])
+    decodable = complete_records(zlib.decompressobj(wbits=31).decompress(data[: len(data) * 6 // 10]))
+    with pytest.raises(ShardError, match=r"the gzip stream ends early at compressed byte \d+ \(truncated file\)"):
+        convert_shard(cut, tmp_path / "cut.hdf5")
+    summary = convert_shard(cut, tmp_path / "cut.hdf5", skip_corrupt=True)
+    assert summary.transitions == decodable > 50 and f"records 0-{decodable - 1} before it are intact" in summary.note
+
+
+def test_a_broken_gzip_trailer_is_named_as_such_and_loses_no_record(long_shard, tmp_path: Path) -> None:
+    shard, raw = long_shard
+    data = bytearray(shard.read_bytes())
+    data[-6] ^= 0xFF  # inside the trailer's CRC-32
+    broken = tmp_path / "trailer"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(ShardError, match=r"the gzip trailer near compressed byte \d+ does not match the data") as error:
+        convert_shard(broken, tmp_path / "trailer.hdf5")
+    assert str(broken) in str(error.value) and "not gzip-compressed" not in str(error.value)
+    summary = convert_shard(broken, tmp_path / "trailer.hdf5", skip_corrupt=True)
+    assert summary.transitions == complete_records(raw) == 160
+
+
+def test_a_damaged_second_gzip_member_keeps_the_whole_first_one(long_shard, tmp_path: Path) -> None:
+    _shard, raw = long_shard
+    half = len(raw) // 2
+    first, second = gzip.compress(raw[:half]), bytearray(gzip.compress(raw[half:]))
+    second[10:30] = b"\xff" * 20  # the start of its deflate data: an invalid block type
+    damaged = tmp_path / "members"
+    damaged.write_bytes(first + bytes(second))
+    with pytest.raises(ShardError) as error:
+        convert_shard(damaged, tmp_path / "members.hdf5")
+    message = str(error.value)
+    offset = int(re.search(r"damaged near compressed byte (\d+)", message).group(1))
+    assert len(first) <= offset <= len(first) + 30 + 64  # where the damage is, to within one salvage step
+    kept = complete_records(raw[:half])
+    assert f"records 0-{kept - 1} before it are intact" in message
+    assert convert_shard(damaged, tmp_path / "members.hdf5", skip_corrupt=True).transitions == kept
+
+
+def test_damage_early_in_a_single_member_keeps_what_decodes_before_it(long_shard, tmp_path: Path) -> None:
+    shard, _raw = long_shard
+    data = bytearray(shard.read_bytes())
+    spot = len(data) // 3
+    data[spot : spot + 16] = b"\xff" * 16
+    damaged = tmp_path / "early"
+    damaged.write_bytes(bytes(data))
+    prefix = zlib.decompressobj(wbits=31).decompress(bytes(data[: spot - 1024]))
+    with pytest.raises(ShardError) as error:
+        convert_shard(damaged, tmp_path / "early.hdf5")
+    assert "not gzip-compressed" not in str(error.value) and str(damaged) in str(error.value)
+    summary = convert_shard(damaged, tmp_path / "early.hdf5", skip_corrupt=True)
+    assert summary.transitions >= complete_records(prefix) > 20

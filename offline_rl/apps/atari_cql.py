@@ -17,9 +17,6 @@ import numpy as np
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
-from offline_rl.data import load_buffers
-from offline_rl.data.frame_padding import frame_padding_of
-from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import EVAL_PROTOCOLS, atari_game, make_atari_env
 from offline_rl.errors import OfflineRLError
@@ -72,6 +69,9 @@ def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False)
 
 def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
     """The offline buffer, checked against the task; a one-line error with the fix if it does not fit."""
+    from offline_rl.data import load_buffers
+    from offline_rl.data.frame_pool import FramePoolBuffer
+
     paths = [Path(name).expanduser() for name in config.load_buffer_name]
     how = create_buffer_command(config.task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
     for path in paths:
@@ -103,6 +103,8 @@ def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
 def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
     """How the evaluation env pads frame stacks at a game's start: as the training data does
     (read from its episode starts), as the checkpoint's data did when only watching, else gymnasium's."""
+    from offline_rl.data.frame_padding import frame_padding_of
+
     found = frame_padding_of(buffer) if buffer is not None else None
     saved = ((checkpoint or {}).get("dataset_info") or {}).get("frame_padding")
     return found or saved or "reset"

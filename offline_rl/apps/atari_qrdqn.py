@@ -21,16 +21,10 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import RunConfig
-from offline_rl.apps.training import new_log_path, plain, progress_output, vector_envs, watch
-from offline_rl.checkpoint import save_checkpoint
-from offline_rl.data import save_buffer
-from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
-from offline_rl.discrete_cql.networks import QuantileNatureCNN
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.progress import progress_bar
@@ -87,6 +81,8 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
 
+    from offline_rl.discrete_cql.networks import QuantileNatureCNN
+
     model = QuantileNatureCNN(env.observation_space.shape, int(env.action_space.n), config.num_quantiles).to(device)
     policy = QRDQNPolicy(
         model=model,
@@ -107,7 +103,11 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
 
 def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[str, Any]:
     """Play `buffer_size` steps in `training_num` envs at ε = eps_test; write a FrameStackBuffer."""
+    import torch
     from tianshou.data import Batch
+
+    from offline_rl.data import save_buffer
+    from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
 
     num_envs = min(config.training_num, config.buffer_size)
     envs = [make_atari_env(config.task, config.frames_stack) for _ in range(num_envs)]
@@ -166,6 +166,8 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
     from tianshou.data import Collector
 
+    from offline_rl.apps.training import vector_envs, watch
+
     policy = algorithm.policy
     policy.set_eps_inference(config.eps_test)
     if config.run.resume_path is None:
@@ -192,6 +194,9 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
     from torch.utils.tensorboard import SummaryWriter
+
+    from offline_rl.apps.training import new_log_path, plain, progress_output, vector_envs
+    from offline_rl.checkpoint import save_checkpoint
 
     run = config.run
     policy = algorithm.policy

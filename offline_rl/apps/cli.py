@@ -3,6 +3,7 @@ on stderr and exit status 2, Ctrl-C exit status 130, bugs a traceback."""
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,11 +23,14 @@ KNOWN_HARMLESS_WARNINGS = (r".*The environment \S+-v4 is out of date",)
 def _one_line_warnings() -> None:
     """Our own warnings (`OfflineRLWarning`) print as `warning: <message>`; others keep Python's
     format, minus the known harmless ones."""
-    for message in KNOWN_HARMLESS_WARNINGS:
-        warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
     plain_format = warnings.formatwarning
+    harmless = [re.compile(pattern) for pattern in KNOWN_HARMLESS_WARNINGS]
 
+    # In the formatter rather than as a filter: torch and Tianshou add filters of their own when
+    # imported, ahead of any added here.
     def formatwarning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> str:
+        if any(pattern.match(str(message)) for pattern in harmless):
+            return ""
         if issubclass(category, OfflineRLWarning):
             return f"warning: {message}\n"
         return plain_format(message, category, *args, **kwargs)

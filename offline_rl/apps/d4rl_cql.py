@@ -15,11 +15,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from offline_rl.apps.dataset_generation import ensure_random_dataset
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.cql_sac.config import CQLSACConfig
-from offline_rl.data import dataset_info, dataset_stats, load_dataset
 from offline_rl.envs import check_dataset_fits_env, episode_limit, make_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import reference_scores
@@ -61,6 +59,9 @@ def make_continuous_env(task: str, **kwargs: Any) -> gym.Env:
 
 def load_training_data(config: D4RLCQLConfig) -> Any:
     """The dataset named by --dataset (or the generated default), checked against --task, described."""
+    from offline_rl.apps.dataset_generation import ensure_random_dataset
+    from offline_rl.data import dataset_info, dataset_stats, load_dataset
+
     source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
     check_dataset_fits_env(buffer, config.task, source=source)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from tianshou.data import CollectStats
 
 from offline_rl.scores import normalized_score
+
+if TYPE_CHECKING:
+    from tianshou.data import CollectStats
 
 
 @dataclass

@@ -246,12 +246,15 @@ def _resumed_settings(default: Config, argv: Sequence[str]) -> tuple[Config, str
     """With `--resume-path FILE`, `default` with the settings of the run that wrote FILE (its
     `per_invocation` settings left as they are), and FILE; None without one, or for a checkpoint
     that saved no settings."""
-    from offline_rl.checkpoint import saved_config
     from offline_rl.settings import from_dict
 
     field = next((f for _, f, _ in leaf_fields(default) if f.name == RESUME_FIELD), None)
     path = _flag_value(argv, spellings_of(field), "a checkpoint file") if field is not None else None
-    saved = saved_config(path) if path else None
+    if not path:
+        return None
+    from offline_rl.checkpoint import saved_config  # torch: only when there is a checkpoint to read
+
+    saved = saved_config(path)
     if not saved:
         return None
     try:

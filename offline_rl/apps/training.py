@@ -209,7 +209,8 @@ def train_offline(
     print(
         f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
         f"({summary['updates_per_second']:.1f}/s, {device.type}); last evaluation {last_text} "
-        f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}"
+        f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}; "
+        f"curves: tensorboard --logdir {settings.logdir}"
     )
     return summary
 

@@ -1,8 +1,18 @@
 """Continuous CQL-SAC (Conservative Q-Learning on SAC) for Tianshou 2.x."""
 
-from offline_rl.cql_sac.algorithm import CQLSAC, CQLSACTrainingStats
-from offline_rl.cql_sac.config import CQLSACConfig
-from offline_rl.cql_sac.networks import EnsembleCritic, ObservationNormalizer, TanhGaussianActor
+from offline_rl.lazy import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CQLSAC": "offline_rl.cql_sac.algorithm",
+        "CQLSACConfig": "offline_rl.cql_sac.config",
+        "CQLSACTrainingStats": "offline_rl.cql_sac.algorithm",
+        "EnsembleCritic": "offline_rl.cql_sac.networks",
+        "ObservationNormalizer": "offline_rl.cql_sac.networks",
+        "TanhGaussianActor": "offline_rl.cql_sac.networks",
+    },
+)
 
 __all__ = [
     "CQLSAC",

@@ -1,8 +1,18 @@
 """Discrete CQL on a QR-DQN head for Tianshou 2.x."""
 
-from offline_rl.discrete_cql.algorithm import CQLQRDQN, DiscreteCQLTrainingStats, nstep_returns
-from offline_rl.discrete_cql.config import DiscreteCQLConfig
-from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
+from offline_rl.lazy import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CQLQRDQN": "offline_rl.discrete_cql.algorithm",
+        "DiscreteCQLConfig": "offline_rl.discrete_cql.config",
+        "DiscreteCQLTrainingStats": "offline_rl.discrete_cql.algorithm",
+        "QuantileMLP": "offline_rl.discrete_cql.networks",
+        "QuantileNatureCNN": "offline_rl.discrete_cql.networks",
+        "nstep_returns": "offline_rl.discrete_cql.algorithm",
+    },
+)
 
 __all__ = [
     "CQLQRDQN",
