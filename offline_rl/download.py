@@ -7,6 +7,8 @@ names the URL and where to put a copy made elsewhere.
 
 from __future__ import annotations
 
+import os
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -35,3 +37,19 @@ def download_file(url: str, destination: Path, *, hint: str = "", timeout_s: flo
         raise DownloadError(
             f"dataset not found at {destination} and the download from {url} failed ({reason}); {where}"
         ) from None
+
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def unreachable(host: str, port: int = 443, timeout_s: float = 5.0) -> str | None:
+    """Why `host` cannot be reached, found in seconds; None when it can (or when a proxy is set,
+    which a direct connection cannot judge). Clients that retry for half a minute before failing
+    are asked only after this says the network is there."""
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as error:
+        return f"cannot reach {host}: {error.strerror or error}"

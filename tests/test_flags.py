@@ -258,3 +258,19 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("requested", "load", "expected"), [(0, 0.2, 2), (0, 1.1, 1), (0, 6.0, 1), (3, 6.0, 3), (1, 0.0, 1)]
+)
+def test_cpu_threads_leave_busy_cores_alone(
+    requested: int, load: float, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from offline_rl.apps.training import cpu_threads
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    threads, why = cpu_threads(requested)
+    assert threads == expected and why

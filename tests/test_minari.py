@@ -111,3 +111,29 @@ def test_directory_that_is_not_a_dataset(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetError, match="not a Minari dataset directory"):
         load_minari(tmp_path / "empty")
+
+
+def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import minari
+
+    from offline_rl.data import load_minari
+    from offline_rl.download import PROXY_VARIABLES
+    from offline_rl.errors import DownloadError
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def no_network(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    def retrying_download(*args, **kwargs):
+        raise AssertionError("Minari's download (and its retries) must not start without a network")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(minari, "load_dataset", retrying_download)
+    with pytest.raises(DownloadError) as caught:
+        load_minari("mujoco/hopper/medium-v0", download=True)
+    message = str(caught.value)
+    assert "cannot reach huggingface.co" in message and "mujoco/hopper/medium-v0" in message and "\n" not in message

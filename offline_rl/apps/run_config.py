@@ -19,7 +19,12 @@ class TorchConfig:
     FLAG_GROUP: ClassVar[str] = "device"
 
     device: str = setting("auto", "auto (CUDA when present), cpu, cuda or cuda:N", per_invocation=True)
-    threads: int = setting(0, "torch CPU threads (0: torch's default)", minimum=0, per_invocation=True)
+    threads: int = setting(
+        0,
+        "torch CPU threads (0: the cores other processes leave free, printed at the start)",
+        minimum=0,
+        per_invocation=True,
+    )
     matmul_precision: str = setting(
         "highest",
         "torch.set_float32_matmul_precision; 'medium' lets CPUs with bf16 units (and GPUs) use faster "

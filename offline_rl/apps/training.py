@@ -17,6 +17,7 @@ behave alike:
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -276,13 +277,32 @@ def evaluate_or_train(
     )
 
 
+def cpu_threads(requested: int) -> tuple[int, str]:
+    """The CPU threads to train with, and why. `requested` > 0 is taken as given. Otherwise the
+    cores other processes are not using: torch's threads spin while waiting for each other, so
+    a thread that shares its core with another busy process stalls all of them (on a busy 2-core
+    machine two threads ran many times slower than one)."""
+    cores = os.cpu_count() or 1
+    if requested > 0:
+        return requested, "--threads"
+    busy = min(cores, round(os.getloadavg()[0])) if hasattr(os, "getloadavg") else 0
+    free = max(1, cores - busy)
+    if free == cores:
+        return cores, f"all {cores} cores are free; --threads to choose"
+    return free, f"{busy} of {cores} cores are busy with other work; --threads to choose"
+
+
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     """Threads, float32 matmul precision, CPU allocator and seeds, once per run."""
     import random
 
     from offline_rl.perf import tune_cpu_allocator
 
-    if settings.threads > 0:
+    if device == "cpu":
+        threads, why = cpu_threads(settings.threads)
+        torch.set_num_threads(threads)
+        print(f"torch CPU threads: {threads} ({why})")
+    elif settings.threads > 0:
         torch.set_num_threads(settings.threads)
     torch.set_float32_matmul_precision(settings.matmul_precision)
     if device == "cpu":
