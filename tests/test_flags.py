@@ -268,9 +268,32 @@ def test_cpu_threads_leave_busy_cores_alone(
 ) -> None:
     import os
 
+    from offline_rl.apps import training
     from offline_rl.apps.training import cpu_threads
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(training, "busy_cores", lambda cores: load)
     threads, why = cpu_threads(requested)
     assert threads == expected and why
+
+
+def test_busy_cores_sees_a_busy_process() -> None:
+    import multiprocessing
+    import os
+
+    from offline_rl.apps.training import busy_cores
+
+    cores = os.cpu_count() or 1
+    quiet = busy_cores(cores)
+    spinner = multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)
+    spinner.start()
+    try:
+        loaded = busy_cores(cores, window_s=0.5)
+    finally:
+        spinner.terminate()
+    assert 0.0 <= quiet <= cores and loaded >= 0.7  # one core spinning
+
+
+def _spin() -> None:
+    while True:
+        pass

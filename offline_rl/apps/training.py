@@ -136,7 +136,7 @@ def train_offline(
         log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
     writer = SummaryWriter(str(log_path))
     writer.add_text("config", str(saved.get("config")))
-    logger = TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1)
+    logger = progress_lines(TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1))
     reporter = reporter_factory(writer)
     if checkpoint is not None:
         reporter.first_index = int(checkpoint.get("epoch", 0))
@@ -224,6 +224,31 @@ def progress_output() -> dict[str, bool]:
     return {"show_progress": sys.stderr.isatty(), "verbose": False}
 
 
+PROGRESS_LINE_INTERVAL_S = 60.0
+
+
+def progress_lines(logger: Any) -> Any:
+    """Without a terminal (no progress bar), `logger` also prints one line a minute while training:
+    the update count and rate, so a log file shows that a long epoch is moving."""
+    if sys.stderr.isatty():
+        return logger
+    log_update_data = logger.log_update_data
+    state = {"time": time.time(), "step": None}
+
+    def log_and_report(log_data: dict, step: int) -> None:
+        log_update_data(log_data, step)
+        now = time.time()
+        if state["step"] is None:
+            state.update(time=now, step=step)
+        elif now - state["time"] >= PROGRESS_LINE_INTERVAL_S:
+            rate = (step - state["step"]) / (now - state["time"])
+            print(f"update {step}: {rate:.1f} updates/s", flush=True)
+            state.update(time=now, step=step)
+
+    logger.log_update_data = log_and_report
+    return logger
+
+
 def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
     """The best trained evaluation of the run in `log_path`, as its `policy.pth` records it.
 
@@ -279,17 +304,39 @@ def evaluate_or_train(
 
 def cpu_threads(requested: int) -> tuple[int, str]:
     """The CPU threads to train with, and why. `requested` > 0 is taken as given. Otherwise the
-    cores other processes are not using: torch's threads spin while waiting for each other, so
-    a thread that shares its core with another busy process stalls all of them (on a busy 2-core
-    machine two threads ran many times slower than one)."""
+    cores other processes are not using right now: torch's threads spin while waiting for each
+    other, so a thread that shares its core with another busy process stalls all of them (on a
+    busy 2-core machine two threads ran many times slower than one)."""
     cores = os.cpu_count() or 1
     if requested > 0:
         return requested, "--threads"
-    busy = min(cores, round(os.getloadavg()[0])) if hasattr(os, "getloadavg") else 0
+    busy = min(cores, round(busy_cores(cores)))
     free = max(1, cores - busy)
     if free == cores:
         return cores, f"all {cores} cores are free; --threads to choose"
     return free, f"{busy} of {cores} cores are busy with other work; --threads to choose"
+
+
+def busy_cores(cores: int, window_s: float = 0.3) -> float:
+    """How many cores other processes keep busy now: /proc/stat sampled over `window_s` (this
+    process sleeps meanwhile); elsewhere the 1-minute load average, which lags behind."""
+
+    def sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = [int(value) for value in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    first = sample()
+    if first is None:
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    time.sleep(window_s)
+    second = sample()
+    total, idle = second[0] - first[0], second[1] - first[1]  # type: ignore[index]
+    return cores * (total - idle) / total if total > 0 else 0.0
 
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
