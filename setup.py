@@ -32,6 +32,17 @@ setup(
         "tensorboard>=2.14",
         "tqdm>=4.60",
     ],
+    entry_points={
+        "console_scripts": [
+            "offline-rl-d4rl-cql = offline_rl.apps.console:d4rl_cql",
+            "offline-rl-atari-cql = offline_rl.apps.console:atari_cql",
+            "offline-rl-atari-qrdqn = offline_rl.apps.console:atari_qrdqn",
+            "offline-rl-collect = offline_rl.apps.console:collect",
+            "offline-rl-convert-d4rl = offline_rl.apps.console:convert_d4rl",
+            "offline-rl-convert-minari = offline_rl.apps.console:convert_minari",
+            "offline-rl-convert-rl-unplugged = offline_rl.apps.console:convert_rl_unplugged",
+        ]
+    },
     extras_require={
         # TensorFlow writes the RL Unplugged test shards and runs the benchmark's baseline; the converter
         # itself reads shards without it.

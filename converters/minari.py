@@ -3,32 +3,15 @@
 python converters/minari.py mujoco/halfcheetah/medium-v0 --output halfcheetah-medium.hdf5
 """
 
-from __future__ import annotations
-
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 # This script shares its name with a library (`minari`); drop its own folder from the import path
 # so `import minari` finds the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).parent.resolve()]
 
-from offline_rl.apps.buffer_conversion import DownloadableConversionConfig, run_conversion  # noqa: E402
+from offline_rl.apps.buffer_conversion import convert_minari  # noqa: E402
 from offline_rl.apps.cli import run_main  # noqa: E402
-from offline_rl.data import load_minari  # noqa: E402
-
-SOURCE = "a Minari dataset id or dataset directory"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_conversion(
-        argv,
-        DownloadableConversionConfig(),
-        lambda source, download: load_minari(source, download=download),
-        prog="converters/minari.py",
-        source_help=SOURCE,
-    )
-
 
 if __name__ == "__main__":
-    run_main(main)
+    run_main(convert_minari)

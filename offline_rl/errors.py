@@ -22,3 +22,7 @@ class OfflineRLWarning(UserWarning):
 
     Command-line entry points print these as one line, `warning: <message>`.
     """
+
+
+class IgnoredFlagWarning(OfflineRLWarning):
+    """A setting was given that has no effect with the others (named in the message)."""

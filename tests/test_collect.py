@@ -77,7 +77,6 @@ def test_same_seed_same_data_other_seed_other_data(tmp_path: Path) -> None:
             size=300,
             num_envs=2,
             seed=seed,
-            noise_std=0.1,
             progress=False,
         )
         return _read(collect_dataset(config))
@@ -219,3 +218,14 @@ def test_collect_cli_then_both_converters_print_statistics(tmp_path: Path) -> No
     np.testing.assert_array_equal(a.terminated, b.terminated)
     np.testing.assert_array_equal(a.truncated, b.truncated)
     assert dataset_info(b)["ref_max_score"] == 3234.3
+
+
+def test_noise_with_the_random_policy_is_ignored_and_said_so(tmp_path: Path) -> None:
+    from offline_rl.errors import IgnoredFlagWarning
+
+    plain = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "a.hdf5", size=40, progress=False))
+    with pytest.warns(IgnoredFlagWarning, match="--noise-std 0.3 is ignored with --policy random"):
+        noisy = collect_dataset(
+            CollectConfig(task="Pendulum-v1", output=tmp_path / "b.hdf5", size=40, noise_std=0.3, progress=False)
+        )
+    np.testing.assert_array_equal(load_d4rl(plain).act, load_d4rl(noisy).act)  # the same actions: no noise added

@@ -297,3 +297,24 @@ def test_busy_cores_sees_a_busy_process() -> None:
 def _spin() -> None:
     while True:
         pass
+
+
+def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
+    import importlib
+    import re as regex
+    import shutil
+    import subprocess
+
+    from conftest import script_env
+    from offline_rl.apps import console
+
+    setup_text = (REPO_ROOT / "setup.py").read_text()
+    declared = regex.findall(r'"(offline-rl-[a-z0-9-]+) = offline_rl\.apps\.console:(\w+)"', setup_text)
+    assert sorted(name for name, _ in declared) == sorted(console.COMMANDS)
+    for name, function in declared:
+        assert callable(getattr(console, function)) and shutil.which(name), f"{name}: pip install -e ."
+        module, main = console.COMMANDS[name]
+        assert callable(getattr(importlib.import_module(module), main))
+    command = [shutil.which("offline-rl-d4rl-cql"), "--help"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=script_env())
+    assert done.returncode == 0 and "--task" in done.stdout, done.stderr[-500:]

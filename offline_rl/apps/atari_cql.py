@@ -8,7 +8,7 @@ checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -124,4 +124,44 @@ def describe_buffer(config: AtariCQLConfig, buffer: Any, padding: str) -> None:
         f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
         f"{atari_game(config.task)} ({protocol}, up to 27 000 steps each)",
         flush=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The whole command (discrete CQL on an Atari buffer), run by `examples/atari_cql.py` and by
+    `offline-rl-atari-cql`."""
+    # 1. Settings: flags and an optional preset file, merged into the config dataclasses.
+    config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.training import evaluate_or_train, start_session
+    from offline_rl.data import dataset_info
+    from offline_rl.discrete_cql import CQLQRDQN
+
+    session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
+
+    # 2. The algorithm, shaped by the game's spaces.
+    env = make_evaluation_env(config, padding="reset")
+    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=config.task)
+
+    # 3. The data (not needed to only watch a trained policy).
+    buffer = None if config.run.watch else load_atari_buffer(config, env)
+    names = " ".join(config.load_buffer_name)
+    padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
+    info = {"name": names, **(dataset_info(buffer) if buffer is not None else {}), "frame_padding": padding}
+    if buffer is not None:
+        describe_buffer(config, buffer, padding)
+
+    # 4. Tianshou's offline trainer: evaluations, checkpoints, TensorBoard logs, a summary line.
+    return evaluate_or_train(
+        algorithm,
+        buffer,
+        lambda **kwargs: make_evaluation_env(config, padding, **kwargs),
+        config.run,
+        lambda writer: EvaluationReporter(writer=writer),
+        task=config.task,
+        algo_name="cql",
+        saved={"config": asdict(config), "dataset_info": info},
+        checkpoint=session.checkpoint,
+        dataset_name=str(info.get("name", names)),
     )

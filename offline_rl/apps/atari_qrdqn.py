@@ -259,3 +259,21 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         f"collect a dataset with --watch --resume-path {log_path / 'policy.pth'} --save-buffer-name expert.hdf5"
     )
     return {"log_path": str(log_path), "best_reward": result.best_reward}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The whole command (the QR-DQN behaviour policy), run by `examples/atari_qrdqn.py` and by
+    `offline-rl-atari-qrdqn`."""
+    # 1. Settings (a checkpoint's own when resuming), device and seeds, and the checkpoint to start from.
+    config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
+    from offline_rl.apps.training import start_session
+
+    session = start_session(config.run)
+
+    # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head.
+    env = make_discrete_atari_env(config)
+    algorithm = build_qrdqn(config, env, session.device)
+    session.restore(algorithm, task=config.task)
+
+    # 3. Play (and collect a dataset with --save-buffer-name), or train online.
+    return play(config, algorithm) if config.run.watch else train_online(config, algorithm)

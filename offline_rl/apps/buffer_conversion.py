@@ -68,3 +68,30 @@ def run_conversion(
     print(stats.summary())
     print(f"wrote {output}: {stats.transitions} transitions, {stats.episodes} episodes")
     return 0
+
+
+def convert_d4rl(argv: Sequence[str] | None = None) -> int:
+    """`converters/d4rl.py` and `offline-rl-convert-d4rl`: D4RL names download on demand, as D4RL
+    itself does; a path is read as it is."""
+    from offline_rl.data import load_d4rl
+
+    return run_conversion(
+        argv,
+        ConversionConfig(),
+        lambda source, _download: load_d4rl(source, download=True),
+        prog="converters/d4rl.py",
+        source_help="a D4RL HDF5 file or dataset name (e.g. halfcheetah-medium-v2)",
+    )
+
+
+def convert_minari(argv: Sequence[str] | None = None) -> int:
+    """`converters/minari.py` and `offline-rl-convert-minari`."""
+    from offline_rl.data import load_minari
+
+    return run_conversion(
+        argv,
+        DownloadableConversionConfig(),
+        lambda source, download: load_minari(source, download=download),
+        prog="converters/minari.py",
+        source_help="a Minari dataset id or dataset directory",
+    )

@@ -20,6 +20,7 @@ they share the episode buffers' layout; apart, each would need to know the other
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -31,7 +32,7 @@ import numpy as np
 from offline_rl import __version__
 from offline_rl.atomic import atomic_path
 from offline_rl.envs import make_env
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.policy_file import load_policy
 from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, setting
@@ -66,6 +67,12 @@ class CollectConfig:
 
     def validate(self) -> None:
         check_ranges(self)
+        if self.policy == RANDOM_POLICY and self.noise_std > 0:
+            warnings.warn(
+                f"--noise-std {self.noise_std:g} is ignored with --policy random: the uniform actions need no noise",
+                IgnoredFlagWarning,
+                stacklevel=1,  # one place: shown once though validate() runs for the flags and again for the call
+            )
 
 
 class _EpisodeBuffer:
@@ -164,7 +171,7 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
 
     def act(obs: np.ndarray) -> np.ndarray:
         actions = base(obs)
-        if config.noise_std > 0:
+        if config.noise_std > 0 and config.policy != RANDOM_POLICY:
             actions = actions + rng.normal(0.0, config.noise_std, size=actions.shape) * half_range
         return np.clip(actions, low, high).astype(np.float32)
 
