@@ -19,19 +19,16 @@ import numpy as np
 from tianshou_offline_tests import IMPLEMENTATIONS, gather_cartpole, load_cached, run_discrete_cql
 
 from offline_rl.data.staging import read_transitions
-from offline_rl.data.stats import episode_returns
+from offline_rl.data.stats import finished_episode_returns
 
 CACHE_NAME = "tianshou_expert_QRDQN_CartPole-v1.pkl"
 
 
 def behaviour_score(buffer) -> tuple[float, int]:
-    """Mean return of the data's finished episodes (episodes still running when collection stopped
-    are left out: their returns are cut short), and how many there are."""
+    """Mean return of the data's finished episodes, and how many there are."""
     stored = read_transitions(buffer)
-    returns, starts = episode_returns(stored.rew, stored.episode_end)
-    last_rows = np.append(starts[1:], len(stored.rew)) - 1
-    finished = np.asarray(buffer.done[stored.indices], dtype=bool)[last_rows]
-    return float(returns[finished].mean()), int(finished.sum())
+    returns = finished_episode_returns(stored.rew, stored.episode_end, buffer.done[stored.indices])
+    return float(returns.mean()), len(returns)
 
 
 def main() -> None:

@@ -195,14 +195,9 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
 
 def _task_episode_steps(task: Any) -> int | None:
     """The time limit of a gymnasium task recorded in a file's metadata, if gymnasium knows it."""
-    if not task:
-        return None
-    import gymnasium as gym
+    from offline_rl.envs import episode_limit
 
-    try:
-        return gym.spec(str(task)).max_episode_steps
-    except gym.error.Error:
-        return None
+    return episode_limit(str(task)) if task else None
 
 
 def _short(error: BaseException) -> str:

@@ -84,23 +84,26 @@ def episode_returns(rew: np.ndarray, episode_end: np.ndarray) -> tuple[np.ndarra
     return np.add.reduceat(np.asarray(rew, dtype=np.float64), starts), starts
 
 
-CORL_EPISODE_STEPS = 1000
-
-
-def corl_reward_unit(rew: np.ndarray, episode_end: np.ndarray, finished: np.ndarray) -> float:
-    """CORL's `normalize_reward` factor for MuJoCo locomotion: 1000 / (max − min return), over the
-    episodes that finished (`finished[row]` at their last row), so the data's return range spans
-    1000 reward units whatever the dataset's quality.
-
-    An episode cut off by the end of the data is left out, as CORL's `return_reward_range` leaves it.
-    """
+def finished_episode_returns(rew: np.ndarray, episode_end: np.ndarray, finished: np.ndarray) -> np.ndarray:
+    """Returns of the episodes that finished (`finished[row]` at their last row): an episode cut
+    off by the end of the data, or still running in a buffer, has a return cut short."""
     if len(rew) == 0:
-        raise ValueError("corl_reward_unit needs at least one transition")
+        return np.empty(0, dtype=np.float64)
     ends = np.asarray(episode_end, dtype=bool).copy()
     ends[-1] = True
     returns, starts = episode_returns(rew, ends)
     last_rows = np.append(starts[1:], len(rew)) - 1
-    complete = returns[np.asarray(finished, dtype=bool)[last_rows]]
+    return returns[np.asarray(finished, dtype=bool)[last_rows]]
+
+
+CORL_EPISODE_STEPS = 1000
+
+
+def corl_reward_unit(rew: np.ndarray, episode_end: np.ndarray, finished: np.ndarray) -> float:
+    """CORL's `normalize_reward` factor for MuJoCo locomotion: 1000 / (max − min return) over the
+    finished episodes (as CORL's `return_reward_range`), so the data's return range spans 1000
+    reward units whatever the dataset's quality."""
+    complete = finished_episode_returns(rew, episode_end, finished)
     if len(complete) == 0 or float(complete.max() - complete.min()) <= 0.0:
         raise DatasetError(
             "--normalize-reward needs at least two finished episodes with different returns "
