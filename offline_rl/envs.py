@@ -102,10 +102,6 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
         env.close()
 
 
-def is_atari_task(task: str) -> bool:
-    return "NoFrameskip" in task or task.startswith("ALE/")
-
-
 STICKY_ACTION_PROBABILITY = 0.25
 MAX_EPISODE_FRAMES = 108_000  # 27 000 agent steps at frame skip 4
 EVAL_PROTOCOLS = ("sticky", "NoFrameskip")
@@ -116,16 +112,49 @@ def atari_game(task: str) -> str:
     return task.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
 
 
-def require_atari_game(task: str) -> None:
-    """A one-line error for a `--task` of the Atari scripts that names no Atari game."""
+def is_atari_game(task: str) -> bool:
+    """Whether `task` names an ALE game (`PongNoFrameskip-v4`, `ALE/Pong-v5`, `Pong`)."""
     _register_atari()
     try:
         gym.spec(f"ALE/{atari_game(task)}-v5")
     except gym.error.Error:
+        return False
+    return True
+
+
+def require_atari_game(task: str) -> None:
+    """A one-line error for a `--task` that must be an Atari game and names none."""
+    if not is_atari_game(task):
         raise OfflineRLError(
-            f"--task {task}: not an Atari game; the Atari scripts take ids such as PongNoFrameskip-v4, "
-            "ALE/Pong-v5 or Pong (for continuous tasks use examples/d4rl_cql.py)"
-        ) from None
+            f"--task {task}: not an Atari game; expected an id such as PongNoFrameskip-v4, ALE/Pong-v5 or Pong"
+        )
+
+
+_ATARI_ONLY_OPTIONS = ("protocol", "padding", "life_loss")
+
+
+def make_discrete_env(task: str, frames_stack: int = 4, **options: Any) -> gym.Env:
+    """The env of the discrete-action scripts: an Atari game as `make_atari_env(task, frames_stack,
+    **options)` makes it, or any other gymnasium task with discrete actions (CartPole-v1, ...)
+    exactly as gymnasium makes it.
+
+    The Atari-only options (the evaluation protocol, stack padding, life loss) and the frame stack do
+    not apply to vector tasks: their observations are used as they are, so a buffer collected on
+    CartPole by any Tianshou collector fits. `clip_rewards` applies to both; other options go to `gym.make`.
+    """
+    if is_atari_game(task):
+        return make_atari_env(task, frames_stack, **options)
+    clip_rewards = bool(options.pop("clip_rewards", False))
+    kwargs = {key: value for key, value in options.items() if key not in _ATARI_ONLY_OPTIONS}
+    env = make_env(task, **kwargs)
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        kind = type(env.action_space).__name__
+        env.close()
+        raise OfflineRLError(
+            f"--task {task}: has {kind} actions, but discrete CQL and QR-DQN need discrete ones (an Atari game, "
+            "CartPole-v1, ...); for continuous actions use examples/d4rl_cql.py"
+        )
+    return gym.wrappers.TransformReward(env, clip_reward) if clip_rewards else env
 
 
 def make_atari_env(

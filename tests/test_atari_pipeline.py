@@ -139,3 +139,29 @@ def test_discrete_cql_beats_its_cartpole_data() -> None:
     collector.reset()
     learned = float(np.mean(collector.collect(n_episode=5).returns))
     assert learned > data_return, (learned, data_return)
+
+
+def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> None:
+    """The discrete scripts take vector tasks: QR-DQN on an MLP collects a plain buffer, discrete CQL
+    learns from it with CartPole's own rewards (no clipping by default) and evaluates on CartPole."""
+    from offline_rl.apps import atari_cql, atari_qrdqn
+    from offline_rl.discrete_cql.algorithm import clips_rewards
+
+    monkeypatch.chdir(tmp_path)
+    buffer_path = tmp_path / "cartpole.hdf5"
+    collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "600"]
+    summary = atari_qrdqn.main([*collect, "--training-num", "3", "--save-buffer-name", str(buffer_path)])
+    buffer = load_buffer(buffer_path)
+    assert len(buffer) == summary["transitions"] == 600 and buffer.obs.shape == (600, 4)
+    # Each env's episodes are contiguous: every next observation is the following step's observation.
+    follows = ~buffer.done[:-1]
+    np.testing.assert_array_equal(buffer.obs_next[:-1][follows], buffer.obs[1:][follows])
+    assert buffer.done[-1] and buffer.done.sum() >= 3  # each env's last episode is closed
+
+    config = atari_cql.config_from_args(["--task", "CartPole-v1", "--load-buffer-name", str(buffer_path)])
+    assert not clips_rewards(config.algorithm, gym.make("CartPole-v1").observation_space)
+    budget = ["--epoch", "1", "--update-per-epoch", "50", "--test-num", "2", "--num-quantiles", "8"]
+    result = atari_cql.main(
+        ["--task", "CartPole-v1", "--load-buffer-name", str(buffer_path), *budget, "--logdir", str(tmp_path / "log")]
+    )
+    assert result["updates"] == 50 and result["last"] is not None

@@ -245,13 +245,22 @@ def test_minari_nan_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("script", ["examples/atari_cql.py", "examples/atari_qrdqn.py"])
-@pytest.mark.parametrize("task", ["CartPole-v1", "Pendulum-v1"])
-def test_a_non_atari_task_in_the_atari_scripts_is_one_line(script: str, task: str, tmp_path: Path) -> None:
-    result = run_repo_script(script, "--task", task, cwd=tmp_path, timeout=120)
+def test_a_continuous_task_in_the_discrete_scripts_is_one_line(script: str, tmp_path: Path) -> None:
+    result = run_repo_script(script, "--task", "Pendulum-v1", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: --task {task}: not an Atari game; the Atari scripts take ids such as PongNoFrameskip-v4, "
-        "ALE/Pong-v5 or Pong (for continuous tasks use examples/d4rl_cql.py)"
+        "error: --task Pendulum-v1: has Box actions, but discrete CQL and QR-DQN need discrete ones (an Atari "
+        "game, CartPole-v1, ...); for continuous actions use examples/d4rl_cql.py"
+    )
+
+
+def test_a_missing_buffer_for_a_vector_task_names_the_recipe_for_one(tmp_path: Path) -> None:
+    result = run_repo_script("examples/atari_cql.py", "--task", "CartPole-v1", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    recipe = "python examples/atari_qrdqn.py --config configs/qrdqn/CartPole-v1.yaml --task CartPole-v1"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --load-buffer-name expert.hdf5: no such file; create one with: {recipe}, then {recipe} --watch "
+        "--resume-path <the policy.pth it printed> --save-buffer-name expert.hdf5"
     )
 
 

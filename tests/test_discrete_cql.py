@@ -12,7 +12,7 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig, nstep_returns
-from offline_rl.discrete_cql.algorithm import quantile_huber_loss
+from offline_rl.discrete_cql.algorithm import clips_rewards, quantile_huber_loss
 
 
 def test_quantile_huber_loss_by_hand() -> None:
@@ -181,12 +181,15 @@ def test_reward_clipping_is_the_atari_default_and_reaches_the_learner(monkeypatc
     from offline_rl.apps.flags import parse_config
     from offline_rl.discrete_cql import algorithm as discrete_algorithm
 
-    assert DiscreteCQLConfig().reward_clip is False  # vector tasks keep their rewards
-    assert AtariCQLConfig().algorithm.reward_clip is True
-    assert (
-        parse_config(AtariCQLConfig(), ["--no-reward-clip"], prog="atari_cql.py", description="").algorithm.reward_clip
-        is False
-    )
+    frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    vector = gym.spaces.Box(-1, 1, (4,), np.float32)
+    assert DiscreteCQLConfig().reward_clip is None and AtariCQLConfig().algorithm.reward_clip is None
+    assert clips_rewards(DiscreteCQLConfig(), frames)  # Atari: the published protocol
+    assert not clips_rewards(DiscreteCQLConfig(), vector)  # CartPole and friends keep their rewards
+    assert not clips_rewards(DiscreteCQLConfig(), None)  # a drop-in policy without spaces
+    assert clips_rewards(DiscreteCQLConfig(reward_clip=True), vector)
+    unclipped = parse_config(AtariCQLConfig(), ["--no-reward-clip"], prog="atari_cql.py", description="")
+    assert not clips_rewards(unclipped.algorithm, frames)
     seen = []
     original = discrete_algorithm.nstep_returns
 

@@ -54,6 +54,20 @@ def test_a_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
     assert config.dataset == path.stem
 
 
+DISCRETE_PRESETS = {"qrdqn": "atari_qrdqn", "discrete_cql": "atari_cql"}
+
+
+@pytest.mark.parametrize("folder", sorted(DISCRETE_PRESETS))
+def test_the_cartpole_presets_load_with_exactly_the_values_in_their_files(folder: str) -> None:
+    import importlib
+
+    app = importlib.import_module(f"offline_rl.apps.{DISCRETE_PRESETS[folder]}")
+    path = REPO_ROOT / "configs" / folder / "CartPole-v1.yaml"
+    values = field_values(app.config_from_args(["--config", str(path)]))
+    for key, expected in load_preset(path).items():
+        assert values[key] == (pytest.approx(expected) if isinstance(expected, float) else expected), key
+
+
 def test_the_presets_hold_corls_values() -> None:
     for name in LOCOMOTION:
         algo = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")]).algorithm

@@ -1,5 +1,7 @@
 """What `examples/atari_cql.py` is made of: its settings, and the steps around discrete CQL (a
 QR-DQN head) trained offline on an Atari buffer and evaluated on whole games with unclipped rewards.
+Discrete-action vector tasks (CartPole-v1) run through the same steps on an MLP head, with their
+observations and rewards as they are.
 
 Flags mirror Tianshou's classic `atari_cql.py` (kebab-case, snake_case accepted); logging,
 checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examples/d4rl_cql.py`.
@@ -18,7 +20,7 @@ import numpy as np
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
-from offline_rl.envs import EVAL_PROTOCOLS, atari_game, make_atari_env
+from offline_rl.envs import EVAL_PROTOCOLS, atari_game, is_atari_game, make_discrete_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import setting
 
@@ -32,8 +34,11 @@ class AtariCQLConfig:
 
     FLAG_GROUP: ClassVar[str] = "data"
 
-    task: str = setting("PongNoFrameskip-v4", "Atari id: PongNoFrameskip-v4, ALE/Breakout-v5, ...")
-    frames_stack: int = setting(4, "frames per observation", minimum=1)
+    task: str = setting(
+        "PongNoFrameskip-v4",
+        "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1)",
+    )
+    frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
     load_buffer_name: tuple[str, ...] = setting(
         ("expert.hdf5",),
         "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined",
@@ -49,8 +54,8 @@ class AtariCQLConfig:
     run: OfflineRunConfig = field(
         default_factory=lambda: OfflineRunConfig(epoch=100, step_per_epoch=10_000, batch_size=32)
     )
-    # Atari protocol: rewards clipped to [-1, 1] in the learner, as every published Atari CQL number.
-    algorithm: DiscreteCQLConfig = field(default_factory=lambda: DiscreteCQLConfig(reward_clip=True))
+    # Atari games get the published protocol by default: rewards clipped to [-1, 1] in the learner.
+    algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
 
 
 def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
@@ -59,6 +64,9 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
 
 
 def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False) -> str:
+    if not is_atari_game(task):
+        recipe = f"python examples/atari_qrdqn.py --config configs/qrdqn/CartPole-v1.yaml --task {task}"
+        return f"{recipe}, then {recipe} --watch --resume-path <the policy.pth it printed> --save-buffer-name {path}"
     if from_rl_unplugged:
         return f"python converters/rl_unplugged_atari.py --task {atari_game(task)} --run-id 1 --shard-id 0"
     return (
@@ -111,13 +119,21 @@ def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
 
 
 def make_evaluation_env(config: AtariCQLConfig, padding: str, **kwargs: Any) -> gym.Env:
-    """One evaluation game under `--eval-env`'s protocol, stacks padded as the data's."""
-    return make_atari_env(config.task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
+    """One evaluation game under `--eval-env`'s protocol, stacks padded as the data's (a vector task
+    as gymnasium makes it)."""
+    return make_discrete_env(config.task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
 
 
 def describe_buffer(config: AtariCQLConfig, buffer: Any, padding: str) -> None:
     """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
     held = getattr(buffer, "nbytes", 0) / 2**30
+    if not is_atari_game(config.task):
+        print(
+            f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions; each evaluation plays "
+            f"{config.run.test_num} episode(s) of {config.task}",
+            flush=True,
+        )
+        return
     protocol = "sticky actions" if config.eval_env == "sticky" else "NoFrameskip-v4, no-op starts"
     print(
         f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "

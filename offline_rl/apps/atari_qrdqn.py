@@ -2,10 +2,12 @@
 dataset it plays.
 
 - Training (default): Tianshou's `QRDQN` on its off-policy trainer, ε-greedy exploration decaying
-  from 1 to 0.05 over the first million environment steps, Tianshou's frame-stacked replay buffer.
+  from 1 to 0.05 over the first million environment steps (`--eps-decay-steps`), Tianshou's frame-stacked replay buffer.
   The training envs clip rewards to [-1, 1] (`--reward-clip`, as Dopamine and DQN, whose agents
   made DQN Replay) and can end episodes at a lost life (`--episode-life`, off as in Dopamine);
   the test envs play whole games with raw rewards.
+- Discrete-action vector tasks (`--task CartPole-v1`) get an MLP quantile head (`--hidden-sizes`)
+  and Tianshou's plain buffer; the Atari-only settings (frame stacking, life loss) do not apply.
 - `--watch`: play with the policy from `--resume-path` (or, without one, an untrained policy, so
   the pipeline runs end to end on a machine with no pretrained model) at ε = `--eps-test`. With
   `--save-buffer-name`, `--buffer-size` transitions are written as a `FrameStackBuffer` (each frame
@@ -25,8 +27,7 @@ import numpy as np
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import RunConfig
-from offline_rl.envs import make_atari_env
-from offline_rl.errors import OfflineRLError
+from offline_rl.envs import is_atari_game, make_discrete_env
 from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, require, setting
 
@@ -37,17 +38,22 @@ class AtariQRDQNConfig:
 
     FLAG_GROUP: ClassVar[str] = "QR-DQN behaviour policy"
 
-    task: str = setting("PongNoFrameskip-v4", "Atari id: PongNoFrameskip-v4, ALE/Breakout-v5, ...")
-    frames_stack: int = setting(4, "frames per observation", minimum=1)
+    task: str = setting(
+        "PongNoFrameskip-v4",
+        "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1)",
+    )
+    frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
     eps_test: float = setting(0.005, "ε while evaluating, and while playing with --watch", minimum=0, maximum=1)
     eps_train: float = setting(1.0, "ε at the start of training", minimum=0, maximum=1)
-    eps_train_final: float = setting(0.05, "ε after the first million env steps", minimum=0, maximum=1)
+    eps_train_final: float = setting(0.05, "ε after --eps-decay-steps env steps", minimum=0, maximum=1)
+    eps_decay_steps: int = setting(1_000_000, "env steps over which ε falls linearly to --eps-train-final", minimum=1)
     buffer_size: int = setting(
         100_000, "replay size when training; transitions to write with --save-buffer-name", minimum=1
     )
     lr: float = setting(1e-4, "Adam learning rate", above=0)
     gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1)
     num_quantiles: int = setting(200, "quantiles of the QR-DQN head", minimum=2)
+    hidden_sizes: list[int] = setting([128, 128], "MLP hidden layers (vector observations only)", minimum=1)
     n_step: int = setting(3, "n of the n-step TD target", minimum=1)
     target_update_freq: int = setting(500, "updates between hard target-network copies", minimum=1)
     step_per_epoch: int = setting(100_000, "env steps per epoch", minimum=1)
@@ -81,9 +87,15 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
 
-    from offline_rl.discrete_cql.networks import QuantileNatureCNN
+    from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
 
-    model = QuantileNatureCNN(env.observation_space.shape, int(env.action_space.n), config.num_quantiles).to(device)
+    shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
+    model: Any
+    if len(shape) == 3:
+        model = QuantileNatureCNN(shape, num_actions, config.num_quantiles)
+    else:
+        model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
+    model = model.to(device)
     policy = QRDQNPolicy(
         model=model,
         action_space=env.action_space,
@@ -102,19 +114,23 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
 
 
 def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[str, Any]:
-    """Play `buffer_size` steps in `training_num` envs at ε = eps_test; write a FrameStackBuffer."""
+    """Play `buffer_size` steps in `training_num` envs at ε = eps_test; write a FrameStackBuffer
+    (each frame once) for a game, a plain ReplayBuffer for a vector task."""
     import torch
     from tianshou.data import Batch
 
     from offline_rl.data import save_buffer
     from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
+    from offline_rl.data.transitions import TransitionRecorder, join_recordings
 
     num_envs = min(config.training_num, config.buffer_size)
-    envs = [make_atari_env(config.task, config.frames_stack) for _ in range(num_envs)]
-    builders = [
-        FrameStackBufferBuilder(stack_num=config.frames_stack, max_frames=config.buffer_size // num_envs + 2048)
-        for _ in envs
-    ]
+    envs = [make_discrete_env(config.task, config.frames_stack) for _ in range(num_envs)]
+    builders: list[Any]
+    if is_atari_game(config.task):
+        per_env = config.buffer_size // num_envs + 2048
+        builders = [FrameStackBufferBuilder(stack_num=config.frames_stack, max_frames=per_env) for _ in envs]
+    else:
+        builders = [TransitionRecorder() for _ in envs]
     obs = np.stack([env.reset(seed=config.run.seed + i)[0] for i, env in enumerate(envs)])
     returns, running = [], np.zeros(num_envs)
     policy.eval()
@@ -135,7 +151,10 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
                     next_obs, _ = env.reset()
                 obs[i] = next_obs
                 bar.update(1)
-    buffer = merge_frame_stack_buffers([b.build() for b in builders if len(b)])
+    if is_atari_game(config.task):
+        buffer = merge_frame_stack_buffers([b.build() for b in builders if len(b)])
+    else:
+        buffer = join_recordings(builders, info={"name": path.name, "task": config.task})
     save_buffer(buffer, path, compression="gzip")
     for env in envs:
         env.close()
@@ -143,7 +162,7 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
         "transitions": len(buffer),
         "episodes": len(returns),
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
-        "bytes_per_transition": buffer.nbytes / len(buffer),
+        "bytes_per_transition": held_bytes(buffer) / len(buffer),
     }
     print(
         f"wrote {path}: {summary['transitions']} transitions, {summary['episodes']} finished episodes, "
@@ -155,11 +174,12 @@ def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[st
     return summary
 
 
-def make_discrete_atari_env(config: AtariQRDQNConfig) -> gym.Env:
-    env = make_atari_env(config.task, config.frames_stack)
-    if not isinstance(env.action_space, gym.spaces.Discrete):
-        raise OfflineRLError(f"--task {config.task}: expected an Atari task with discrete actions")
-    return env
+def held_bytes(buffer: Any) -> int:
+    """RAM held by a buffer's transitions (a FrameStackBuffer counts each frame once)."""
+    if hasattr(buffer, "frames"):
+        return int(buffer.nbytes)
+    keys = ("obs", "act", "rew", "terminated", "truncated", "done", "obs_next")
+    return int(sum(np.asarray(getattr(buffer, key)).nbytes for key in keys))
 
 
 def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
@@ -175,7 +195,7 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     if config.save_buffer_name:
         return collect_buffer(config, policy, Path(config.save_buffer_name).expanduser())
     envs = vector_envs(
-        lambda: make_atari_env(config.task, config.frames_stack), config.run.test_num, config.run.seed + 10_000
+        lambda: make_discrete_env(config.task, config.frames_stack), config.run.test_num, config.run.seed + 10_000
     )
     return watch(
         algorithm,
@@ -202,19 +222,20 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     policy = algorithm.policy
 
     def make_training_env() -> gym.Env:
-        return make_atari_env(
+        return make_discrete_env(
             config.task, config.frames_stack, clip_rewards=config.reward_clip, life_loss=config.episode_life
         )
 
     def make_test_env() -> gym.Env:
-        return make_atari_env(config.task, config.frames_stack)
+        return make_discrete_env(config.task, config.frames_stack)
 
+    stacked = is_atari_game(config.task)  # a game's replay stores each frame once and stacks on sampling
     replay = VectorReplayBuffer(
         config.buffer_size,
         buffer_num=config.training_num,
         ignore_obs_next=True,
-        save_only_last_obs=True,
-        stack_num=config.frames_stack,
+        save_only_last_obs=stacked,
+        stack_num=config.frames_stack if stacked else 1,
     )
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
@@ -228,7 +249,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     saved = plain({"config": asdict(config)})
 
     def training_fn(epoch: int, env_step: int) -> None:
-        fraction = min(env_step / 1_000_000, 1.0)
+        fraction = min(env_step / config.eps_decay_steps, 1.0)
         policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
 
     def save_best(algo: Any) -> None:
@@ -270,8 +291,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     session = start_session(config.run)
 
-    # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head.
-    env = make_discrete_atari_env(config)
+    # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head (an MLP one for vector tasks).
+    env = make_discrete_env(config.task, config.frames_stack)
     algorithm = build_qrdqn(config, env, session.device)
     session.restore(algorithm, task=config.task)
 

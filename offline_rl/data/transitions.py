@@ -99,3 +99,40 @@ def require_flag_array(array: np.ndarray, *, source: str, key: str) -> np.ndarra
     if not np.isin(array, (0, 1)).all():
         raise DatasetError(f"{source}: key '{key}' holds values other than 0 and 1; expected episode-end flags")
     return flags
+
+
+class TransitionRecorder:
+    """The transitions one env plays, in order, for a plain (vector-observation) ReplayBuffer.
+
+    Recorders of parallel envs are joined with `join_recordings`, env after env, so every episode
+    stays contiguous; each env's last transition is closed as truncated, because its data stops there.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[Any]] = {key: [] for key in _RECORDED}
+
+    def add(self, obs: Any, act: Any, rew: float, terminated: bool, truncated: bool, obs_next: Any) -> None:
+        # Copies: collectors overwrite their observation arrays in place on the next step.
+        for key, value in zip(_RECORDED, (obs, act, rew, terminated, truncated, obs_next), strict=True):
+            self._rows[key].append(np.array(value))
+
+    def __len__(self) -> int:
+        return len(self._rows["act"])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        arrays = {key: np.asarray(rows) for key, rows in self._rows.items()}
+        if len(self) and not (arrays["terminated"][-1] or arrays["truncated"][-1]):
+            arrays["truncated"][-1] = True
+        return arrays
+
+
+_RECORDED = ("obs", "act", "rew", "terminated", "truncated", "obs_next")
+
+
+def join_recordings(recorders: list[TransitionRecorder], info: dict[str, Any] | None = None) -> ReplayBuffer:
+    """One ReplayBuffer of several envs' recordings, episodes intact."""
+    parts = [recorder.arrays() for recorder in recorders if len(recorder)]
+    if not parts:
+        raise DatasetError("no transitions were recorded")
+    joined = {key: np.concatenate([part[key] for part in parts]) for key in _RECORDED}
+    return make_replay_buffer(**joined, info=info)

@@ -2,8 +2,9 @@
 
 One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`):
 
-1. n-step returns from the buffer (each reward clipped to [-1, 1] first with `reward_clip`, as in
-   Dopamine, the DQN-Replay agents and the CQL paper's Atari agent) that stop at episode ends:
+1. n-step returns from the buffer (each reward clipped to [-1, 1] first with `reward_clip`, by default
+   for image observations, as in Dopamine, the DQN-Replay agents and the CQL paper's Atari agent)
+   that stop at episode ends:
    G = Σ_{k<m} γ^k r_{t+k}, where m ≤ n is cut short by an episode end or by the newest step of a
    (sub-)buffer whose episode is still running (as Tianshou's `compute_nstep_return`); the
    bootstrap weight is γ^m·(1 − terminated), so a truncated (time-out) episode still bootstraps
@@ -102,6 +103,14 @@ def quantile_huber_loss(
     return loss, huber.detach().sum(dim=2).mean(dim=1)
 
 
+def clips_rewards(config: DiscreteCQLConfig, observation_space: gym.Space | None) -> bool:
+    """`reward_clip`, or by default the Atari protocol for image observations (DQN-Replay's rewards
+    are unclipped in the data) and the rewards as they are for vector tasks such as CartPole."""
+    if config.reward_clip is not None:
+        return config.reward_clip
+    return observation_space is not None and len(observation_space.shape or ()) == 3
+
+
 class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
     """CQL for discrete actions on a QR-DQN model; evaluated by Tianshou collectors via `QRDQNPolicy`.
 
@@ -120,6 +129,7 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         space = policy.action_space
         assert isinstance(space, gym.spaces.Discrete)
         self.num_actions = int(space.n)
+        self.clip_rewards = clips_rewards(config, policy.observation_space)
         if optim is None:
             self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         else:
@@ -168,7 +178,7 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
 
     def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> DiscreteCQLTrainingStats:
         cfg = self.config
-        returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=cfg.reward_clip)
+        returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=self.clip_rewards)
         obs = buffer[indices].obs
         obs_next = buffer[last].obs_next
         act = torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long, device=self.device)

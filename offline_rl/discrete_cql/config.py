@@ -32,8 +32,10 @@ class DiscreteCQLConfig:
     adam_eps: float = setting(1e-8, "Adam's ε", above=0)
     double_q: bool = setting(False, "pick the target's greedy action with the online network")
     kappa: float = setting(1.0, "κ of the quantile-Huber loss", above=0)
-    reward_clip: bool = setting(
-        False, "clip each reward to [-1, 1] in the learner (Dopamine, DQN-Replay, the CQL paper); data unchanged"
+    reward_clip: bool | None = setting(
+        None,
+        "clip each reward to [-1, 1] in the learner (Dopamine, DQN-Replay, the CQL paper); data unchanged "
+        "(default none: on for image observations, i.e. Atari, off for vector ones)",
     )
     hidden_sizes: list[int] = setting([128, 128], "MLP hidden layers (vector observations only)", minimum=1)
     scale_obs: bool = setting(True, "divide uint8 frames by 255 inside the network (image observations)")
