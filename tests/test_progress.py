@@ -17,22 +17,84 @@ def test_a_bar_not_on_a_terminal_writes_plain_lines(capsys: pytest.CaptureFixtur
     assert 1 <= len(lines) <= 3 and lines[-1].startswith("collect: 100%") and "1000/1000" in lines[-1]
 
 
-def test_training_without_a_terminal_prints_a_line_per_interval(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from offline_rl.apps import training
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    class RecordingLogger:
+    def __call__(self) -> float:
+        return self.now
+
+
+def train(monitor, clock: FakeClock, step: int, rate: float, seconds: float) -> int:
+    """Feed `monitor` `seconds` of training at `rate` updates/s, one call per 0.5 s."""
+    for _ in range(int(seconds / 0.5)):
+        clock.now += 0.5
+        step += int(rate * 0.5)
+        monitor.updated(step)
+    return step
+
+
+def test_training_without_a_terminal_prints_a_line_per_interval() -> None:
+    from offline_rl.apps.update_rate import UpdateRateMonitor
+
+    clock, lines = FakeClock(), []
+    monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=60, clock=clock, write=lines.append)
+    train(monitor, clock, 0, rate=100, seconds=150)
+    assert lines == ["update 6050: 100.0 updates/s", "update 12050: 100.0 updates/s"]
+
+
+def test_a_logger_keeps_logging_and_feeds_the_monitor() -> None:
+    from offline_rl.apps.update_rate import watch_update_rate
+
+    class Recording:
         def __init__(self) -> None:
-            self.steps: list[int] = []
+            self.updates: list[int] = []
+            self.tests: list[int] = []
+            self.pauses = 0
 
         def log_update_data(self, log_data: dict, step: int) -> None:
-            self.steps.append(step)
+            self.updates.append(step)
 
-    monkeypatch.setattr(training, "PROGRESS_LINE_INTERVAL_S", 0.0)
-    logger = training.progress_lines(RecordingLogger())
-    for step in (1, 2, 3):
-        logger.log_update_data({}, step)
-    assert logger.steps == [1, 2, 3]  # the logger still logs everything
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["update 2", "update 3"] and "updates/s" in lines[0]
+        def log_test_data(self, log_data: dict, step: int) -> None:
+            self.tests.append(step)
+
+        def updated(self, step: int) -> None:
+            self.updates.append(-step)
+
+        def paused(self) -> None:
+            self.pauses += 1
+
+    logger, monitor = Recording(), Recording()
+    watch_update_rate(logger, monitor)
+    logger.log_update_data({}, 3)
+    logger.log_test_data({}, 5)
+    assert logger.updates == [3] and monitor.updates == [-3] and logger.tests == [5] and monitor.pauses == 1
+
+
+def test_a_collapsed_update_rate_is_reported_once_with_the_likely_cause() -> None:
+    from offline_rl.apps.update_rate import UpdateRateMonitor, slowdown_hint
+
+    clock, lines = FakeClock(), []
+    hint = slowdown_hint("cpu", 2)
+    monitor = UpdateRateMonitor(slowdown_hint=hint, line_interval_s=None, clock=clock, write=lines.append)
+    step = train(monitor, clock, 0, rate=150, seconds=30)
+    step = train(monitor, clock, step, rate=100, seconds=30)  # slower, but not far below: no notice
+    assert lines == []
+    step = train(monitor, clock, step, rate=10, seconds=60)  # another process took the cores
+    assert len(lines) == 1 and "10.0 updates/s, under 1/4 of the 150.0/s this run reached earlier" in lines[0]
+    assert lines[0].endswith(hint) and "--threads 1" in hint
+    train(monitor, clock, step, rate=5, seconds=60)
+    assert len(lines) == 1  # once
+
+
+def test_evaluations_between_epochs_are_not_a_slowdown() -> None:
+    from offline_rl.apps.update_rate import UpdateRateMonitor
+
+    clock, lines = FakeClock(), []
+    monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=None, clock=clock, write=lines.append)
+    step = train(monitor, clock, 0, rate=150, seconds=30)
+    for _ in range(5):  # an epoch ends: a 60 s evaluation with no updates, then training again
+        clock.now += 60
+        monitor.paused()
+        step = train(monitor, clock, step, rate=150, seconds=12)
+    assert lines == [] and monitor.best_rate == 150

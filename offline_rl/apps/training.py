@@ -31,6 +31,7 @@ import torch
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
+from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
 
 
@@ -136,7 +137,11 @@ def train_offline(
         log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
     writer = SummaryWriter(str(log_path))
     writer.add_text("config", str(saved.get("config")))
-    logger = progress_lines(TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1))
+    device = next(algorithm.parameters()).device
+    monitor = update_rate_monitor(str(device), torch.get_num_threads())  # log-file lines; slowdown notice
+    logger = watch_update_rate(
+        TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1), monitor
+    )
     reporter = reporter_factory(writer)
     if checkpoint is not None:
         reporter.first_index = int(checkpoint.get("epoch", 0))
@@ -161,7 +166,6 @@ def train_offline(
         )
         return str(path)
 
-    device = next(algorithm.parameters()).device
     start = time.time()
     updates_before = int(algorithm.num_updates)
     try:
@@ -222,31 +226,6 @@ def progress_output() -> dict[str, bool]:
     epoch), and no second copy of each evaluation (the reporter prints it, with the normalised
     score)."""
     return {"show_progress": sys.stderr.isatty(), "verbose": False}
-
-
-PROGRESS_LINE_INTERVAL_S = 60.0
-
-
-def progress_lines(logger: Any) -> Any:
-    """Without a terminal (no progress bar), `logger` also prints one line a minute while training:
-    the update count and rate, so a log file shows that a long epoch is moving."""
-    if sys.stderr.isatty():
-        return logger
-    log_update_data = logger.log_update_data
-    state = {"time": time.time(), "step": None}
-
-    def log_and_report(log_data: dict, step: int) -> None:
-        log_update_data(log_data, step)
-        now = time.time()
-        if state["step"] is None:
-            state.update(time=now, step=step)
-        elif now - state["time"] >= PROGRESS_LINE_INTERVAL_S:
-            rate = (step - state["step"]) / (now - state["time"])
-            print(f"update {step}: {rate:.1f} updates/s", flush=True)
-            state.update(time=now, step=step)
-
-    logger.log_update_data = log_and_report
-    return logger
 
 
 def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
