@@ -41,12 +41,18 @@ setup(
             "offline-rl-convert-d4rl = offline_rl.apps.console:convert_d4rl",
             "offline-rl-convert-minari = offline_rl.apps.console:convert_minari",
             "offline-rl-convert-rl-unplugged = offline_rl.apps.console:convert_rl_unplugged",
+            "offline-rl-sweep = offline_rl.apps.console:sweep",
+            "offline-rl-results = offline_rl.apps.console:results",
         ]
     },
     extras_require={
         # TensorFlow writes the RL Unplugged test shards and runs the benchmark's baseline; the converter
         # itself reads shards without it.
         "rlu": ["tensorflow>=2.15"],
+        # Results tables (rliable's IQM and bootstrap intervals) and plots, for sweeps and `offline_rl.results`.
+        "results": ["rliable>=1.2", "matplotlib>=3.8"],
+        # Sweeps and RL Unplugged conversion on a Ray cluster (`--ray-address`); the local engine never imports it.
+        "ray": ["ray>=2.9"],
         "test": ["pytest>=8", "ruff>=0.5"],
     },
 )

@@ -29,6 +29,7 @@ def setting(
     required: bool = False,
     positional: bool = False,
     per_invocation: bool = False,
+    repeatable: bool = False,
 ) -> Any:
     """A dataclass field with everything the rest of the toolkit needs to know about it.
 
@@ -38,6 +39,7 @@ def setting(
     A list default is copied per instance. `required` fields must be given on the command line;
     `positional` ones are given there without a flag. `per_invocation` settings belong to one
     command, not to the run it continues (`--resume-path`, `--device`): resuming does not restore them.
+    A `repeatable` list flag may be given several times, its values adding up.
     """
     metadata = {
         "help": help,
@@ -50,6 +52,7 @@ def setting(
         "group": group,
         "positional": positional,
         "per_invocation": per_invocation,
+        "repeatable": repeatable,
     }
     if required or default is dataclasses.MISSING:
         return dataclasses.field(default=None, metadata={**metadata, "required": True})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import h5py
@@ -101,3 +101,67 @@ def run_repo_script(
         env={**script_env(), **(env_extra or {})},
         timeout=timeout,
     )
+
+
+# The programs behind the scripts, for `run_in_process`.
+_PROGRAMS = {
+    "examples/d4rl_cql.py": ("offline_rl.apps.d4rl_cql", "main"),
+    "examples/atari_cql.py": ("offline_rl.apps.atari_cql", "main"),
+    "examples/atari_qrdqn.py": ("offline_rl.apps.atari_qrdqn", "main"),
+    "converters/rl_unplugged_atari.py": ("offline_rl.apps.rl_unplugged_conversion", "main"),
+    "converters/d4rl.py": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
+    "converters/minari.py": ("offline_rl.apps.buffer_conversion", "convert_minari"),
+    "-m offline_rl.collect": ("offline_rl.collect", "main"),
+}
+
+
+def run_in_process(
+    script: str, *args: str, cwd: Path, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`run_repo_script` without a new interpreter: the same `main` behind the same `run_main` wrapper
+    (one-line errors, exit statuses), its output captured. Saves the ~4 s of importing torch and
+    Tianshou per run; the tests that check the interpreter's start (imports, --help) use a subprocess."""
+    import contextlib
+    import importlib
+    import io
+
+    from offline_rl.apps.cli import run_main
+
+    module, function = _PROGRAMS[script]
+    main = getattr(importlib.import_module(module), function)
+    out, err = io.StringIO(), io.StringIO()
+    saved_cwd, saved_env = os.getcwd(), dict(os.environ)
+    os.chdir(cwd)
+    os.environ.update(env_extra or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_main(main, list(args))
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess([script, *args], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Iterator[str]:
+    """A real Ray cluster on this machine (`ray start --head`, 2 CPUs) for the tests that run on Ray;
+    the commands reach it as `--ray-address auto`, as they would reach a cluster's head node."""
+    ray = Path(sys.executable).with_name("ray")
+    env = script_env()
+    started = subprocess.run(
+        [str(ray), "start", "--head", "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+    try:
+        yield "auto"
+    finally:
+        subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=env, timeout=120)

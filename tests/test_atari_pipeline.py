@@ -2,84 +2,43 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 
-from conftest import run_repo_script
 from offline_rl.data import load_buffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
 
-def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return run_repo_script(f"examples/{script}", *args, cwd=cwd)
+def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Atari pipeline in one process (the command-line wrapper has its own tests): collect with
+    the QR-DQN script, train discrete CQL on the buffer, evaluate on whole games."""
+    from offline_rl.apps import atari_cql, atari_qrdqn
+    from offline_rl.errors import OfflineRLError
 
-
-def test_pong_collect_save_train_evaluate(tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
     buffer_path = tmp_path / "pong.hdf5"
-    collected = run_script(
-        "atari_qrdqn.py",
-        "--task",
-        "PongNoFrameskip-v4",
-        "--watch",
-        "--eps-test",
-        "1.0",
-        "--buffer-size",
-        "2000",
-        "--training-num",
-        "2",
-        "--num-quantiles",
-        "8",
-        "--save-buffer-name",
-        str(buffer_path),
-        cwd=tmp_path,
-    )
-    assert collected.returncode == 0, collected.stderr[-2000:]
-    assert "wrote" in collected.stdout and "bytes/transition" in collected.stdout
+    collect = ["--task", "PongNoFrameskip-v4", "--watch", "--eps-test", "1.0", "--buffer-size", "1000"]
+    small = ["--training-num", "2", "--num-quantiles", "8"]
+    summary = atari_qrdqn.main([*collect, *small, "--save-buffer-name", str(buffer_path)])
+    assert summary["transitions"] == 1000 and summary["bytes_per_transition"] < 9000  # each frame once
     buffer = load_buffer(buffer_path)
-    assert len(buffer) == 2000 and buffer[np.array([0])].obs.shape == (1, 4, 84, 84)
+    assert len(buffer) == 1000 and buffer[np.array([0])].obs.shape == (1, 4, 84, 84)
 
-    trained = run_script(
-        "atari_cql.py",
-        "--task",
-        "PongNoFrameskip-v4",
-        "--load-buffer-name",
-        str(buffer_path),
-        "--min-q-weight",
-        "50",
-        "--epoch",
-        "1",
-        "--update-per-epoch",
-        "100",
-        "--test-num",
-        "1",
-        "--num-quantiles",
-        "8",
-        "--logdir",
-        str(tmp_path / "log"),
-        cwd=tmp_path,
-    )
-    assert trained.returncode == 0, trained.stderr[-2000:]
-    summary = [line for line in trained.stdout.splitlines() if line.startswith("done:")]
-    assert len(summary) == 1 and "100 updates" in summary[0]
+    budget = ["--epoch", "1", "--update-per-epoch", "100", "--test-num", "1", "--num-quantiles", "8"]
+    data = ["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(buffer_path), "--min-q-weight", "50"]
+    result = atari_cql.main([*data, *budget, "--logdir", str(tmp_path / "log")])
+    assert result["updates"] == 100 and result["last"] is not None
 
-    missing = run_script(
-        "atari_cql.py",
-        "--task",
-        "PongNoFrameskip-v4",
-        "--load-buffer-name",
-        str(tmp_path / "absent.hdf5"),
-        cwd=tmp_path,
-    )
-    assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert "create one with: python examples/atari_qrdqn.py" in missing.stderr
+    with pytest.raises(OfflineRLError, match=r"create one with: python examples/atari_qrdqn\.py"):
+        atari_cql.main(["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(tmp_path / "absent.hdf5")])
 
 
 def scripted_cartpole_dataset(episodes: int, noise: float, seed: int):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, episodes_to_arrays, run_repo_script, script_env, write_d4rl_file
+from conftest import REPO_ROOT, episodes_to_arrays, run_in_process, run_repo_script, write_d4rl_file
 from offline_rl.data import load_buffer, load_d4rl, load_dataset
 from offline_rl.errors import DatasetError
 
@@ -114,9 +113,9 @@ def test_unknown_source_string() -> None:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=script_env(), timeout=120
-    )
+    """A command's `main` behind its `run_main` wrapper, in this process (`conftest.run_in_process`)."""
+    script, rest = (" ".join(args[:2]), args[2:]) if args[0] == "-m" else (args[0], args[1:])
+    return run_in_process(script, *rest, cwd=REPO_ROOT)
 
 
 def test_converter_cli_reports_bad_file_in_one_line_exit_2(tmp_path: Path) -> None:
@@ -246,7 +245,7 @@ def test_minari_nan_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("script", ["examples/atari_cql.py", "examples/atari_qrdqn.py"])
 def test_a_continuous_task_in_the_discrete_scripts_is_one_line(script: str, tmp_path: Path) -> None:
-    result = run_repo_script(script, "--task", "Pendulum-v1", cwd=tmp_path, timeout=120)
+    result = run_in_process(script, "--task", "Pendulum-v1", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: --task Pendulum-v1: has Box actions, but discrete CQL and QR-DQN need discrete ones (an Atari "
@@ -255,7 +254,7 @@ def test_a_continuous_task_in_the_discrete_scripts_is_one_line(script: str, tmp_
 
 
 def test_a_missing_buffer_for_a_vector_task_names_the_recipe_for_one(tmp_path: Path) -> None:
-    result = run_repo_script("examples/atari_cql.py", "--task", "CartPole-v1", cwd=tmp_path, timeout=120)
+    result = run_in_process("examples/atari_cql.py", "--task", "CartPole-v1", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     recipe = "python examples/atari_qrdqn.py --config configs/qrdqn/CartPole-v1.yaml --task CartPole-v1"
     assert result.stderr.strip().splitlines()[-1] == (

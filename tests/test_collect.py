@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -11,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO_ROOT, script_env
+from conftest import REPO_ROOT, run_in_process
 from offline_rl.apps.dataset_generation import (
     CollectConfig,
     collect_dataset,
@@ -170,14 +168,8 @@ def test_default_dataset_is_generated_once_then_reused(tmp_path: Path, capsys: p
 
 def test_collect_cli_then_both_converters_print_statistics(tmp_path: Path) -> None:
     def run(*args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, *args],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            env=script_env(),
-            timeout=180,
-        )
+        script, rest = (" ".join(args[:2]), args[2:]) if args[0] == "-m" else (args[0], args[1:])
+        result = run_in_process(script, *rest, cwd=REPO_ROOT)
         assert result.returncode == 0, result.stderr
         return result.stdout
 

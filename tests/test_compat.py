@@ -132,3 +132,22 @@ def test_auto_alpha_parts_are_the_parameter_and_optimiser_auto_alpha_updates() -
     assert optimizer.param_groups[0]["params"][0] is log_alpha
     alpha.update(torch.tensor([0.0]))  # entropy 0 > target: α must fall, through this parameter
     assert float(log_alpha.detach()) < 0.5 and alpha.value == float(log_alpha.detach().exp())
+
+
+def test_tianshous_jit_functions_are_cached_on_disk_between_processes() -> None:
+    """Tianshou compiles its numba functions in every process that builds a policy or a vector
+    buffer (~10 s here); importing offline_rl switches numba's disk cache on for each of them."""
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    import offline_rl.compat  # noqa: F401  (the switch happens on import)
+
+    functions = [
+        function
+        for name in ("tianshou.algorithm.algorithm_base", "tianshou.data.buffer.manager", "tianshou.data.utils.segtree")
+        for function in vars(importlib.import_module(name)).values()
+        if isinstance(function, CPUDispatcher)
+    ]
+    assert len(functions) >= 7
+    assert all(type(function._cache).__name__ == "FunctionCache" for function in functions)

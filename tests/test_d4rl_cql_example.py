@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_repo_script
+from conftest import run_in_process
 from offline_rl.apps.d4rl_cql import config_from_args
 from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.data import load_d4rl
@@ -37,7 +37,7 @@ TINY = [
 
 
 def run_example(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return run_repo_script("examples/d4rl_cql.py", *args, cwd=cwd, timeout=300)
+    return run_in_process("examples/d4rl_cql.py", *args, cwd=cwd)
 
 
 def test_train_resume_watch_and_export(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ from offline_rl.collect import config_from_args as collect_config_from_args
 from offline_rl.cql_sac import CQLSACConfig
 from offline_rl.discrete_cql import DiscreteCQLConfig
 from offline_rl.errors import OfflineRLError
+from offline_rl.results.command import ResultsConfig
 from offline_rl.settings import flag_of, from_dict, leaf_fields
+from offline_rl.sweep.command import SweepConfig
 
 PARSERS: dict[str, Callable[[list[str]], Any]] = {
     "examples/d4rl_cql.py": d4rl_cql.config_from_args,
@@ -39,6 +41,8 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
         DownloadableConversionConfig(), argv, prog="converters/minari.py", source_help="a dataset"
     ),
     "converters/rl_unplugged_atari.py": lambda argv: rl_unplugged_parser().parse_args(argv),
+    "-m offline_rl.sweep": lambda argv: parse_config(SweepConfig(), argv, prog="sweep", description=""),
+    "-m offline_rl.results": lambda argv: parse_config(ResultsConfig(), argv, prog="results", description=""),
 }
 
 DOCUMENTED_IN = [
@@ -58,7 +62,8 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
     for name in DOCUMENTED_IN:
         text = re.sub(r"\\+\n", " ", (REPO_ROOT / name).read_text(encoding="utf-8"))
         # commands at the start of a line (code blocks, docstrings) or chained after `&&`; not prose
-        pattern = r"(?:^[ \t]*|&& )python3? (-m offline_rl\.collect|(?:examples|converters)/\w+\.py)([^\n`]*)"
+        programs = r"-m offline_rl\.(?:collect|sweep|results)|(?:examples|converters)/\w+\.py"
+        pattern = rf"(?:^[ \t]*|&& )python3? ({programs})([^\n`]*)"
         for match in re.finditer(pattern, text, flags=re.MULTILINE):
             script, rest = match.group(1), match.group(2)
             rest = rest.split(" # ")[0].split("&&")[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_repo_script, script_env
+from conftest import run_in_process, run_repo_script, script_env
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.errors import OfflineRLError
@@ -312,7 +312,7 @@ def test_an_interrupted_conversion_leaves_nothing_at_the_final_path(mixed_shard:
 
 
 def run_converter(*args: str, cwd: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_repo_script("converters/rl_unplugged_atari.py", *args, cwd=cwd, env_extra=env_extra)
+    return run_in_process("converters/rl_unplugged_atari.py", *args, cwd=cwd, env_extra=env_extra)
 
 
 def test_several_shards_in_parallel_then_rerun_skips_them(tmp_path: Path) -> None:
@@ -330,6 +330,28 @@ def test_several_shards_in_parallel_then_rerun_skips_them(tmp_path: Path) -> Non
     assert again.returncode == 0 and again.stdout.count("already converted, skipped") == 3
     redo = run_converter("--shard-file", str(shards[0]), "--output", str(out), "--overwrite", cwd=tmp_path)
     assert redo.returncode == 0 and "converted 1 shard(s)" in redo.stdout
+
+
+def test_many_games_runs_and_shards_as_ray_tasks_then_rerun_skips_them(tmp_path: Path, ray_address: str) -> None:
+    datasets, buffers = tmp_path / "datasets", tmp_path / "buffers"
+    shards = []
+    for g, game in enumerate(("Pong", "Breakout")):
+        for run in (1, 2):
+            path = datasets / game / f"run_{run}-00000-of-00100"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shards.append(write_fields(path, shuffled_records(episodes(20 + 2 * g + run, [(6, True), (4, False)]))))
+    flags = ["--task", "PongNoFrameskip-v4", "Breakout", "--run-id", "1", "2", "--shard-id", "0"]
+    flags += ["--dataset-dir", str(datasets), "--buffer-dir", str(buffers), "--ray-address", ray_address]
+    first = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path)  # a Ray driver of its own
+    assert first.returncode == 0, first.stderr[-3000:]
+    total = next(line for line in first.stdout.splitlines() if line.startswith("converted 4 shard(s)"))
+    assert "40 transitions, 8 episodes seen, 4 terminals" in total and "shards/s" in total and "transitions/s" in total
+    for shard in shards:  # each task wrote its own buffer, exactly the shard's transitions
+        output = buffers / shard.parent.name / f"{shard.name}.hdf5"
+        assert buffer_multiset(load_buffer(output)) == reference_multiset(shard)
+    assert not list(buffers.rglob("*.part"))
+    again = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.count("already converted, skipped") == 4
 
 
 def test_a_failing_shard_among_workers_leaves_no_partial_file(tmp_path: Path) -> None:
@@ -380,7 +402,7 @@ def test_converted_shards_train_with_atari_cql(mixed_shard: Path, tmp_path: Path
     assert convert.returncode == 0, convert.stderr
     second = tmp_path / "pong-2.hdf5"
     convert_shard(write_fields(tmp_path / "other", shuffled_records(episodes(8, [(9, True)]))), second)
-    trained = run_repo_script(
+    trained = run_in_process(
         "examples/atari_cql.py",
         "--task",
         "PongNoFrameskip-v4",

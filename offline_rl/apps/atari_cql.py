@@ -181,3 +181,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         checkpoint=session.checkpoint,
         dataset_name=str(info.get("name", names)),
     )
+
+
+if __name__ == "__main__":  # `python -m offline_rl.apps.atari_cql`: how sweeps start a trial
+    from offline_rl.apps.cli import run_main
+
+    run_main(main)

@@ -120,3 +120,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         checkpoint=session.checkpoint,
         dataset_name=info.get("name"),
     )
+
+
+if __name__ == "__main__":  # `python -m offline_rl.apps.d4rl_cql`: how sweeps start a trial
+    from offline_rl.apps.cli import run_main
+
+    run_main(main)

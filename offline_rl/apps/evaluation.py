@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ class EvaluationReporter:
     first_index: int = 0  # trained evaluations a resumed run had already made
     best: dict[str, float] | None = None  # the best trained evaluation (a resumed run's included)
     current_is_initial: bool = False
+    updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
     _initial_pending: bool = True
 
     @property
@@ -66,9 +68,10 @@ class EvaluationReporter:
         index = self.first_index + len(self.history)
         print(f"evaluation {index} ({episodes} episodes): {self.format(record)}", flush=True)
         if self.writer is not None:
+            step = self.updates_done() if self.updates_done is not None else index
             for key in ("return_mean", "return_std", "normalized_score"):
                 if key in record:
-                    self.writer.add_scalar(f"eval/{key}", record[key], global_step=index)  # type: ignore[attr-defined]
+                    self.writer.add_scalar(f"eval/{key}", record[key], global_step=step)  # type: ignore[attr-defined]
         if record["return_mean"] > self.best_score:
             self.best = record
         return record["return_mean"]

@@ -211,6 +211,8 @@ def build_parser(default: Any, *, prog: str, description: str, epilog: str | Non
             group.add_argument(*names, action=_BoolFlag, takes_value=bool_takes_value, metavar="BOOL", **options)
             continue
         if meta.get("positional"):
+            if kind.is_list or not meta.get("required"):
+                options["nargs"] = "+" if kind.is_list else "?"
             group.add_argument(options.pop("dest"), type=kind.convert, metavar=field.name, **options)
             continue
         options["type"] = kind.convert
@@ -218,6 +220,8 @@ def build_parser(default: Any, *, prog: str, description: str, epilog: str | Non
         options["metavar"] = flag_of(field)[2:].replace("-", "_").upper()
         if kind.is_list:
             options["nargs"] = "+"
+            if meta.get("repeatable"):  # `--grid a=1 --grid b=2` adds up rather than the last one winning
+                options["action"], options["default"] = "extend", list(value or [])  # a copy: extend appends to it
         group.add_argument(*names, **options)
     return parser
 
@@ -299,18 +303,36 @@ def apply_settings(default: Config, values: dict[str, Any], *, source: str) -> C
 
     A key that names no setting is a one-line error naming `source` and the key.
     """
-    by_name: dict[str, tuple[tuple[str, ...], dataclasses.Field, Any]] = {}
-    for path, field, owner in leaf_fields(default):
-        for spelling in spellings_of(field):
-            by_name[spelling[2:].replace("-", "_")] = (path, field, owner)
     updates: dict[tuple[str, ...], Any] = {}
     for key, value in values.items():
-        normalised = str(key).lstrip("-").replace("-", "_")
-        if normalised not in by_name:
-            raise OfflineRLError(f"{source}: unknown setting '{key}'")
-        path, field, owner = by_name[normalised]
-        updates[path] = _coerce(value, _flag_type(_hints(type(owner))[field.name]), f"{source}: {key}")
+        path, field, owner = setting_named(default, key, source=source)
+        updates[path] = coerce_setting(owner, field, value, f"{source}: {key}")
     return _replace_paths(default, updates)
+
+
+def setting_named(default: Any, key: str, *, source: str) -> tuple[tuple[str, ...], dataclasses.Field, Any]:
+    """(path, field, owner) of the setting `key` names (a field name or any flag spelling, with or
+    without dashes); a one-line error naming `source` and the key when it names none."""
+    normalised = str(key).lstrip("-").replace("-", "_")
+    for path, field, owner in leaf_fields(default):
+        if any(spelling[2:].replace("-", "_") == normalised for spelling in spellings_of(field)):
+            return path, field, owner
+    raise OfflineRLError(f"{source}: unknown setting '{key}'")
+
+
+def coerce_setting(owner: Any, field: dataclasses.Field, value: Any, where: str) -> Any:
+    """`value` (YAML or text) as the field's type; a one-line error naming `where` if it is not one."""
+    return _coerce(value, _flag_type(_hints(type(owner))[field.name]), where)
+
+
+def as_arguments(field: dataclasses.Field, value: Any) -> list[str]:
+    """The command-line arguments that set `field` to `value` (as `coerce_setting` returns it)."""
+    flag = flag_of(field)
+    if isinstance(value, bool):
+        return [flag] if value else ["--no-" + flag[2:]]
+    if isinstance(value, list | tuple):
+        return [flag, *map(str, value)]
+    return [flag, _shown(value)]
 
 
 def _coerce(value: Any, kind: _FlagType, where: str) -> Any:

@@ -4,8 +4,9 @@
     python converters/rl_unplugged_atari.py --shard-file run_1-00001-of-00100 --output breakout-1.hdf5
 
 Flags follow Tianshou's converter (`--task`, `--run-id`, `--shard-id`, `--dataset-dir`,
-`--buffer-dir`); several shard ids or files convert in parallel (`--workers`). Shards whose buffer
-already exists are skipped unless `--overwrite`, so re-running an interrupted batch finishes it.
+`--buffer-dir`); several games, runs, shard ids or files convert in parallel (`--workers` processes
+here, or Ray tasks with `--ray-address`). Shards whose buffer already exists are skipped unless
+`--overwrite`, so re-running an interrupted batch finishes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from offline_rl.apps.flags import FlagParser
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards
+from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
 from offline_rl.rl_unplugged.shard_converter import ShardSummary
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
 
@@ -30,8 +31,10 @@ def build_parser() -> FlagParser:
         description="Convert RL Unplugged Atari shards (gzip TFRecord) to replay buffers for examples/atari_cql.py.",
     )
     source = parser.add_argument_group("shards from RL Unplugged (downloaded when missing)")
-    source.add_argument("--task", default=None, help="game: Breakout, Pong, ... (BreakoutNoFrameskip-v4 also works)")
-    source.add_argument("--run-id", type=int, default=1, help="training run, 1 to 5 (default: 1)")
+    source.add_argument(
+        "--task", nargs="+", default=None, help="game(s): Breakout, Pong, ... (BreakoutNoFrameskip-v4 also works)"
+    )
+    source.add_argument("--run-id", type=int, nargs="+", default=[1], help="training run(s), 1 to 5 (default: 1)")
     source.add_argument("--shard-id", type=int, nargs="+", default=[0], help="shard ids, 0 to 99 (default: 0)")
     source.add_argument("--dataset-dir", type=Path, default=root / "datasets", help="where shards are kept")
     source.add_argument("--buffer-dir", type=Path, default=root / "buffers", help="where buffers are written")
@@ -48,6 +51,11 @@ def build_parser() -> FlagParser:
         type=int,
         default=None,
         help="shards converted in parallel (default: one per core, at most one per shard)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=os.environ.get("RAY_ADDRESS"),
+        help="convert as Ray tasks: auto, ray://HOST:PORT, or local (default: $RAY_ADDRESS; without: --workers here)",
     )
     parser.add_argument("--skip-corrupt", action="store_true", help="skip damaged records and report how many")
     parser.add_argument("--overwrite", action="store_true", help="convert again shards whose buffer exists")
@@ -73,15 +81,17 @@ def _jobs_for_files(files: Sequence[Path], output: Path | None, buffer_dir: Path
     return jobs
 
 
-def _jobs_for_task(
-    task: str, run_id: int, shard_ids: Sequence[int], dataset_dir: Path, buffer_dir: Path
+def _jobs_for_tasks(
+    tasks: Sequence[str], run_ids: Sequence[int], shard_ids: Sequence[int], dataset_dir: Path, buffer_dir: Path
 ) -> list[ConversionJob]:
-    game = game_name(task)
-    names = [shard_name(run_id, shard_id) for shard_id in dict.fromkeys(shard_ids)]
-    return [
-        ConversionJob(dataset_dir.expanduser() / game / name, buffer_dir.expanduser() / game / f"{name}.hdf5")
-        for name in names
-    ]
+    jobs = []
+    for game in dict.fromkeys(map(game_name, tasks)):
+        for run_id in dict.fromkeys(run_ids):
+            for shard_id in dict.fromkeys(shard_ids):
+                name = shard_name(run_id, shard_id)
+                shard = dataset_dir.expanduser() / game / name
+                jobs.append(ConversionJob(shard, buffer_dir.expanduser() / game / f"{name}.hdf5"))
+    return jobs
 
 
 def _fetch_missing(jobs: Sequence[ConversionJob]) -> None:
@@ -98,7 +108,8 @@ def total_line(summaries: Sequence[ShardSummary], seconds: float) -> str:
         f"converted {len(summaries)} shard(s): {transitions} transitions, "
         f"{sum(s.episodes for s in summaries)} episodes seen, {sum(s.terminals for s in summaries)} terminals, "
         f"{sum(s.skipped for s in summaries)} corrupt records skipped, {bytes_per / 1024:.1f} KB/transition, "
-        f"{seconds:.1f} s, {transitions / max(seconds, 1e-9):.0f} transitions/s"
+        f"{seconds:.1f} s, {len(summaries) / max(seconds, 1e-9):.2f} shards/s, "
+        f"{transitions / max(seconds, 1e-9):.0f} transitions/s"
     )
 
 
@@ -114,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if args.output is not None:
             parser.error("--output goes with --shard-file; with --task, buffers go to --buffer-dir")
-        jobs = _jobs_for_task(args.task, args.run_id, args.shard_id, args.dataset_dir, args.buffer_dir)
+        jobs = _jobs_for_tasks(args.task, args.run_id, args.shard_id, args.dataset_dir, args.buffer_dir)
     todo = []
     for job in jobs:
         if job.output.exists() and not args.overwrite:
@@ -127,7 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     workers = args.workers or min(len(todo), os.cpu_count() or 1)
     options = ConversionOptions(skip_corrupt=args.skip_corrupt, compression=args.compression)
     started = time.perf_counter()
-    summaries = convert_shards(todo, options, workers=workers)
+    if args.ray_address:
+        summaries = convert_shards_on_ray(todo, options, args.ray_address)
+    else:
+        summaries = convert_shards(todo, options, workers=workers)
     seconds = time.perf_counter() - started
     for summary in summaries:
         print(summary.line())

@@ -17,6 +17,7 @@ behave alike:
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import sys
 import time
@@ -32,7 +33,9 @@ from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
+from offline_rl.atomic import atomic_path
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
+from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
 
 @dataclass
@@ -143,10 +146,12 @@ def train_offline(
         TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1), monitor
     )
     reporter = reporter_factory(writer)
+    reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     if checkpoint is not None:
         reporter.first_index = int(checkpoint.get("epoch", 0))
         reporter.best = best_evaluation_in(log_path)
     saved = plain(saved)
+    write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
 
     def save_best(algo: Any) -> None:
         if reporter.current_is_initial:  # untrained or already-scored weights are never a new best
@@ -208,7 +213,9 @@ def train_offline(
         "best_optimistic": best,
         "best_epoch": getattr(result, "best_epoch", None),
         "log_path": str(log_path),
+        "total_updates": int(algorithm.num_updates),
     }
+    write_json(log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
     best_text = EvaluationReporter.format(best) if best else "n/a"
     last_text = EvaluationReporter.format(last) if last else "n/a"
     print(
@@ -218,6 +225,11 @@ def train_offline(
         f"curves: tensorboard --logdir {settings.logdir}"
     )
     return summary
+
+
+def write_json(path: Path, data: Any) -> None:
+    with atomic_path(path) as part:
+        part.write_text(json.dumps(data, indent=1, default=str) + "\n")
 
 
 def progress_output() -> dict[str, bool]:

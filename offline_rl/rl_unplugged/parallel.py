@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -75,6 +76,11 @@ def convert_shards(
             results = _convert_here(jobs, options, bar)
         else:
             results = _convert_in_workers(jobs, options, workers, bar)
+    return _summaries_or_error(results)
+
+
+def _summaries_or_error(results: Sequence[ShardSummary | Exception]) -> list[ShardSummary]:
+    """The summaries; if any shard failed, the others' lines, then one error naming the first failure."""
     summaries = [result for result in results if isinstance(result, ShardSummary)]
     failures = [result for result in results if isinstance(result, Exception)]
     if failures:
@@ -135,3 +141,40 @@ def _drain(progress: multiprocessing.queues.Queue, bar: tqdm) -> None:
             bar.update(progress.get_nowait())
         except queue.Empty:
             return
+
+
+def _convert_as_ray_task(job: ConversionJob, options: ConversionOptions) -> ShardSummary | OfflineRLError:
+    """One shard in a Ray worker; a user-facing error comes back as a value, to be reported with the others."""
+    try:
+        return _convert(job, options, lambda _: None)
+    except OfflineRLError as error:
+        return error
+
+
+def convert_shards_on_ray(
+    jobs: Sequence[ConversionJob], options: ConversionOptions, address: str, *, show_progress: bool = True
+) -> list[ShardSummary]:
+    """Every shard as a Ray task (one CPU each), each writing its own buffer atomically where every node
+    sees it (shared storage, or one machine). `address`: `auto`, `ray://HOST:PORT`, or `local`."""
+    from offline_rl.ray_runtime import connect
+
+    ray = connect(address)
+    task = ray.remote(num_cpus=1, max_retries=3)(_convert_as_ray_task)
+    pending = [task.remote(job, options) for job in jobs]
+    results: dict[Any, ShardSummary | OfflineRLError] = {}
+    refs = list(pending)
+    with progress_bar(
+        total=len(jobs), unit="shard", desc=f"convert {len(jobs)} shards on Ray", disable=not show_progress
+    ) as bar:
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    results[ref] = ray.get(ref)
+                    bar.update(1)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)  # a cancelled worker leaves only its temporary file's name behind
+            raise
+    ordered = [results[ref] for ref in refs]
+    return _summaries_or_error(ordered)

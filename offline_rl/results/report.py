@@ -1,0 +1,109 @@
+"""`results.csv` (one row per run and evaluation) and `results.md` (one row per dataset and setting).
+
+The headline is the final score: the last evaluation (or, with `last_k` > 1, the mean of the last k,
+CORL's convention), as CORL, d3rlpy and the papers report. The best evaluation over training is
+shown beside it and labelled optimistic: picking the best of many noisy evaluations overstates a
+policy's score.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from offline_rl.atomic import atomic_path
+from offline_rl.results.runs import Run, groups
+from offline_rl.results.statistics import DEFAULT_REPS, Aggregate, aggregate
+
+CSV_COLUMNS = (
+    "dataset",
+    "setting",
+    "seed",
+    "run",
+    "finished",
+    "evaluation",
+    "updates",
+    "return_mean",
+    "return_std",
+    "normalized_score",
+)
+
+
+def final_score(run: Run, last_k: int = 1) -> float:
+    return float(np.mean([e.score for e in run.evaluations[-last_k:]]))
+
+
+def best_score(run: Run) -> float:
+    return max(e.score for e in run.evaluations)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    dataset: str
+    setting: str
+    score_name: str
+    final: Aggregate
+    best: Aggregate
+    updates: int
+    finished: int
+
+
+def group_rows(runs: list[Run], *, last_k: int = 1, reps: int = DEFAULT_REPS) -> list[GroupRow]:
+    rows = []
+    for dataset, setting, members in groups(runs):
+        rows.append(
+            GroupRow(
+                dataset=dataset,
+                setting=setting,
+                score_name="normalized score" if all(r.normalized for r in members) else "return",
+                final=aggregate(np.array([final_score(r, last_k) for r in members]), reps=reps),
+                best=aggregate(np.array([best_score(r) for r in members]), reps=reps),
+                updates=min(r.evaluations[-1].updates for r in members),
+                finished=sum(r.finished for r in members),
+            )
+        )
+    return rows
+
+
+def write_csv(runs: list[Run], path: Path) -> Path:
+    with atomic_path(path) as part, part.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_COLUMNS)
+        for dataset, setting, members in groups(runs):
+            for run in members:
+                for index, e in enumerate(run.evaluations, start=1):
+                    normalized = "" if e.normalized_score is None else f"{e.normalized_score:.6g}"
+                    figures = [index, e.updates, f"{e.return_mean:.6g}", f"{e.return_std:.6g}", normalized]
+                    writer.writerow([dataset, setting, run.seed, str(run.path), run.finished, *figures])
+    return path
+
+
+def markdown_table(rows: Sequence[GroupRow], *, last_k: int = 1) -> str:
+    final = "last evaluation" if last_k == 1 else f"mean of the last {last_k} evaluations"
+    lines = [
+        f"Final score: the {final} of each run; mean ± std over seeds, and the interquartile mean with its "
+        "95% stratified-bootstrap CI (rliable). Score: D4RL normalised score where the dataset has "
+        "reference returns, else the return. Best: the best evaluation during training (optimistic).",
+        "",
+        "| dataset | setting | runs (finished) | updates | score | final: mean ± std | final: IQM [95% CI] "
+        "| best (optimistic): mean ± std |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        f, b = row.final, row.best
+        lines.append(
+            f"| {row.dataset} | {row.setting} | {f.runs} ({row.finished}) | {row.updates} | {row.score_name} "
+            f"| {f.mean:.1f} ± {f.std:.1f} | {f.iqm:.1f} [{f.ci_low:.1f}, {f.ci_high:.1f}] "
+            f"| {b.mean:.1f} ± {b.std:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(rows: Sequence[GroupRow], path: Path, *, last_k: int = 1) -> Path:
+    with atomic_path(path) as part:
+        part.write_text(markdown_table(rows, last_k=last_k))
+    return path

@@ -1,0 +1,174 @@
+"""Reading runs back from their log directories: settings from `run.json`, curves from TensorBoard.
+
+A run directory is one that `offline_rl.apps.training` wrote: `run.json` (the settings and
+dataset), TensorBoard event files, and `summary.json` once it trained to its end. Event files are
+read with TensorBoard's own reader, with TensorFlow kept out (`offline_rl.quiet_tensorboard`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_rl.errors import OfflineRLError
+
+RUN_SETTINGS_FILE = "run.json"
+"""A run's settings and dataset (JSON), written by the training loop when it starts: readable without torch."""
+RUN_SUMMARY_FILE = "summary.json"
+"""Written when a run has trained to its end: the figures of its summary line."""
+CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
+# Settings that never tell runs apart as "settings": where a run is, how it runs, and its data/seed.
+_NOT_SETTINGS = {
+    "seed",
+    "dataset",
+    "load_buffer_name",
+    "logdir",
+    "resume_path",
+    "watch",
+    "render",
+    "device",
+    "threads",
+    "matmul_precision",
+    "download",
+    "log_interval",
+    "progress",
+}
+
+
+@dataclass
+class Evaluation:
+    updates: int
+    return_mean: float
+    return_std: float
+    normalized_score: float | None
+
+    @property
+    def score(self) -> float:
+        """D4RL's normalised score where the dataset has reference returns, else the return."""
+        return self.normalized_score if self.normalized_score is not None else self.return_mean
+
+
+@dataclass
+class Run:
+    path: Path
+    settings: dict[str, Any]  # every leaf setting, by field name
+    dataset: str
+    seed: int
+    finished: bool
+    evaluations: list[Evaluation] = field(default_factory=list)
+    conservatism: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    setting: str = "default"  # filled in by `label_settings`: what tells it apart from other runs
+
+    @property
+    def normalized(self) -> bool:
+        return bool(self.evaluations) and all(e.normalized_score is not None for e in self.evaluations)
+
+
+def flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """Leaf settings of a nested config dict, by their (unique) field names."""
+    leaves: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            leaves.update(flatten(value))
+        else:
+            leaves[key] = value
+    return leaves
+
+
+def dataset_of(settings: dict[str, Any], info: dict[str, Any]) -> str:
+    for key in ("dataset", "load_buffer_name"):
+        value = settings.get(key)
+        if value:
+            names = value if isinstance(value, list | tuple) else [value]
+            return " ".join(Path(str(name)).name for name in names)
+    return str(info.get("name") or settings.get("task") or "unknown")
+
+
+def find_run_dirs(logdirs: Iterable[str | Path]) -> list[Path]:
+    found: set[Path] = set()
+    for logdir in map(Path, logdirs):
+        if not logdir.exists():
+            raise OfflineRLError(f"{logdir}: no such directory")
+        found.update(path.parent for path in logdir.rglob(RUN_SETTINGS_FILE))
+    return sorted(found)
+
+
+def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+
+    use_tensorboard_without_tensorflow()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    by_step: dict[str, dict[int, float]] = {}
+    for tag in accumulator.Tags().get("scalars", []):
+        for event in accumulator.Scalars(tag):  # a resumed run logs into the same directory: last write wins
+            by_step.setdefault(tag, {})[int(event.step)] = float(event.value)
+    return {tag: sorted(values.items()) for tag, values in by_step.items()}
+
+
+def read_run(run_dir: Path) -> Run:
+    try:
+        saved = json.loads((run_dir / RUN_SETTINGS_FILE).read_text())
+    except (OSError, ValueError) as error:
+        raise OfflineRLError(f"{run_dir / RUN_SETTINGS_FILE}: not a readable run record ({error})") from None
+    settings = flatten(saved.get("config") or {})
+    scalars = _scalars(run_dir)
+    normalized = dict(scalars.get("eval/normalized_score", []))
+    stds = dict(scalars.get("eval/return_std", []))
+    evaluations = [
+        Evaluation(step, value, stds.get(step, float("nan")), normalized.get(step))
+        for step, value in scalars.get("eval/return_mean", [])
+    ]
+    conservatism = {tag: scalars[f"update/{tag}"] for tag in CONSERVATISM_TAGS if f"update/{tag}" in scalars}
+    return Run(
+        path=run_dir,
+        settings=settings,
+        dataset=dataset_of(settings, saved.get("dataset_info") or {}),
+        seed=int(settings.get("seed", 0)),
+        finished=(run_dir / RUN_SUMMARY_FILE).is_file(),
+        evaluations=evaluations,
+        conservatism=conservatism,
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def label_settings(runs: list[Run]) -> None:
+    """Name each run's setting by the values that differ between runs (seed and dataset aside)."""
+    keys = sorted({key for run in runs for key in run.settings} - _NOT_SETTINGS)
+    varying = [key for key in keys if len({_shown(run.settings.get(key)) for run in runs}) > 1]
+    for run in runs:
+        parts = [f"{key}={_shown(run.settings.get(key))}" for key in varying]
+        run.setting = " ".join(parts) or "default"
+
+
+def read_runs(logdirs: Iterable[str | Path]) -> list[Run]:
+    """Every run under `logdirs` with at least one evaluation, labelled by its setting."""
+    runs = [run for run in map(read_run, find_run_dirs(logdirs)) if run.evaluations]
+    if not runs:
+        raise OfflineRLError(
+            f"{' '.join(map(str, logdirs))}: no run with an evaluation found (runs write run.json next to their "
+            "TensorBoard logs)"
+        )
+    label_settings(runs)
+    return runs
+
+
+def groups(runs: list[Run]) -> Iterator[tuple[str, str, list[Run]]]:
+    """(dataset, setting, runs) in a stable order."""
+    keys = sorted({(run.dataset, run.setting) for run in runs})
+    for dataset, setting in keys:
+        yield (
+            dataset,
+            setting,
+            sorted((r for r in runs if (r.dataset, r.setting) == (dataset, setting)), key=lambda r: r.seed),
+        )

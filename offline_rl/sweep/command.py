@@ -1,0 +1,225 @@
+"""The `sweep` command: its settings, and running a grid of trials to a results table."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import check_ranges, setting
+
+PROG = "python -m offline_rl.sweep"
+DESCRIPTION = (
+    "Run a grid of example runs (seeds x datasets x settings) locally or on Ray, then write the results tables "
+    "and plots. Re-run the same command to continue: finished trials are skipped, interrupted ones resume."
+)
+EXIT_FAILED_TRIALS = 1
+
+
+@dataclass
+class SweepConfig:
+    FLAG_GROUP: ClassVar[str] = "sweep"
+
+    sweep_file: str | None = setting(None, "a sweep YAML file (example, set, grid)", positional=True)
+    example: str | None = setting(None, "the example every trial runs: d4rl_cql or atari_cql")
+    grid: list[str] = setting([], "KEY=V1,V2,...: one grid axis (repeat the flag for more)", repeatable=True)
+    fixed: list[str] = setting([], "KEY=VALUE: a flag every trial gets (repeatable)", flag="--set", repeatable=True)
+    example_config: str | None = setting(None, "the example's own --config preset file, for every trial")
+    name: str | None = setting(None, "the sweep's folder name (default: the file's name, or the example's)")
+    logdir: str = setting("log/sweeps", "sweeps live in LOGDIR/NAME/TRIAL-ID")
+    jobs: int = setting(0, "trials at once on this machine (0: one per CPU core pair, 2 per GPU)", minimum=0)
+    ray_address: str | None = setting(
+        None, "run trials as Ray tasks: auto, ray://HOST:PORT, or local (a Ray runtime here); default $RAY_ADDRESS"
+    )
+    cpus_per_trial: float = setting(1.0, "CPUs Ray reserves per trial", above=0)
+    gpus_per_trial: float = setting(0.0, "GPUs Ray reserves per trial (0.25 packs four on a GPU)", minimum=0)
+    max_retries: int = setting(2, "restarts of a killed or crashed trial (each resumes from its checkpoint)", minimum=0)
+    last_k: int = setting(1, "final score = mean of each run's last k evaluations (1: the last)", minimum=1)
+    dry_run: bool = setting(False, "list the trials and start none")
+
+    def validate(self) -> None:
+        check_ranges(self)
+
+
+def build_spec(config: SweepConfig) -> Any:
+    from offline_rl.sweep.spec import SweepSpec, load_spec, parse_assignments, with_overrides
+
+    fixed = parse_assignments(config.fixed, "--set", lists=False)
+    grid = parse_assignments(config.grid, "--grid", lists=True)
+    if config.sweep_file:
+        spec = with_overrides(load_spec(config.sweep_file), fixed, grid)
+        if config.example and config.example != spec.example:
+            raise OfflineRLError(f"--example {config.example}: {config.sweep_file} runs {spec.example}")
+    else:
+        if not config.example:
+            raise OfflineRLError("give a sweep file or --example (d4rl_cql or atari_cql) with --grid axes")
+        spec = SweepSpec(name=config.example, example=config.example, fixed=fixed, grid=grid)
+    if config.name:
+        spec.name = config.name
+    if config.example_config:
+        spec.config = config.example_config
+    return spec
+
+
+def default_jobs() -> int:
+    """One trial per CPU core pair; two per GPU where the examples will train on GPUs (not yet
+    measured: the GPU throughput issue decides the best packing)."""
+    import shutil
+    import subprocess
+
+    gpus = 0
+    if shutil.which("nvidia-smi"):
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
+        gpus = sum(line.startswith("GPU ") for line in listed.splitlines())
+    return 2 * gpus if gpus else max(1, (os.cpu_count() or 1) // 2)
+
+
+class Display:
+    """Trials done, running, failed and queued, and the scores so far: a bar on a terminal, plain lines
+    in a log file."""
+
+    def __init__(self, state: Any, total: int, already_done: int) -> None:
+        from offline_rl.progress import progress_bar
+
+        self.state = state
+        self.bar = progress_bar(total=total, desc=f"sweep {state.header['name']}", unit="trial", initial=already_done)
+        self.refresh()
+
+    def refresh(self) -> None:
+        scores = self.state.scores()
+        figures = f"mean {sum(scores) / len(scores):.1f}, best {max(scores):.1f}" if scores else "no score yet"
+        self.bar.set_postfix_str(
+            f"running {self.state.count('running')}, failed {self.state.count('failed')}, "
+            f"queued {self.state.count('queued')}; {figures}",
+            refresh=sys.stderr.isatty(),  # in a log file: the trial lines and the bar's periodic line
+        )
+
+    def note(self, text: str) -> None:
+        self.bar.write(text, file=sys.stdout)
+
+    def finished(self, outcome: Any) -> None:
+        if outcome.status == "done":
+            self.bar.update(1)
+            how = " (resumed from its checkpoint)" if outcome.resumed else ""
+            score = f"score {outcome.score:.2f}" if outcome.score is not None else "no evaluation"
+            self.note(f"trial {outcome.id}: done{how}, {score}")
+        elif outcome.status == "failed":
+            self.note(f"trial {outcome.id}: failed: {outcome.message}")
+        self.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from offline_rl.apps.flags import parse_config
+
+    config = parse_config(SweepConfig(), argv, prog=PROG, description=DESCRIPTION)
+    config.ray_address = config.ray_address or os.environ.get("RAY_ADDRESS") or None
+    spec = build_spec(config)
+    from offline_rl.sweep.spec import EXAMPLES, check_axes
+
+    check_axes(spec)
+    trials = spec.trials()  # every trial's flags parsed by the example: nothing starts on a bad sweep
+    folder = Path(config.logdir) / spec.name
+    if config.dry_run:
+        for trial in trials:
+            print(f"{trial.id}: {' '.join(trial.arguments)}")
+        print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
+        return 0
+    return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example][0])
+
+
+def _threads_given(trials: list[Any]) -> bool:
+    return any(
+        arg in ("--threads", "--threads=") or arg.startswith("--threads=") for t in trials for arg in t.arguments
+    )
+
+
+def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
+    from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
+    from offline_rl.sweep.state import SweepState
+    from offline_rl.sweep.trial import TrialOutcome, finished_summary, score_of
+
+    start = time.time()
+    state = SweepState(folder, spec, trials)
+    workers = config.jobs or default_jobs()
+    threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, (os.cpu_count() or 1) // workers)
+    per_invocation = [] if _threads_given(trials) else ["--threads", str(threads)]
+    jobs, skipped = [], 0
+    for trial in trials:
+        directory = folder / trial.id
+        summary = finished_summary(directory) if directory.is_dir() else None
+        if summary is not None:  # finished in an earlier sweep: nothing to start
+            from offline_rl.sweep.trial import TrialOutcome
+
+            state.finished(
+                TrialOutcome(trial.id, "done", score=score_of(summary), updates=summary.get("total_updates"))
+            )
+            skipped += 1
+            continue
+        jobs.append(
+            TrialJob(
+                module,
+                trial.id,
+                list(trial.arguments),
+                str(directory.resolve()),
+                per_invocation,
+                config.max_retries,
+                os.getcwd(),
+            )
+        )
+    where = f"Ray at {config.ray_address}" if config.ray_address else f"{workers} at a time on this machine"
+    print(
+        f"sweep {spec.name}: {len(trials)} trials in {folder} ({skipped} finished before, {len(jobs)} to run, {where})"
+    )
+    display = Display(state, len(trials), skipped)
+
+    def started(trial_id: str) -> None:
+        state.running(trial_id)
+        display.refresh()
+
+    def finished(outcome: Any) -> None:
+        state.finished(outcome)
+        display.finished(outcome)
+
+    try:
+        if jobs and config.ray_address:
+            run_on_ray(
+                jobs,
+                config.ray_address,
+                cpus_per_trial=config.cpus_per_trial,
+                gpus_per_trial=config.gpus_per_trial,
+                started=started,
+                finished=finished,
+            )
+        elif jobs:
+            run_locally(jobs, workers, started, finished)
+    except KeyboardInterrupt:
+        display.close()
+        print(f"interrupted: trials stopped at their last checkpoint; run the same command to continue ({state.path})")
+        raise SystemExit(130) from None
+    display.close()
+    return report(config, spec, state, folder, time.time() - start)
+
+
+def report(config: SweepConfig, spec: Any, state: Any, folder: Path, seconds: float) -> int:
+    done, failed = state.count("done"), state.count("failed")
+    resumed = sum(1 for entry in state.trials.values() if entry.get("resumed"))
+    files = ""
+    if done:
+        try:
+            from offline_rl.results.command import write_results
+
+            result = write_results([folder], folder, last_k=config.last_k)
+            print(result["table"], end="")
+            files = f"; results: {result['files']['markdown']}, {result['files']['scores']}"
+        except OfflineRLError as error:
+            files = f"; no results table ({error})"
+    print(f"sweep {spec.name}: {done} done ({resumed} resumed), {failed} failed in {seconds:.0f} s{files}")
+    return EXIT_FAILED_TRIALS if failed else 0

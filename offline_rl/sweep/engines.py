@@ -1,0 +1,144 @@
+"""Where trials run: as parallel processes on this machine (the default), or as Ray tasks.
+
+Both hand every trial to `offline_rl.sweep.trial.run_trial`, so trials, logs and results are the
+same either way. The local engine never imports Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from offline_rl.sweep.trial import TrialOutcome, run_trial
+
+INTERRUPT_GRACE_S = 30.0
+
+
+@dataclass
+class TrialJob:
+    """Everything `run_trial` needs for one trial: picklable, for Ray."""
+
+    module: str
+    trial_id: str
+    arguments: list[str]
+    directory: str
+    per_invocation: list[str] = field(default_factory=list)
+    max_retries: int = 2
+    cwd: str | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "module": self.module,
+            "trial_id": self.trial_id,
+            "arguments": self.arguments,
+            "directory": self.directory,
+            "per_invocation": self.per_invocation,
+            "max_retries": self.max_retries,
+            "cwd": self.cwd,
+        }
+
+
+Started = Callable[[str], None]
+Finished = Callable[[TrialOutcome], None]
+
+
+def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: Finished) -> None:
+    """`workers` trials at a time, each in its own process; Ctrl-C stops them all (they stop as an
+    interrupted example does: checkpoint kept, resumable) and is raised again."""
+    processes: dict[str, subprocess.Popen] = {}
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def one(job: TrialJob) -> TrialOutcome:
+        if stopping.is_set():
+            return TrialOutcome(job.trial_id, "interrupted", message="not started")
+
+        def on_start(process: subprocess.Popen) -> None:
+            with lock:
+                processes[job.trial_id] = process
+            started(job.trial_id)
+            if stopping.is_set():
+                _interrupt(process)
+
+        try:
+            return run_trial(**job.kwargs(), on_start=on_start)
+        finally:
+            with lock:
+                processes.pop(job.trial_id, None)
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
+    pending = {pool.submit(one, job) for job in jobs}
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                finished(future.result())
+    except KeyboardInterrupt:
+        stopping.set()
+        with lock:
+            for process in processes.values():
+                _interrupt(process)
+        for future in pending:
+            future.cancel()
+        for future in pending:
+            if not future.cancelled():
+                finished(future.result())
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _interrupt(process: subprocess.Popen) -> None:
+    """What Ctrl-C does to an example run in a terminal; after a grace period, a kill."""
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+
+    def kill_later() -> None:
+        try:
+            process.wait(timeout=INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    threading.Thread(target=kill_later, daemon=True).start()
+
+
+def run_on_ray(
+    jobs: list[TrialJob],
+    address: str,
+    *,
+    cpus_per_trial: float,
+    gpus_per_trial: float,
+    started: Started,
+    finished: Finished,
+) -> None:
+    """Each trial as a Ray task with its resources. A task whose worker or node dies is retried by
+    Ray and resumes from the trial's checkpoint (the log folder must be on storage every node sees)."""
+    from offline_rl.ray_runtime import connect
+
+    ray = connect(address)
+    task = ray.remote(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=3)(_ray_trial)
+    refs = {task.remote(job.kwargs()): job for job in jobs}
+    for job in jobs:
+        started(job.trial_id)  # submitted: Ray starts it when its resources are free
+    try:
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                refs.pop(ref)
+                finished(ray.get(ref))
+    except KeyboardInterrupt:
+        for ref in refs:
+            ray.cancel(ref, force=True)  # the trials' processes end with their workers; checkpoints stay
+        raise
+
+
+def _ray_trial(kwargs: dict[str, Any]) -> TrialOutcome:
+    return run_trial(**kwargs)

@@ -1,0 +1,230 @@
+"""What a sweep is: an example, fixed flags, grid axes; and the trials they expand to.
+
+A sweep file is YAML:
+
+    name: pendulum-cql-weight        # the folder under --logdir (default: the file's name)
+    example: d4rl_cql                # or atari_cql
+    config: configs/cql/hopper-medium-v2.yaml   # optional: the example's own --config preset
+    set: {task: Pendulum-v1, epoch: 3}          # flags every trial gets
+    grid: {seed: [0, 1, 2], cql_weight: [1, 5]} # one trial per combination
+
+Keys are any spelling of an example's flag. Everything is checked against the example's settings
+before a trial starts: a bad sweep costs one line, not a half-run grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_rl.errors import OfflineRLError
+
+EXAMPLES = {
+    "d4rl_cql": ("offline_rl.apps.d4rl_cql", "D4RLCQLConfig"),
+    "atari_cql": ("offline_rl.apps.atari_cql", "AtariCQLConfig"),
+}
+"""The examples a sweep runs, by name: the module whose `main` is the example, and its settings class."""
+# Set by the sweep itself for every trial (its own folder), or meaningless in a grid.
+RESERVED = {"logdir", "resume_path", "watch", "render", "config"}
+_KEYS = {"name", "example", "config", "set", "grid"}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of the example: its id (its folder's name) and the flags that make it."""
+
+    id: str
+    arguments: tuple[str, ...]
+    values: tuple[tuple[str, Any], ...]  # the grid values, by setting name
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    example: str
+    fixed: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    config: str | None = None
+    source: str = "the command line"
+
+    def trials(self) -> list[Trial]:
+        """Every combination of the grid's values, each checked by the example's own parser."""
+        default = example_defaults(self.example, self.config, self.source)
+        fixed = _resolved(default, self.fixed, f"{self.source}: set")
+        axes = [(key, _resolved_axis(default, key, values, self.source)) for key, values in self.grid.items()]
+        fixed_arguments = [argument for _, arguments in fixed.values() for argument in arguments]
+        if self.config:
+            fixed_arguments = ["--config", self.config, *fixed_arguments]
+        trials = []
+        for combination in itertools.product(*(values for _, values in axes)):
+            chosen = [(name, value, arguments) for (name, _), (value, arguments) in zip(axes, combination, strict=True)]
+            trial_id = "__".join(f"{name}={_slug(value)}" for name, value, _ in chosen)
+            arguments = [*fixed_arguments, *(a for _, _, args in chosen for a in args)]
+            trials.append(Trial(trial_id, tuple(arguments), tuple((name, value) for name, value, _ in chosen)))
+        check_with_example(self.example, trials, self.source)
+        if len({trial.id for trial in trials}) < len(trials):
+            raise OfflineRLError(f"{self.source}: two trials would share a folder name; give the grid distinct values")
+        return trials
+
+
+def example_defaults(example: str, config: str | None, source: str) -> Any:
+    """The example's settings dataclass, with its preset file applied."""
+    import importlib
+
+    if example not in EXAMPLES:
+        raise OfflineRLError(f"{source}: unknown example '{example}'; expected one of {', '.join(EXAMPLES)}")
+    module_name, class_name = EXAMPLES[example]
+    settings = getattr(importlib.import_module(module_name), class_name)()
+    if config:
+        from offline_rl.apps.flags import apply_settings, load_preset
+
+        settings = apply_settings(settings, load_preset(config), source=f"--config {config}")
+    return settings
+
+
+def check_with_example(example: str, trials: list[Trial], source: str) -> None:
+    """Parse every trial's flags as the example will: ranges and combinations fail here, before any run."""
+    import importlib
+
+    parse = importlib.import_module(EXAMPLES[example][0]).config_from_args
+    for trial in trials:
+        try:
+            parse(list(trial.arguments))
+        except OfflineRLError as error:
+            raise OfflineRLError(f"{source}: trial {trial.id}: {error}") from None
+        except SystemExit:
+            raise OfflineRLError(
+                f"trial {trial.id}: the example refuses its flags: {' '.join(trial.arguments)}"
+            ) from None
+
+
+def _resolved(default: Any, values: dict[str, Any], source: str) -> dict[str, tuple[Any, list[str]]]:
+    """Each key's setting name, its value as the setting's type, and the arguments that give it."""
+    from offline_rl.apps.flags import as_arguments, coerce_setting, setting_named
+
+    resolved: dict[str, tuple[Any, list[str]]] = {}
+    for key, value in values.items():
+        _, setting, owner = setting_named(default, key, source=source)
+        if setting.name in RESERVED:
+            raise OfflineRLError(f"{source}: '{key}' is set by the sweep itself; remove it")
+        if setting.name in resolved:
+            raise OfflineRLError(f"{source}: '{key}' names the setting {setting.name} a second time")
+        coerced = coerce_setting(owner, setting, value, f"{source}: {key}")
+        resolved[setting.name] = (coerced, as_arguments(setting, coerced))
+    return resolved
+
+
+def _resolved_axis(default: Any, key: str, values: list[Any], source: str) -> list[tuple[Any, list[str]]]:
+    from offline_rl.apps.flags import as_arguments, coerce_setting, setting_named
+
+    _, setting, owner = setting_named(default, key, source=f"{source}: grid")
+    if setting.name in RESERVED:
+        raise OfflineRLError(f"{source}: grid axis '{key}' is set by the sweep itself; remove it")
+    if not values:
+        raise OfflineRLError(f"{source}: grid axis '{key}' has no values")
+    coerced = [coerce_setting(owner, setting, value, f"{source}: grid {key}") for value in values]
+    if len({repr(value) for value in coerced}) < len(coerced):
+        raise OfflineRLError(f"{source}: grid axis '{key}' repeats a value")
+    return [(value, as_arguments(setting, value)) for value in coerced]
+
+
+def _slug(value: Any) -> str:
+    text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    if "/" in text:
+        text = Path(text).name
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "none"
+
+
+def check_axes(spec: SweepSpec) -> None:
+    """Errors that need no example: an empty grid, a setting both fixed and swept, a repeated axis
+    (two spellings of one setting)."""
+    if not spec.grid:
+        raise OfflineRLError(f"{spec.source}: the grid is empty; give at least one axis (--grid seed=0,1,2)")
+    default = example_defaults(spec.example, spec.config, spec.source)
+    from offline_rl.apps.flags import setting_named
+
+    names: dict[str, str] = {}
+    for key in spec.grid:
+        name = setting_named(default, key, source=f"{spec.source}: grid")[1].name
+        if name in names:
+            raise OfflineRLError(f"{spec.source}: grid axes '{names[name]}' and '{key}' are the same setting")
+        names[name] = key
+    for key in spec.fixed:
+        name = setting_named(default, key, source=f"{spec.source}: set")[1].name
+        if name in names:
+            raise OfflineRLError(f"{spec.source}: '{key}' is both fixed (set) and a grid axis")
+
+
+def _unique_key_loader() -> Any:
+    """A YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"'{key}' appears twice", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeyLoader
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """A sweep file, with one-line errors naming the file and what is wrong."""
+    import yaml
+
+    file = Path(path).expanduser()
+    source = str(file)
+    if not file.is_file():
+        raise OfflineRLError(f"{source}: no such sweep file")
+    try:
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_unique_key_loader())
+    except yaml.YAMLError as error:
+        raise OfflineRLError(f"{source}: not a valid sweep file ({' '.join(str(error).split())})") from None
+    if not isinstance(data, dict):
+        raise OfflineRLError(f"{source}: expected a mapping with example, set and grid")
+    unknown = sorted(set(map(str, data)) - _KEYS)
+    if unknown:
+        raise OfflineRLError(f"{source}: unknown key '{unknown[0]}'; expected {', '.join(sorted(_KEYS))}")
+    if "example" not in data:
+        raise OfflineRLError(f"{source}: no 'example' (one of {', '.join(EXAMPLES)})")
+    fixed, grid = data.get("set") or {}, data.get("grid") or {}
+    if not isinstance(fixed, dict) or not isinstance(grid, dict):
+        raise OfflineRLError(f"{source}: 'set' and 'grid' must be mappings of flag names")
+    return SweepSpec(
+        name=str(data.get("name") or file.stem),
+        example=str(data["example"]),
+        fixed=dict(fixed),
+        grid={str(k): (list(v) if isinstance(v, list) else [v]) for k, v in grid.items()},
+        config=str(data["config"]) if data.get("config") else None,
+        source=source,
+    )
+
+
+def parse_assignments(items: Sequence[str], flag: str, *, lists: bool) -> dict[str, Any]:
+    """`KEY=VALUE` flags: `--set epoch=3`, `--grid seed=0,1,2` (comma-separated values)."""
+    parsed: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise OfflineRLError(f"{flag} {item}: expected KEY=VALUE")
+        if key in parsed:
+            raise OfflineRLError(f"{flag} {key}: given twice")
+        parsed[key] = [v for v in value.split(",") if v != ""] if lists else value
+    return parsed
+
+
+def with_overrides(spec: SweepSpec, fixed: dict[str, Any], grid: dict[str, list[Any]]) -> SweepSpec:
+    """The command line's --set and --grid on top of a sweep file's (a flag's axis replaces the file's)."""
+    return dataclasses.replace(spec, fixed={**spec.fixed, **fixed}, grid={**spec.grid, **grid})

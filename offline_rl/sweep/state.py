@@ -1,0 +1,65 @@
+"""The sweep's state, `sweep.json` in its folder, rewritten atomically after every change.
+
+It lists every trial with its flags and status (queued, running, done, failed, interrupted), the
+attempts it took, its score and, for a failure, the one-line reason: what a user (or a script)
+reads to see where a sweep stands, also after the sweep process is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from offline_rl.atomic import atomic_path
+from offline_rl.sweep.spec import SweepSpec, Trial
+from offline_rl.sweep.trial import TrialOutcome
+
+STATE_FILE = "sweep.json"
+
+
+class SweepState:
+    def __init__(self, folder: Path, spec: SweepSpec, trials: list[Trial]) -> None:
+        self.path = folder / STATE_FILE
+        self._lock = threading.Lock()
+        self.header = {"name": spec.name, "example": spec.example, "source": spec.source}
+        earlier = self._earlier_attempts()
+        self.trials: dict[str, dict[str, Any]] = {
+            trial.id: {"arguments": list(trial.arguments), "status": "queued", "attempts": earlier.get(trial.id, 0)}
+            for trial in trials
+        }
+        self.write()
+
+    def _earlier_attempts(self) -> dict[str, int]:
+        """Attempts made by earlier runs of this sweep, so the count is the trial's whole history."""
+        try:
+            trials = json.loads(self.path.read_text()).get("trials", {})
+        except (OSError, ValueError, AttributeError):
+            return {}
+        return {key: int(entry.get("attempts", 0)) for key, entry in trials.items() if isinstance(entry, dict)}
+
+    def running(self, trial_id: str) -> None:
+        with self._lock:
+            self.trials[trial_id]["status"] = "running"
+        self.write()
+
+    def finished(self, outcome: TrialOutcome) -> None:
+        with self._lock:
+            entry = self.trials[outcome.id]
+            entry.update({k: v for k, v in asdict(outcome).items() if k not in ("id", "attempts")})
+            entry["attempts"] += outcome.attempts
+        self.write()
+
+    def count(self, status: str) -> int:
+        return sum(entry["status"] == status for entry in self.trials.values())
+
+    def scores(self) -> list[float]:
+        return [e["score"] for e in self.trials.values() if e["status"] == "done" and e.get("score") is not None]
+
+    def write(self) -> None:
+        with self._lock:
+            text = json.dumps({**self.header, "trials": self.trials}, indent=1, default=str) + "\n"
+            with atomic_path(self.path) as part:
+                part.write_text(text)

@@ -1,0 +1,163 @@
+"""One trial, run to its end: an ordinary run of the example in a child process, resumed from its own
+checkpoint when a previous attempt was killed, interrupted or crashed.
+
+Both engines call `run_trial` (the local one in a thread per job, Ray as a task on any node), so a
+trial behaves the same wherever it runs. Its folder holds the example's usual log tree, the child's
+output (`output.log`) and `trial.json` (its status, attempt and process id, written atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from offline_rl.results.runs import RUN_SUMMARY_FILE
+
+TRIAL_FILE = "trial.json"
+OUTPUT_FILE = "output.log"
+EXIT_USER_ERROR = 2  # the examples' status for a mistake in their flags or data: retrying cannot help
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class TrialOutcome:
+    id: str
+    status: str  # done | failed | interrupted
+    attempts: int = 0  # processes started by this call (0: finished before)
+    resumed: bool = False
+    message: str = ""
+    score: float | None = None
+    updates: int | None = None
+
+
+def finished_summary(directory: Path) -> dict[str, Any] | None:
+    """The summary of a run under `directory` that trained to its end, if there is one."""
+    for path in sorted(directory.rglob(RUN_SUMMARY_FILE)):
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    found = sorted(directory.rglob("checkpoint.pth"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def score_of(summary: dict[str, Any]) -> float | None:
+    last = summary.get("last") or {}
+    value = last.get("normalized_score", last.get("return_mean"))
+    return float(value) if value is not None else None
+
+
+def _write_status(directory: Path, **status: Any) -> None:
+    from offline_rl.atomic import atomic_path
+
+    with atomic_path(directory / TRIAL_FILE) as part:
+        part.write_text(json.dumps(status) + "\n")
+
+
+ATTEMPT_MARK = "[sweep] attempt "
+
+
+def _attempts_logged(output: Path) -> int:
+    try:
+        return sum(line.startswith(ATTEMPT_MARK) for line in output.read_text(errors="replace").splitlines())
+    except OSError:
+        return 0
+
+
+def _last_error(output: Path) -> str:
+    try:
+        lines = output.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith("error: ")]
+    return errors[-1].removeprefix("error: ") if errors else (lines[-1] if lines else "")
+
+
+def _die_with_parent() -> None:
+    """In the child: end when the thread that started it ends (a killed sweep or Ray worker), Linux only."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_trial(
+    module: str,
+    trial_id: str,
+    arguments: Sequence[str],
+    directory: str,
+    *,
+    per_invocation: Sequence[str] = (),
+    max_retries: int = 2,
+    cwd: str | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+) -> TrialOutcome:
+    """Run the example `module` with `arguments` into `directory` until it has trained to its end.
+
+    A finished trial (its `summary.json` exists) starts nothing. Otherwise each attempt starts the
+    example afresh or, when the folder holds a checkpoint, as `--resume-path CHECKPOINT`, which
+    restores the run's own settings and continues to its original end. Exit status 2 (a user error)
+    fails at once with the example's one-line message; 130 (interrupted) stops; anything else (killed,
+    crashed) is retried up to `max_retries` times.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = finished_summary(folder)
+    if summary is not None:
+        return TrialOutcome(trial_id, "done", score=score_of(summary), updates=summary.get("total_updates"))
+    attempts, resumed = 0, False
+    earlier = _attempts_logged(folder / OUTPUT_FILE)  # by earlier runs of the sweep: numbering goes on
+    while True:
+        checkpoint = latest_checkpoint(folder)
+        if checkpoint is not None:
+            command = ["--resume-path", str(checkpoint), *per_invocation]
+            resumed = True
+        else:
+            command = [*arguments, "--logdir", str(folder), *per_invocation]
+        attempts += 1
+        with (folder / OUTPUT_FILE).open("a") as output:
+            output.write(f"\n{ATTEMPT_MARK}{earlier + attempts}: {' '.join(command)}\n")
+            output.flush()
+            process = subprocess.Popen(
+                [sys.executable, "-m", module, *command],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # Ctrl-C in the terminal reaches the sweep, which stops trials itself
+                preexec_fn=_die_with_parent,
+            )
+            _write_status(folder, id=trial_id, status="running", attempt=attempts, pid=process.pid, started=time.time())
+            if on_start is not None:
+                on_start(process)
+            code = process.wait()
+        if code == 0:
+            summary = finished_summary(folder) or {}
+            outcome = TrialOutcome(trial_id, "done", attempts, resumed, score=score_of(summary))
+            outcome.updates = summary.get("total_updates")
+        elif code == EXIT_USER_ERROR:
+            outcome = TrialOutcome(trial_id, "failed", attempts, resumed, _last_error(folder / OUTPUT_FILE))
+        elif code in (EXIT_INTERRUPTED, -signal.SIGINT):
+            outcome = TrialOutcome(trial_id, "interrupted", attempts, resumed, "interrupted")
+        elif attempts > max_retries:
+            message = f"exited with status {code} in each of {attempts} attempts; see {folder / OUTPUT_FILE}"
+            outcome = TrialOutcome(trial_id, "failed", attempts, resumed, message)
+        else:
+            continue  # killed or crashed: resume from its checkpoint
+        _write_status(folder, **asdict(outcome))
+        return outcome

@@ -1,0 +1,155 @@
+"""`offline_rl.results` on synthetic logs written in the real format (run.json + TensorBoard events):
+known means, IQM, CI bounds, the CSV rows, and figures with the expected panels."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_rl.results.command import write_results
+from offline_rl.results.runs import read_runs
+
+
+def write_run(
+    folder: Path,
+    *,
+    dataset: str,
+    seed: int,
+    scores: list[float],
+    cql_weight: float = 10.0,
+    normalized: bool = False,
+    finished: bool = True,
+) -> Path:
+    """A run directory as the training loop writes it: run.json, eval/* and update/q_* scalars."""
+    from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+
+    use_tensorboard_without_tensorflow()
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder.mkdir(parents=True)
+    config = {"dataset": dataset, "run": {"seed": seed, "logdir": str(folder)}, "algorithm": {"cql_weight": cql_weight}}
+    (folder / "run.json").write_text(json.dumps({"config": config, "dataset_info": {"name": dataset}}))
+    writer = SummaryWriter(str(folder))
+    for index, score in enumerate(scores, start=1):
+        updates = 100 * index
+        writer.add_scalar("eval/return_mean", score * 10, updates)
+        writer.add_scalar("eval/return_std", 1.0, updates)
+        if normalized:
+            writer.add_scalar("eval/normalized_score", score, updates)
+        for tag, offset in (("q_data", 0.0), ("q_random", -5.0), ("q_policy", -1.0)):
+            writer.add_scalar(f"update/{tag}", offset + index, updates)
+    writer.close()
+    if finished:
+        (folder / "summary.json").write_text("{}")
+    return folder
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    finals = [0, 1, 2, 3, 4, 5, 6, 100]  # IQM drops the two lowest and the two highest: mean of 2..5 = 3.5
+    for seed, final in enumerate(finals):
+        write_run(
+            tmp_path / "a" / f"s{seed}",
+            dataset="hopper-medium-v2",
+            seed=seed,
+            scores=[50.0, 200.0, final],
+            normalized=True,
+        )
+    for seed in range(3):
+        write_run(
+            tmp_path / "b" / f"s{seed}",
+            dataset="walker2d-medium-v2",
+            seed=seed,
+            scores=[7.0, 7.0],
+            normalized=True,
+            finished=seed != 2,
+        )
+    return tmp_path
+
+
+def test_the_table_has_the_known_mean_iqm_and_interval(logs: Path) -> None:
+    from rliable import library, metrics
+
+    result = write_results([logs], logs, reps=1000)
+    hopper, walker = result["rows"]
+    finals = np.array([0, 1, 2, 3, 4, 5, 6, 100], dtype=float)
+    assert hopper.dataset == "hopper-medium-v2" and hopper.score_name == "normalized score"
+    assert hopper.final.runs == 8 and hopper.final.mean == pytest.approx(finals.mean())
+    assert hopper.final.std == pytest.approx(finals.std()) and hopper.final.iqm == pytest.approx(3.5)
+    # The interval is rliable's stratified bootstrap, seeded as the table seeds it (numpy's global generator) ...
+    np.random.seed(0)
+    _, expected = library.get_interval_estimates(
+        {"x": finals[:, None]},
+        lambda x: np.array([metrics.aggregate_iqm(x)]),
+        reps=1000,
+    )
+    assert (hopper.final.ci_low, hopper.final.ci_high) == pytest.approx(tuple(expected["x"][:, 0]))
+    assert hopper.final.ci_low <= 3.5 <= hopper.final.ci_high and hopper.final.ci_high < 100
+    # ... and collapses onto the value when every seed scores the same.
+    assert (walker.final.iqm, walker.final.ci_low, walker.final.ci_high) == pytest.approx((7.0, 7.0, 7.0))
+    assert walker.finished == 2 and walker.final.runs == 3
+    # The best over training is there, and is the optimistic one: 200 for every hopper seed.
+    assert hopper.best.mean == pytest.approx(200.0) and hopper.updates == 300
+    table = (logs / "results.md").read_text()
+    assert "| hopper-medium-v2 | default | 8 (8) | 300 | normalized score | 15.1 ± 32.1 | 3.5 [" in table
+    assert "best (optimistic)" in table
+
+
+def test_the_last_k_evaluations_can_be_averaged(logs: Path) -> None:
+    rows = write_results([logs / "a"], logs / "out", last_k=2, reps=200)["rows"]
+    finals = np.array([0, 1, 2, 3, 4, 5, 6, 100], dtype=float)
+    assert rows[0].final.mean == pytest.approx(np.mean((finals + 200) / 2))
+    assert "mean of the last 2 evaluations" in (logs / "out" / "results.md").read_text()
+
+
+def test_the_csv_has_a_row_per_run_and_evaluation(logs: Path) -> None:
+    write_results([logs], logs, reps=200)
+    with (logs / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 8 * 3 + 3 * 2
+    first = rows[0]
+    assert first["dataset"] == "hopper-medium-v2" and first["updates"] == "100" and first["normalized_score"] == "50"
+    assert first["return_mean"] == "500" and first["evaluation"] == "1"
+
+
+def test_settings_that_differ_label_the_groups(tmp_path: Path) -> None:
+    for weight in (1.0, 5.0):
+        for seed in range(2):
+            write_run(tmp_path / f"w{weight}-{seed}", dataset="d", seed=seed, scores=[1.0], cql_weight=weight)
+    runs = read_runs([tmp_path])
+    assert sorted({run.setting for run in runs}) == ["cql_weight=1.0", "cql_weight=5.0"]
+    assert all(not run.normalized for run in runs)  # no reference returns: the score is the return
+
+
+def test_the_figures_have_a_panel_per_dataset_with_labels_and_legends(logs: Path) -> None:
+    from offline_rl.results.plots import conservatism_figure, score_figure
+
+    result = write_results([logs], logs, reps=200)
+    for name in ("scores", "conservatism"):
+        path = result["files"][name]
+        assert path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = read_runs([logs])
+    scores = score_figure(runs)
+    assert [ax.get_title() for ax in scores.axes] == ["hopper-medium-v2", "walker2d-medium-v2"]
+    for ax, seeds in zip(scores.axes, (8, 3), strict=True):
+        assert ax.get_xlabel() == "gradient updates" and ax.get_ylabel() == "D4RL normalised score"
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"default ({seeds} seeds)"]
+        assert len(ax.collections) == 1  # the shaded interval
+    hopper_line = scores.axes[0].lines[0]
+    assert list(hopper_line.get_xdata()) == [100, 200, 300]
+    assert hopper_line.get_ydata()[-1] == pytest.approx(np.mean([0, 1, 2, 3, 4, 5, 6, 100]))
+    conservatism = conservatism_figure(runs)
+    labels = [t.get_text() for t in conservatism.axes[0].get_legend().get_texts()]
+    assert labels == ["q_data, default", "q_random, default", "q_policy, default"]
+    assert conservatism.axes[0].lines[1].get_ydata()[0] == pytest.approx(-4.0)  # q_random: offset -5, step 1
+
+
+def test_no_runs_is_one_line(tmp_path: Path) -> None:
+    from offline_rl.errors import OfflineRLError
+
+    with pytest.raises(OfflineRLError, match="no run with an evaluation found"):
+        write_results([tmp_path])

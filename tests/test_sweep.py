@@ -1,0 +1,179 @@
+"""`offline_rl.sweep`: bad sweeps fail before any trial; a real 2×2 grid of tiny d4rl_cql runs
+completes under the local engine and under a real Ray runtime with identical results; a killed
+trial resumes from its checkpoint; a finished sweep starts nothing when run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import script_env
+from offline_rl.errors import OfflineRLError
+from offline_rl.sweep.command import main as sweep_main
+
+TINY = ["task=Pendulum-v1", "dataset_size=600", "epoch=2", "step_per_epoch=10", "test_num=1"]
+TINY += ["hidden_sizes=16", "critic_layers=1", "cql_n_actions=2", "batch_size=32"]
+
+
+def sweep_command(*args: str) -> list[str]:
+    fixed = [item for pair in (("--set", s) for s in TINY) for item in pair]
+    return ["--example", "d4rl_cql", "--grid", "seed=0,1", "--grid", "cql_weight=1,5", *fixed, *args]
+
+
+def run_sweep(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offline_rl.sweep", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=script_env(),
+        timeout=timeout,
+    )
+
+
+def table_rows(markdown: Path) -> list[str]:
+    return [line for line in markdown.read_text().splitlines() if line.startswith("| Pendulum")]
+
+
+def test_a_grid_runs_locally_and_on_ray_with_the_same_trials_and_results(tmp_path: Path, ray_address: str) -> None:
+    local = run_sweep(tmp_path, *sweep_command("--name", "local", "--jobs", "2"))
+    assert local.returncode == 0, local.stdout[-2000:] + local.stderr[-2000:]
+    state = json.loads((tmp_path / "log/sweeps/local/sweep.json").read_text())
+    assert sorted(state["trials"]) == [
+        "seed=0__cql_weight=1.0",
+        "seed=0__cql_weight=5.0",
+        "seed=1__cql_weight=1.0",
+        "seed=1__cql_weight=5.0",
+    ]
+    assert all(t["status"] == "done" and t["attempts"] == 1 for t in state["trials"].values())
+    assert "sweep local: 4 done (0 resumed), 0 failed" in local.stdout
+    # Each trial is an ordinary run of the example, in its own folder.
+    (checkpoint,) = (tmp_path / "log/sweeps/local/seed=1__cql_weight=5.0").rglob("checkpoint.pth")
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["gradient_step"] == 20 and saved["config"]["algorithm"]["cql_weight"] == 5.0
+    assert saved["config"]["run"]["seed"] == 1
+
+    ray = run_sweep(tmp_path, *sweep_command("--name", "ray", "--ray-address", ray_address, "--cpus-per-trial", "1"))
+    assert ray.returncode == 0, ray.stdout[-2000:] + ray.stderr[-2000:]
+    ray_state = json.loads((tmp_path / "log/sweeps/ray/sweep.json").read_text())
+    assert sorted(ray_state["trials"]) == sorted(state["trials"])
+    assert table_rows(tmp_path / "log/sweeps/ray/results.md") == table_rows(tmp_path / "log/sweeps/local/results.md")
+    assert len(table_rows(tmp_path / "log/sweeps/local/results.md")) == 2  # one row per cql_weight
+    assert (tmp_path / "log/sweeps/ray/scores.png").stat().st_size > 0
+
+    # Run again: every trial finished, so nothing starts and the table is written again.
+    logs_before = {p: p.read_text() for p in (tmp_path / "log/sweeps/local").rglob("output.log")}
+    again = run_sweep(tmp_path, *sweep_command("--name", "local", "--jobs", "2"))
+    assert again.returncode == 0 and "(4 finished before, 0 to run," in again.stdout
+    assert {p: p.read_text() for p in logs_before} == logs_before  # no trial process wrote anything
+    rerun = json.loads((tmp_path / "log/sweeps/local/sweep.json").read_text())["trials"]
+    assert all(t["status"] == "done" and t["attempts"] == 1 for t in rerun.values())
+
+
+def wait_for(condition, what: str, timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_ctrl_c_then_a_killed_process_and_the_trial_still_ends_where_it_should(tmp_path: Path) -> None:
+    args = ["--example", "d4rl_cql", "--grid", "seed=3", "--name", "kill", "--jobs", "1"]
+    for item in [*TINY[:2], "epoch=6", "step_per_epoch=60", *TINY[4:]]:
+        args += ["--set", item]
+    trial = tmp_path / "log/sweeps/kill/seed=3"
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "offline_rl.sweep", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=script_env(),
+        )
+
+    def status() -> dict:
+        return json.loads((trial / "trial.json").read_text()) if (trial / "trial.json").exists() else {}
+
+    # Ctrl-C in the terminal reaches the sweep: it stops its trial as Ctrl-C stops an example.
+    sweep = start()
+    wait_for(lambda: list(trial.rglob("checkpoint.pth")), "the first checkpoint")
+    first_pid = status()["pid"]
+    sweep.send_signal(signal.SIGINT)
+    out, _ = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "interrupted: trials stopped at their last checkpoint" in out
+    assert json.loads((tmp_path / "log/sweeps/kill/sweep.json").read_text())["trials"]["seed=3"]["status"] == (
+        "interrupted"
+    )
+    with pytest.raises(ProcessLookupError):
+        os.kill(first_pid, 0)  # no trial process left behind
+
+    # Run again: the trial resumes; kill its process (a lost worker, the OOM killer): it resumes again.
+    sweep = start()
+    wait_for(lambda: "evaluation of the resumed weights" in (trial / "output.log").read_text(), "the resumed run")
+    os.kill(status()["pid"], signal.SIGKILL)
+    out, err = sweep.communicate(timeout=240)
+    assert sweep.returncode == 0, out[-2000:] + err[-2000:]
+    state = json.loads((tmp_path / "log/sweeps/kill/sweep.json").read_text())["trials"]["seed=3"]
+    assert state["status"] == "done" and state["attempts"] == 3 and state["resumed"]
+    output = (trial / "output.log").read_text()
+    attempts = [line for line in output.splitlines() if line.startswith("[sweep] attempt")]
+    assert [line.split(":")[0] for line in attempts] == ["[sweep] attempt 1", "[sweep] attempt 2", "[sweep] attempt 3"]
+    assert all(line.split(": ", 1)[1].startswith("--resume-path") for line in attempts[1:])
+    # The step counter: each process continued from the last checkpoint to the run's own end.
+    (checkpoint,) = trial.rglob("checkpoint.pth")
+    assert torch.load(checkpoint, weights_only=True)["gradient_step"] == 6 * 60
+    (summary,) = trial.rglob("summary.json")
+    figures = json.loads(summary.read_text())
+    assert figures["total_updates"] == 360 and 0 < figures["updates"] < 360  # the rest, not a restart
+    assert "seed=3: done (resumed from its checkpoint)" in out
+
+
+@pytest.mark.parametrize(
+    ("sweep_file", "message"),
+    [
+        ("example: d4rl_sac\ngrid: {seed: [0]}\n", "unknown example 'd4rl_sac'; expected one of d4rl_cql, atari_cql"),
+        ("example: d4rl_cql\ngrid: {seed: [0], learning_speed: [1]}\n", "grid: unknown setting 'learning_speed'"),
+        ("example: d4rl_cql\nset: {epochs: 3}\ngrid: {seed: [0]}\n", "set: unknown setting 'epochs'"),
+        ("example: d4rl_cql\ngrid: {}\n", "the grid is empty; give at least one axis"),
+        ("example: d4rl_cql\ngrid: {seed: []}\n", "grid axis 'seed' has no values"),
+        ("example: d4rl_cql\ngrid:\n  seed: [0]\n  seed: [1]\n", "'seed' appears twice"),
+        ("example: d4rl_cql\ngrid: {cql_weight: [1], min_q_weight: [5]}\n", "are the same setting"),
+        ("example: d4rl_cql\nset: {seed: 1}\ngrid: {seed: [0]}\n", "'seed' is both fixed (set) and a grid axis"),
+        ("example: d4rl_cql\ngrid: {epoch: [0, 1]}\n", "trial epoch=0: --epoch 0: expected at least 1"),
+        ("example: d4rl_cql\ngrid: {seed: [0, x]}\n", "grid seed: 'x' is not valid"),
+        ("example: d4rl_cql\ngrid: {logdir: [a, b]}\n", "grid axis 'logdir' is set by the sweep itself"),
+    ],
+)
+def test_a_bad_sweep_file_fails_before_any_trial(tmp_path: Path, sweep_file: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(sweep_file)
+    with pytest.raises(OfflineRLError) as raised:
+        sweep_main([str(path), "--logdir", str(tmp_path / "log")])
+    assert message in str(raised.value) and str(raised.value).startswith(str(path))
+    assert not (tmp_path / "log").exists()  # nothing started, nothing written
+
+
+def test_a_bad_sweep_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = run_sweep(tmp_path, "--example", "d4rl_cql", "--grid", "seed=0,1", "--grid", "seed=2")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "error: --grid seed: given twice"
+    assert not (tmp_path / "log").exists()
+
+
+def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "table.yaml"
+    path.write_text("example: d4rl_cql\nset: {task: Pendulum-v1, epoch: 3}\ngrid: {seed: [0, 1], cql_weight: [1, 5]}\n")
+    assert sweep_main([str(path), "--dry-run", "--grid", "seed=7"]) == 0  # a flag's axis replaces the file's
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "seed=7__cql_weight=1.0: --task Pendulum-v1 --epoch 3 --seed 7 --cql-weight 1.0"
+    assert out[-1].startswith("2 trials in log/sweeps/table;")
