@@ -85,15 +85,21 @@ def wait_for(condition, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_ctrl_c_then_a_killed_process_and_the_trial_still_ends_where_it_should(tmp_path: Path) -> None:
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_ctrl_c_then_a_lost_ray_worker_and_the_trial_still_ends_where_it_should(
+    tmp_path: Path, ray_address: str
+) -> None:
     args = ["--example", "d4rl_cql", "--grid", "seed=3", "--name", "kill", "--jobs", "1"]
     for item in [*TINY[:2], "epoch=6", "step_per_epoch=60", *TINY[4:]]:
         args += ["--set", item]
     trial = tmp_path / "log/sweeps/kill/seed=3"
 
-    def start() -> subprocess.Popen:
+    def start(*more: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "offline_rl.sweep", *args],
+            [sys.executable, "-m", "offline_rl.sweep", *args, *more],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -117,12 +123,16 @@ def test_ctrl_c_then_a_killed_process_and_the_trial_still_ends_where_it_should(t
     with pytest.raises(ProcessLookupError):
         os.kill(first_pid, 0)  # no trial process left behind
 
-    # Run again: the trial resumes; kill its process (a lost worker, the OOM killer): it resumes again.
-    sweep = start()
+    # Run it again on Ray: the trial resumes there. Kill the Ray worker running it (a lost node): its
+    # process ends with the worker, Ray retries the task, and the trial resumes once more.
+    sweep = start("--ray-address", ray_address)
     wait_for(lambda: "evaluation of the resumed weights" in (trial / "output.log").read_text(), "the resumed run")
-    os.kill(status()["pid"], signal.SIGKILL)
+    trial_pid = status()["pid"]
+    os.kill(parent_of(trial_pid), signal.SIGKILL)
     out, err = sweep.communicate(timeout=240)
     assert sweep.returncode == 0, out[-2000:] + err[-2000:]
+    with pytest.raises(ProcessLookupError):
+        os.kill(trial_pid, 0)  # the killed worker's trial process did not live on beside its retry
     state = json.loads((tmp_path / "log/sweeps/kill/sweep.json").read_text())["trials"]["seed=3"]
     assert state["status"] == "done" and state["attempts"] == 3 and state["resumed"]
     output = (trial / "output.log").read_text()
@@ -136,6 +146,20 @@ def test_ctrl_c_then_a_killed_process_and_the_trial_still_ends_where_it_should(t
     figures = json.loads(summary.read_text())
     assert figures["total_updates"] == 360 and 0 < figures["updates"] < 360  # the rest, not a restart
     assert "seed=3: done (resumed from its checkpoint)" in out
+
+
+def test_a_trial_with_a_user_error_fails_once_with_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "ray", None)  # importing Ray now fails: the local engine must not need it
+    args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--set", "task=Pendulum-v1", "--name", "bad"]
+    assert sweep_main(args) == 1  # some trial failed
+    out = capsys.readouterr().out
+    assert "trial dataset=absent.hdf5: failed: absent.hdf5: no such file or directory, and not a D4RL" in out
+    assert "sweep bad: 0 done (0 resumed), 1 failed" in out
+    entry = json.loads((tmp_path / "log/sweeps/bad/sweep.json").read_text())["trials"]["dataset=absent.hdf5"]
+    assert entry["status"] == "failed" and entry["attempts"] == 1  # a user error is not retried
 
 
 @pytest.mark.parametrize(

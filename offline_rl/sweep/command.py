@@ -136,15 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _threads_given(trials: list[Any]) -> bool:
-    return any(
-        arg in ("--threads", "--threads=") or arg.startswith("--threads=") for t in trials for arg in t.arguments
-    )
+    return any(arg == "--threads" or arg.startswith("--threads=") for trial in trials for arg in trial.arguments)
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
     from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
     from offline_rl.sweep.state import SweepState
-    from offline_rl.sweep.trial import TrialOutcome, finished_summary, score_of
+    from offline_rl.sweep.trial import TrialOutcome, attempts_logged, finished_summary, score_of
 
     start = time.time()
     state = SweepState(folder, spec, trials)
@@ -156,28 +154,16 @@ def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, m
         directory = folder / trial.id
         summary = finished_summary(directory) if directory.is_dir() else None
         if summary is not None:  # finished in an earlier sweep: nothing to start
-            from offline_rl.sweep.trial import TrialOutcome
-
-            state.finished(
-                TrialOutcome(trial.id, "done", score=score_of(summary), updates=summary.get("total_updates"))
-            )
+            done = TrialOutcome(trial.id, "done", attempts_logged(directory), score=score_of(summary))
+            done.updates = summary.get("total_updates")
+            state.finished(done)
             skipped += 1
             continue
-        jobs.append(
-            TrialJob(
-                module,
-                trial.id,
-                list(trial.arguments),
-                str(directory.resolve()),
-                per_invocation,
-                config.max_retries,
-                os.getcwd(),
-            )
-        )
+        arguments, where_to = list(trial.arguments), str(directory.resolve())
+        jobs.append(TrialJob(module, trial.id, arguments, where_to, per_invocation, config.max_retries, os.getcwd()))
     where = f"Ray at {config.ray_address}" if config.ray_address else f"{workers} at a time on this machine"
-    print(
-        f"sweep {spec.name}: {len(trials)} trials in {folder} ({skipped} finished before, {len(jobs)} to run, {where})"
-    )
+    counts = f"{skipped} finished before, {len(jobs)} to run, {where}"
+    print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
 
     def started(trial_id: str) -> None:

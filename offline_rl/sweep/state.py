@@ -25,20 +25,10 @@ class SweepState:
         self.path = folder / STATE_FILE
         self._lock = threading.Lock()
         self.header = {"name": spec.name, "example": spec.example, "source": spec.source}
-        earlier = self._earlier_attempts()
         self.trials: dict[str, dict[str, Any]] = {
-            trial.id: {"arguments": list(trial.arguments), "status": "queued", "attempts": earlier.get(trial.id, 0)}
-            for trial in trials
+            trial.id: {"arguments": list(trial.arguments), "status": "queued", "attempts": 0} for trial in trials
         }
         self.write()
-
-    def _earlier_attempts(self) -> dict[str, int]:
-        """Attempts made by earlier runs of this sweep, so the count is the trial's whole history."""
-        try:
-            trials = json.loads(self.path.read_text()).get("trials", {})
-        except (OSError, ValueError, AttributeError):
-            return {}
-        return {key: int(entry.get("attempts", 0)) for key, entry in trials.items() if isinstance(entry, dict)}
 
     def running(self, trial_id: str) -> None:
         with self._lock:
@@ -48,8 +38,7 @@ class SweepState:
     def finished(self, outcome: TrialOutcome) -> None:
         with self._lock:
             entry = self.trials[outcome.id]
-            entry.update({k: v for k, v in asdict(outcome).items() if k not in ("id", "attempts")})
-            entry["attempts"] += outcome.attempts
+            entry.update({k: v for k, v in asdict(outcome).items() if k != "id"})
         self.write()
 
     def count(self, status: str) -> int:

@@ -31,7 +31,7 @@ EXIT_INTERRUPTED = 130
 class TrialOutcome:
     id: str
     status: str  # done | failed | interrupted
-    attempts: int = 0  # processes started by this call (0: finished before)
+    attempts: int = 0  # processes started for this trial, by every run of the sweep (its output.log's count)
     resumed: bool = False
     message: str = ""
     score: float | None = None
@@ -69,11 +69,13 @@ def _write_status(directory: Path, **status: Any) -> None:
 ATTEMPT_MARK = "[sweep] attempt "
 
 
-def _attempts_logged(output: Path) -> int:
+def attempts_logged(directory: Path) -> int:
+    """Processes started for the trial in `directory` so far, by any run of the sweep on any machine."""
     try:
-        return sum(line.startswith(ATTEMPT_MARK) for line in output.read_text(errors="replace").splitlines())
+        text = (directory / OUTPUT_FILE).read_text(errors="replace")
     except OSError:
         return 0
+    return sum(line.startswith(ATTEMPT_MARK) for line in text.splitlines())
 
 
 def _last_error(output: Path) -> str:
@@ -118,9 +120,9 @@ def run_trial(
     folder.mkdir(parents=True, exist_ok=True)
     summary = finished_summary(folder)
     if summary is not None:
-        return TrialOutcome(trial_id, "done", score=score_of(summary), updates=summary.get("total_updates"))
-    attempts, resumed = 0, False
-    earlier = _attempts_logged(folder / OUTPUT_FILE)  # by earlier runs of the sweep: numbering goes on
+        updates = summary.get("total_updates")
+        return TrialOutcome(trial_id, "done", attempts_logged(folder), score=score_of(summary), updates=updates)
+    attempts, resumed = 0, False  # attempts: by this call, for --max-retries
     while True:
         checkpoint = latest_checkpoint(folder)
         if checkpoint is not None:
@@ -130,7 +132,7 @@ def run_trial(
             command = [*arguments, "--logdir", str(folder), *per_invocation]
         attempts += 1
         with (folder / OUTPUT_FILE).open("a") as output:
-            output.write(f"\n{ATTEMPT_MARK}{earlier + attempts}: {' '.join(command)}\n")
+            output.write(f"\n{ATTEMPT_MARK}{attempts_logged(folder) + 1}: {' '.join(command)}\n")
             output.flush()
             process = subprocess.Popen(
                 [sys.executable, "-m", module, *command],
@@ -142,21 +144,22 @@ def run_trial(
                 start_new_session=True,  # Ctrl-C in the terminal reaches the sweep, which stops trials itself
                 preexec_fn=_die_with_parent,
             )
-            _write_status(folder, id=trial_id, status="running", attempt=attempts, pid=process.pid, started=time.time())
+            _write_status(folder, id=trial_id, status="running", pid=process.pid, started=time.time())
             if on_start is not None:
                 on_start(process)
             code = process.wait()
+        total = attempts_logged(folder)
         if code == 0:
             summary = finished_summary(folder) or {}
-            outcome = TrialOutcome(trial_id, "done", attempts, resumed, score=score_of(summary))
+            outcome = TrialOutcome(trial_id, "done", total, resumed, score=score_of(summary))
             outcome.updates = summary.get("total_updates")
         elif code == EXIT_USER_ERROR:
-            outcome = TrialOutcome(trial_id, "failed", attempts, resumed, _last_error(folder / OUTPUT_FILE))
+            outcome = TrialOutcome(trial_id, "failed", total, resumed, _last_error(folder / OUTPUT_FILE))
         elif code in (EXIT_INTERRUPTED, -signal.SIGINT):
-            outcome = TrialOutcome(trial_id, "interrupted", attempts, resumed, "interrupted")
+            outcome = TrialOutcome(trial_id, "interrupted", total, resumed, "interrupted")
         elif attempts > max_retries:
             message = f"exited with status {code} in each of {attempts} attempts; see {folder / OUTPUT_FILE}"
-            outcome = TrialOutcome(trial_id, "failed", attempts, resumed, message)
+            outcome = TrialOutcome(trial_id, "failed", total, resumed, message)
         else:
             continue  # killed or crashed: resume from its checkpoint
         _write_status(folder, **asdict(outcome))
