@@ -78,6 +78,12 @@ def polyak_update_(targets: list[torch.Tensor], sources: list[torch.Tensor], tau
     torch._foreach_lerp_(targets, sources, tau)
 
 
+def torch_optimizers(algorithm: Any) -> list[torch.optim.Optimizer]:
+    """The torch optimisers inside an algorithm's registered Tianshou `Algorithm.Optimizer` wrappers
+    (which keep theirs private)."""
+    return [wrapped._optim for wrapped in algorithm._optimizers]
+
+
 def auto_alpha_parts(alpha: AutoAlpha) -> tuple[torch.nn.Parameter, torch.optim.Optimizer, float]:
     """Tianshou's `AutoAlpha` keeps log α, its optimiser and the target entropy private; the drop-in
     `CQL` tunes that same parameter with that same optimiser, so `alpha.value` stays current."""

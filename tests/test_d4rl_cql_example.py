@@ -73,7 +73,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     second = run_example("--resume-path", str(run_dir / "checkpoint.pth"), "--log-interval", "2", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resuming the run in" in second.stdout
-    assert second.stdout.count("--log-interval 2 overrides 1 of the run in") == 1  # each override, once
+    assert second.stdout.count("--log-interval 2 overrides 100 of the run in") == 1  # each override, once
     assert "using the cached random-policy dataset" in second.stdout and "Pendulum-v1" in second.stdout
     assert "evaluation 1 (" not in second.stdout  # epoch 1 is not trained again
     assert "evaluation of the resumed weights (epoch 1)" in second.stdout and "evaluation 2 (" in second.stdout

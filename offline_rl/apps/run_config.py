@@ -32,6 +32,12 @@ class TorchConfig:
         choices=("highest", "high", "medium"),
         per_invocation=True,
     )
+    compile: bool | None = setting(
+        None,
+        "record each gradient update once and replay it as one CUDA graph (none: on for CUDA; CPU runs "
+        "eagerly); the start of a run says which path it takes and why",
+        per_invocation=True,
+    )
 
 
 @dataclass
@@ -64,7 +70,13 @@ class OfflineRunConfig(RunConfig):
     step_per_epoch: int = setting(
         5000, "gradient updates per epoch", aliases=("--update-per-epoch",), minimum=1, group="run"
     )
-    log_interval: int = setting(1, "log training statistics every this many updates", minimum=1, group="run")
+    log_interval: int = setting(
+        100,
+        "log training statistics every this many updates, as the mean over them (read from the device "
+        "once per interval)",
+        minimum=1,
+        group="run",
+    )
 
     def validate(self) -> None:
         check_ranges(self)

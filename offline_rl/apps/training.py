@@ -4,7 +4,7 @@ evaluation, summary.
 Shared by `examples/d4rl_cql.py`, `examples/atari_cql.py` and `examples/atari_qrdqn.py`, so they
 behave alike:
 - logs under `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (TensorBoard, Tianshou's logger, training
-  statistics every `log_interval` updates);
+  statistics as means over windows of `log_interval` updates);
 - `policy.pth` at every new best evaluation, `checkpoint.pth` after every epoch and `policy_last.pth`
   when training ends, all full checkpoints (`offline_rl.checkpoint`), written atomically;
 - the headline score is the last evaluation, as CORL, d3rlpy and the papers report; the best one
@@ -142,9 +142,10 @@ def train_offline(
     writer.add_text("config", str(saved.get("config")))
     device = next(algorithm.parameters()).device
     monitor = update_rate_monitor(str(device), torch.get_num_threads())  # log-file lines; slowdown notice
-    logger = watch_update_rate(
-        TensorboardLogger(writer, update_interval=settings.log_interval, save_interval=1), monitor
-    )
+    algorithm.statistics_interval = settings.log_interval
+    algorithm.capture = settings.torch.compile
+    print(algorithm.update_path())
+    logger = watch_update_rate(log_closed_windows(TensorboardLogger(writer, save_interval=1), algorithm), monitor)
     reporter = reporter_factory(writer)
     reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     if checkpoint is not None:
@@ -225,6 +226,21 @@ def train_offline(
         f"curves: tensorboard --logdir {settings.logdir}"
     )
     return summary
+
+
+def log_closed_windows(logger: Any, algorithm: Any) -> Any:
+    """`logger` writing training statistics when the algorithm closes a statistics window (every
+    --log-interval updates, their mean), instead of on Tianshou's own schedule, which counts from
+    another origin and would log a window's figures one update early."""
+    logger.update_interval = 1
+    log_update_data = logger.log_update_data
+
+    def log_update(log_data: dict, step: int) -> None:
+        if algorithm.statistics.take_fresh():
+            log_update_data(log_data, step)
+
+    logger.log_update_data = log_update
+    return logger
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -30,7 +30,10 @@ All of it works in the policy's action box [-1, 1]. A buffer's actions are read 
 `SACPolicy`'s action scaling, buffers from Tianshou collectors are already in the box.
 The dataset lives on the algorithm's device and batches are drawn there (no host round trip per
 update; a prioritized buffer draws indices by its priorities and gets new ones back); statistics
-leave the device once per update, in one transfer.
+are summed on the device and read once per logging window. On CUDA the whole step — sampling,
+losses, backward pass, every optimiser, the target update — is recorded once and replayed as one
+CUDA graph (`CountedOfflineAlgorithm.run_step`); CPU runs, prioritized buffers and optimisers
+given by Tianshou factories run it eagerly.
 
 This module is longer than most here on purpose: one algorithm's mathematics reads top to bottom in
 one file, as in CORL and CleanRL, with each equation above a short method of its own.
@@ -184,6 +187,8 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     `AutoAlpha`) replaces our own α tuning by that object's parameter and optimiser.
     """
 
+    STATS = CQLSACTrainingStats
+
     def __init__(
         self,
         *,
@@ -222,11 +227,12 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         if entropy_tuner is None:
             initial = math.log(config.alpha) if config.alpha > 0 else -math.inf
             self.log_alpha = torch.nn.Parameter(torch.tensor(initial))
-            self._alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.entropy_lr)
+            self._alpha_optim = make_adam([self.log_alpha], lr=config.entropy_lr)
             self.target_entropy = float(-self.act_dim if config.target_entropy is None else config.target_entropy)
         else:
             self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
-        self._lagrange_optim = torch.optim.Adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
+        self._lagrange_optim = make_adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
+        self._own_optimizers = actor_optim is None and critic_optims is None and entropy_tuner is None
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
@@ -337,12 +343,23 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         dataset = self._stage(buffer)
         batch_size = sample_size or dataset.size
         if not is_prioritized(buffer):
-            return stats_from_tensors(CQLSACTrainingStats, self.gradient_step(dataset.sample(batch_size)))
-        indices = buffer.sample_indices(batch_size)
-        weight = torch.as_tensor(importance_weights(buffer, indices), dtype=torch.float32, device=self.device)  # type: ignore[arg-type]
-        values = self.gradient_step(dataset.take(dataset.rows_of(indices)), weight=weight)
-        buffer.update_weight(indices, values["td_error"].cpu().numpy())  # type: ignore[attr-defined]
-        return stats_from_tensors(CQLSACTrainingStats, values)
+            cloning = self._host_updates < self.config.bc_steps  # a different actor loss: its own phase
+            key = (id(dataset), batch_size, cloning)
+            return self.run_step(lambda: self.gradient_step(dataset.sample(batch_size)), key, eager=cloning)
+
+        def prioritized_step() -> dict[str, torch.Tensor]:
+            indices = buffer.sample_indices(batch_size)
+            weight = torch.as_tensor(importance_weights(buffer, indices), dtype=torch.float32, device=self.device)  # type: ignore[arg-type]
+            values = self.gradient_step(dataset.take(dataset.rows_of(indices)), weight=weight)
+            buffer.update_weight(indices, values["td_error"].cpu().numpy())  # type: ignore[attr-defined]
+            return values
+
+        return self.run_step(prioritized_step, None, eager=True)  # host-side sampling: never captured
+
+    def capture_blocker(self) -> str | None:
+        if not self._own_optimizers:
+            return "optimisers from Tianshou factories (the capture needs offline_rl's fused Adam)"
+        return super().capture_blocker()
 
     def _update_with_batch(self, batch: Any) -> CQLSACTrainingStats:
         """Tianshou's generic path (a sampled Batch, actions in the policy's box as Tianshou stores

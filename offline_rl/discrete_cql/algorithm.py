@@ -34,7 +34,7 @@ from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
 
-from offline_rl.algorithm_base import CountedOfflineAlgorithm, stats_from_tensors
+from offline_rl.algorithm_base import CountedOfflineAlgorithm
 from offline_rl.compat import importance_weights
 from offline_rl.data.staging import is_prioritized
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
@@ -118,6 +118,8 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
     `offline_rl.DiscreteCQL`; without an optimiser factory, Adam runs at the config's rate.
     """
 
+    STATS = DiscreteCQLTrainingStats
+
     def __init__(
         self, *, policy: QRDQNPolicy, config: DiscreteCQLConfig, optim: OptimizerFactory | None = None
     ) -> None:
@@ -171,12 +173,17 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> DiscreteCQLTrainingStats:
         """Sample a batch (by priority from a prioritized buffer), build n-step targets that respect
         episode ends, take one step."""
-        return self._update_at(buffer, buffer.sample_indices(sample_size or len(buffer)))
+        indices = buffer.sample_indices(sample_size or len(buffer))
+        stats = self.run_step(lambda: self._update_at(buffer, indices), None, eager=True)
+        if self.model_target is not None and self._host_updates % self.config.target_update_freq == 0:
+            with torch.no_grad():
+                self.model_target.load_state_dict(self.model.state_dict())
+        return stats
 
     def _update_with_batch(self, batch: Any) -> DiscreteCQLTrainingStats:  # pragma: no cover - update() is used
         raise NotImplementedError("CQLQRDQN samples its own n-step windows; call update(buffer, batch_size)")
 
-    def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> DiscreteCQLTrainingStats:
+    def _update_at(self, buffer: ReplayBuffer, indices: np.ndarray) -> dict[str, torch.Tensor]:
         cfg = self.config
         returns, bootstrap, last = nstep_returns(buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=self.clip_rewards)
         obs = buffer[indices].obs
@@ -199,11 +206,8 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         self._optim.step()
         if prioritized:
             buffer.update_weight(indices, losses["priority"].cpu().numpy())  # type: ignore[attr-defined]
-        updates = self.count_update()
-        if self.model_target is not None and updates % cfg.target_update_freq == 0:
-            with torch.no_grad():
-                self.model_target.load_state_dict(self.model.state_dict())
-        return stats_from_tensors(DiscreteCQLTrainingStats, losses)
+        self.count_update()
+        return losses
 
     def compute_losses(
         self,
