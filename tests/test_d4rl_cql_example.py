@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -77,7 +78,11 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert "using the cached random-policy dataset" in second.stdout and "Pendulum-v1" in second.stdout
     assert "evaluation 1 (" not in second.stdout  # epoch 1 is not trained again
     assert "evaluation of the resumed weights (epoch 1)" in second.stdout and "evaluation 2 (" in second.stdout
-    assert "15 updates" in next(line for line in second.stdout.splitlines() if line.startswith("done:"))
+    done_line = next(line for line in second.stdout.splitlines() if line.startswith("done:"))
+    assert "15 updates" in done_line
+    assert re.search(r"; training \d+ s at [\d.]+/s, evaluation \d+ s\)", done_line)  # reported apart
+    summary = json.loads(next(run_dir.rglob("summary.json")).read_text())
+    assert 0 < summary["evaluation_seconds"] < summary["seconds"]
     after = torch.load(run_dir / "checkpoint.pth", weights_only=True)
     assert after["epoch"] == 2 and after["gradient_step"] == 30
     second_return = float(re.search(r"evaluation 2 \(1 episodes\): return (-?[\d.]+)", second.stdout).group(1))

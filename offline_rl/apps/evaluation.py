@@ -35,6 +35,7 @@ class EvaluationReporter:
     best: dict[str, float] | None = None  # the best trained evaluation (a resumed run's included)
     current_is_initial: bool = False
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
+    seconds: float = 0.0  # time spent collecting evaluation episodes (the summary reports it apart)
     _initial_pending: bool = True
 
     @property
@@ -58,6 +59,7 @@ class EvaluationReporter:
 
     def __call__(self, stats: CollectStats) -> float:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64))
+        self.seconds += float(stats.collect_time)
         episodes = int(record["episodes"])
         self.current_is_initial, self._initial_pending = self._initial_pending, False
         if self.current_is_initial:

@@ -200,6 +200,7 @@ def train_offline(
         writer.close()
     save_checkpoint(log_path / "policy_last.pth", algorithm, **saved)
     elapsed = time.time() - start
+    evaluating = min(reporter.seconds, elapsed)
     updates = int(algorithm.num_updates) - updates_before
     best = reporter.best
     last = reporter.history[-1] if reporter.history else None
@@ -210,6 +211,8 @@ def train_offline(
         "updates": updates,
         "seconds": elapsed,
         "updates_per_second": updates / max(elapsed, 1e-9),
+        "evaluation_seconds": evaluating,
+        "training_updates_per_second": updates / max(elapsed - evaluating, 1e-9),
         "last": last,
         "best_optimistic": best,
         "best_epoch": getattr(result, "best_epoch", None),
@@ -221,7 +224,8 @@ def train_offline(
     last_text = EvaluationReporter.format(last) if last else "n/a"
     print(
         f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
-        f"({summary['updates_per_second']:.1f}/s, {device.type}); last evaluation {last_text} "
+        f"({summary['updates_per_second']:.1f}/s, {device.type}; training {elapsed - evaluating:.0f} s at "
+        f"{summary['training_updates_per_second']:.1f}/s, evaluation {evaluating:.0f} s); last evaluation {last_text} "
         f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}; "
         f"curves: tensorboard --logdir {settings.logdir}"
     )

@@ -103,14 +103,16 @@ class Display:
         self.bar.write(text, file=sys.stdout)
 
     def finished(self, outcome: Any) -> None:
+        """The trial's line first, then the bar with counts that already include it."""
         if outcome.status == "done":
-            self.bar.update(1)
             how = " (resumed from its checkpoint)" if outcome.resumed else ""
             score = f"score {outcome.score:.2f}" if outcome.score is not None else "no evaluation"
             self.note(f"trial {outcome.id}: done{how}, {score}")
         elif outcome.status == "failed":
             self.note(f"trial {outcome.id}: failed: {outcome.message}")
         self.refresh()
+        if outcome.status == "done":
+            self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()

@@ -55,7 +55,16 @@ def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: 
     lock = threading.Lock()
     stopping = threading.Event()
 
-    def one(job: TrialJob) -> TrialOutcome:
+    reporting = threading.Lock()
+
+    def one(job: TrialJob) -> None:
+        """Run a trial and report it from this worker, before the worker takes its next trial (so
+        the display never counts a finished trial as running beside its successor)."""
+        outcome = attempt(job)
+        with reporting:
+            finished(outcome)
+
+    def attempt(job: TrialJob) -> TrialOutcome:
         if stopping.is_set():
             return TrialOutcome(job.trial_id, "interrupted", message="not started")
 
@@ -78,7 +87,7 @@ def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: 
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                finished(future.result())
+                future.result()  # a worker's own error, if any
     except KeyboardInterrupt:
         stopping.set()
         with lock:
@@ -88,7 +97,7 @@ def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: 
             future.cancel()
         for future in pending:
             if not future.cancelled():
-                finished(future.result())
+                future.result()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

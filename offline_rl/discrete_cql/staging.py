@@ -1,0 +1,132 @@
+"""Discrete CQL's transitions prepared once per training run and held on the algorithm's device.
+
+Why: otherwise every update walks its n-step windows in numpy and copies its frame stacks from host
+memory, work a CUDA graph cannot contain and a copy that waits for the GPU. A transition's n-step
+return, bootstrap weight and the frames of its two stacks depend only on the data, so they are
+computed once; a batch is then a handful of gathers on the device, and the whole update can be
+recorded and replayed. Frames are stored once (a frame-stacked buffer's pool, or a plain buffer's
+`obs` and `obs_next` arrays); each transition keeps the row numbers of its stacks' frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tianshou.data import ReplayBuffer
+
+from offline_rl.data.frame_pool import FramePoolBuffer
+from offline_rl.data.frame_stack import FrameStackBuffer
+
+DEVICE_MEMORY_SHARE = 0.6
+"""The staged data may take at most this share of the GPU's free memory (the rest: networks,
+activations, other runs sharing the GPU)."""
+
+
+@dataclass
+class StagedTransitions:
+    """Per-transition tables over frame tensors; `sample` draws a batch without leaving the device."""
+
+    obs_frames: torch.Tensor  # (F, ...) rows that `obs_rows` index
+    next_frames: torch.Tensor  # the same tensor for frame buffers; a plain buffer's obs_next
+    obs_rows: torch.Tensor  # (N, K) long: the K frames of each transition's observation
+    next_rows: torch.Tensor  # (N, K) long: those of the observation its n-step target bootstraps from
+    act: torch.Tensor  # (N,) long
+    returns: torch.Tensor  # (N,) float: n-step return
+    bootstrap: torch.Tensor  # (N,) float: γ^m·(1 − terminated)
+    stacked: bool  # K frames form one observation; else K = 1 and the row is the observation
+
+    def __len__(self) -> int:
+        return len(self.act)
+
+    def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
+        rows = torch.randint(len(self), (batch_size,), device=self.act.device)
+        return self.take(rows)
+
+    def take(self, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(obs, act, returns, bootstrap, obs_next) of the given transitions."""
+        obs, obs_next = self.obs_frames[self.obs_rows[rows]], self.next_frames[self.next_rows[rows]]
+        if not self.stacked:
+            obs, obs_next = obs[:, 0], obs_next[:, 0]
+        return obs, self.act[rows], self.returns[rows], self.bootstrap[rows], obs_next
+
+
+def stack_rows(newest: np.ndarray, first: np.ndarray, stack: int) -> np.ndarray:
+    """Frame rows of stacks ending at `newest`, clamped at each episode's first frame (as
+    `FrameStackObservation(padding_type="reset")` pads)."""
+    return np.maximum(newest[:, None] + np.arange(-stack + 1, 1), first[:, None])
+
+
+def unsupported(buffer: ReplayBuffer) -> str | None:
+    """Why `buffer`'s observations cannot be staged, or None."""
+    if isinstance(buffer, FrameStackBuffer | FramePoolBuffer):
+        return None
+    if int(buffer.options.get("stack_num", 1)) > 1:
+        return "a Tianshou buffer that stacks frames at sampling time (stack_num > 1)"
+    if not isinstance(buffer.obs, np.ndarray) or not isinstance(buffer.obs_next, np.ndarray):
+        return "observations that are not one array (dict observations)"
+    return None
+
+
+def frame_tables(buffer: ReplayBuffer, indices: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(obs frames, next frames, obs rows, next rows, stacked) for the transitions at `indices`
+    whose n-step windows end at `last`."""
+    if isinstance(buffer, FrameStackBuffer):
+        newest, first, stack = buffer.frame_index, buffer.episode_first_frame, buffer.frame_stack
+        obs_rows = stack_rows(newest[indices], first[indices], stack)
+        next_rows = stack_rows(newest[last] + 1, first[last], stack)
+        return buffer.frames, buffer.frames, obs_rows, next_rows, True
+    if isinstance(buffer, FramePoolBuffer):
+        return buffer.frames, buffer.frames, buffer.obs_frames[indices], buffer.obs_next_frames[last], True
+    return buffer.obs, buffer.obs_next, indices[:, None], last[:, None], False
+
+
+def as_device_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A tensor on `device`; on the CPU it shares the array's memory where it can (no copy)."""
+    array = np.asarray(array)
+    if device.type == "cpu" and array.flags.c_contiguous and array.flags.writeable:
+        return torch.from_numpy(array)
+    return torch.as_tensor(np.ascontiguousarray(array)).to(device)
+
+
+def device_shortfall(nbytes: int, device: torch.device) -> str | None:
+    """Why `nbytes` of data should not move to `device`, or None."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    if nbytes > DEVICE_MEMORY_SHARE * free:
+        return f"the dataset's {nbytes / 2**30:.1f} GiB do not fit in the GPU's {free / 2**30:.1f} GiB free"
+    return None
+
+
+def stage_transitions(
+    buffer: ReplayBuffer,
+    returns: np.ndarray,
+    bootstrap: np.ndarray,
+    indices: np.ndarray,
+    last: np.ndarray,
+    device: torch.device,
+) -> StagedTransitions | str:
+    """The staged transitions at `indices` (their n-step `returns`, `bootstrap` weights and window
+    ends `last` already computed), or why they cannot be staged on `device`."""
+    reason = unsupported(buffer)
+    if reason is not None:
+        return reason
+    obs_frames, next_frames, obs_rows, next_rows, stacked = frame_tables(buffer, indices, last)
+    frame_bytes = obs_frames.nbytes + (0 if next_frames is obs_frames else next_frames.nbytes)
+    reason = device_shortfall(frame_bytes + 40 * len(indices) * obs_rows.shape[1], device)
+    if reason is not None:
+        return reason
+    obs_tensor = as_device_tensor(obs_frames, device)
+    next_tensor = obs_tensor if next_frames is obs_frames else as_device_tensor(next_frames, device)
+    return StagedTransitions(
+        obs_frames=obs_tensor,
+        next_frames=next_tensor,
+        obs_rows=torch.as_tensor(obs_rows, dtype=torch.long).to(device),
+        next_rows=torch.as_tensor(next_rows, dtype=torch.long).to(device),
+        act=torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long).to(device),
+        returns=torch.as_tensor(returns, dtype=torch.float32).to(device),
+        bootstrap=torch.as_tensor(bootstrap, dtype=torch.float32).to(device),
+        stacked=stacked,
+    )
