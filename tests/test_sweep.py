@@ -106,6 +106,9 @@ def test_ctrl_c_then_a_lost_ray_worker_and_the_trial_still_ends_where_it_should(
             text=True,
             cwd=tmp_path,
             env=script_env(),
+            # As a terminal's Ctrl-C finds it: a test run started in the background (`pytest &` in a
+            # script) ignores SIGINT, and children inherit that.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def status() -> dict:
