@@ -17,6 +17,8 @@ from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.data import ReplayBuffer
 from tianshou.utils.torch_utils import torch_train_mode
 
+from offline_rl.data.staging import buffer_fingerprint
+
 Stats = TypeVar("Stats", bound=TrainingStats)
 PolicyT = TypeVar("PolicyT")
 
@@ -28,11 +30,18 @@ def stat_names(stats_class: type[TrainingStats]) -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(stats_class) if field.name not in inherited)
 
 
+def stat_vector(stats_class: type[TrainingStats], values: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The declared figures, in declaration order, as one device vector (from 0-d tensors by name)."""
+    return torch.stack([values[name].detach().reshape(()).float() for name in stat_names(stats_class)])
+
+
+def stats_from_numbers(stats_class: type[Stats], numbers: list[float]) -> Stats:
+    return stats_class(**dict(zip(stat_names(stats_class), numbers, strict=True)))
+
+
 def stats_from_tensors(stats_class: type[Stats], values: dict[str, torch.Tensor]) -> Stats:
     """Build the statistics from 0-d tensors keyed by the declared names, in one device-to-host copy."""
-    names = stat_names(stats_class)
-    numbers = torch.stack([values[name].detach().reshape(()).float() for name in names]).tolist()
-    return stats_class(**dict(zip(names, numbers, strict=True)))
+    return stats_from_numbers(stats_class, stat_vector(stats_class, values).tolist())
 
 
 def unlogged_stats(stats_class: type[Stats]) -> Stats:
@@ -52,7 +61,6 @@ class StatisticsWindow(Generic[Stats]):
 
     def __init__(self, stats_class: type[Stats], interval: int = 1) -> None:
         self.stats_class = stats_class
-        self.names = stat_names(stats_class)
         self.interval = interval
         self._sum: torch.Tensor | None = None
         self._count = 0
@@ -61,7 +69,7 @@ class StatisticsWindow(Generic[Stats]):
 
     def add(self, values: dict[str, torch.Tensor]) -> None:
         """Add one update's figures to the sum (device work only; may run inside a CUDA graph)."""
-        vector = torch.stack([values[name].detach().reshape(()).float() for name in self.names])
+        vector = stat_vector(self.stats_class, values)
         if self._sum is None:
             self._sum = torch.zeros_like(vector)
         self._sum.add_(vector)
@@ -74,7 +82,7 @@ class StatisticsWindow(Generic[Stats]):
             numbers = (self._sum / self._count).tolist()
             self._sum.zero_()
             self._count = 0
-            self.latest = self.stats_class(**dict(zip(self.names, numbers, strict=True)))
+            self.latest = stats_from_numbers(self.stats_class, numbers)
             self.fresh = True
         return dataclasses.replace(self.latest)
 
@@ -105,6 +113,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         """With a capture, first fuse the losses' kernels with `torch.compile` (measured faster on an H100)."""
         self.statistics = StatisticsWindow(self.STATS)
         self._captured: Any = None  # offline_rl.cuda_graphs.CapturedStep, imported when first needed
+        self._staged: Any = None  # what `staged` prepared from the current buffer (or why it could not)
+        self._staged_key: tuple[Any, ...] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -118,6 +128,23 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
     def statistics_interval(self, interval: int) -> None:
         """Read the statistics every `interval` updates (the run's --log-interval)."""
         self.statistics.interval = interval
+
+    def staged(self, buffer: ReplayBuffer, build: Callable[[], Any]) -> Any:
+        """What `build()` prepares from `buffer` for sampling on the device, kept until another
+        buffer, new transitions or another device call for a new one (the old one is released
+        first, so two copies never coexist)."""
+        key = (*buffer_fingerprint(buffer), self.device)
+        if self._staged_key != key:
+            self._staged = self._staged_key = None
+            self._staged = build()
+            self._staged_key = key
+        return self._staged
+
+    def process_buffer(self, buffer: ReplayBuffer) -> ReplayBuffer:
+        """Tianshou's trainer calls this at the start of every run: stage afresh, so that edits made
+        to the buffer between runs are seen."""
+        self._staged = self._staged_key = None
+        return buffer
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
@@ -135,6 +162,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
             return f"the device is {self.device.type}; CUDA graphs need CUDA"
         if self.lr_schedulers:
             return "a learning-rate scheduler changes the optimiser between updates"
+        if not all(optimizer.defaults.get("fused") for optimizer in self.capturable_optimizers()):
+            return "optimisers from Tianshou factories (the capture needs offline_rl's fused Adam)"
         return None
 
     def capturable_optimizers(self) -> Sequence[torch.optim.Optimizer]:

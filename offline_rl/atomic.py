@@ -9,10 +9,12 @@ permissions any tool's output gets (0666 minus the umask), not the 0600 of a pri
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -35,6 +37,12 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """`data` as indented JSON at `path`, atomically (values JSON lacks are written as text)."""
+    with atomic_path(path) as part:
+        part.write_text(json.dumps(data, indent=1, default=str) + "\n")
 
 
 def _current_umask() -> int:

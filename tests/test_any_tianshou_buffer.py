@@ -80,8 +80,8 @@ def test_cql_sac_trains_on_a_partially_filled_vector_buffer_from_its_valid_rows(
     algo = cql()
     buffer = partially_filled_vector_buffer()
     algo.process_buffer(buffer)
-    assert algo._dataset is not None and algo._dataset.size == 20
-    np.testing.assert_array_equal(algo._dataset.obs[:, 0].numpy(), read_transitions(buffer).obs[:, 0])
+    assert algo._staged is not None and algo._staged.size == 20
+    np.testing.assert_array_equal(algo._staged.obs[:, 0].numpy(), read_transitions(buffer).obs[:, 0])
 
 
 def test_a_changed_buffer_is_staged_again() -> None:
@@ -95,10 +95,10 @@ def test_a_changed_buffer_is_staged_again() -> None:
         for t in range(10, 15):  # new transitions: seen at the next update
             add_to(buffer, 0, step(t, rew=1.0))
         algo.update(buffer, 4)
-    assert algo._dataset is not None and algo._dataset.size == 15
+    assert algo._staged is not None and algo._staged.size == 15
     buffer.rew[:15] = 7.0  # edited in place: seen when the trainer starts the next run
     algo.process_buffer(buffer)
-    assert torch.all(algo._dataset.rew == 7.0)
+    assert torch.all(algo._staged.rew == 7.0)
 
 
 # --- n-step windows -------------------------------------------------------------------------
@@ -168,10 +168,10 @@ def test_environment_units_are_scaled_into_the_box_and_policy_units_are_not() ->
         add_to(buffer, 0, step(t, act=1.5))
     algo = cql(bound=2.0)
     algo.process_buffer(set_action_units(buffer, "env"))
-    assert torch.allclose(algo._dataset.act, torch.full((4, ACT_DIM), 0.75))
+    assert torch.allclose(algo._staged.act, torch.full((4, ACT_DIM), 0.75))
     buffer.act[:4] = 0.5
     algo.process_buffer(set_action_units(buffer, "policy"))
-    assert torch.allclose(algo._dataset.act, torch.full((4, ACT_DIM), 0.5))
+    assert torch.allclose(algo._staged.act, torch.full((4, ACT_DIM), 0.5))
 
 
 def test_an_unmarked_buffer_with_bounds_other_than_one_is_read_as_tianshou_stores_it_with_a_warning() -> None:
@@ -181,7 +181,7 @@ def test_an_unmarked_buffer_with_bounds_other_than_one_is_read_as_tianshou_store
     algo = cql(bound=2.0)
     with pytest.warns(ActionUnitsWarning, match="set_action_units"):
         algo.process_buffer(buffer)
-    assert torch.allclose(algo._dataset.act, torch.full((4, ACT_DIM), 0.5))  # not shrunk to 0.25
+    assert torch.allclose(algo._staged.act, torch.full((4, ACT_DIM), 0.5))  # not shrunk to 0.25
 
 
 def test_an_unmarked_buffer_whose_actions_leave_the_policy_box_is_refused_in_one_line() -> None:
@@ -217,7 +217,7 @@ def test_cql_sac_weights_its_td_loss_by_the_importance_weights() -> None:
     algo = cql()
     buffer = prioritized_buffer()
     algo.process_buffer(buffer)
-    batch = algo._dataset.take(torch.arange(8))
+    batch = algo._staged.take(torch.arange(8))
     weight = torch.linspace(0.1, 2.0, 8)
     torch.manual_seed(0)
     _, plain = algo.compute_losses(*batch)

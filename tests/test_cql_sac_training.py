@@ -96,7 +96,7 @@ def test_terminals_cut_the_td_target_and_timeouts_do_not(tmp_path) -> None:
             return torch.full((2, obs.shape[0], actions.shape[1]), 10.0)
 
     algo.critic_target = ConstantCritic()
-    data = algo._dataset
+    data = algo._staged
     assert data is not None
     index = torch.arange(4)
     _obs_t, _act_t, rew_t, not_terminated, obs_next, _ = data.take(index)

@@ -95,10 +95,10 @@ def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer() -> 
     assert result.update_step == 40
     valid = buffer.sample_indices(0)
     # the collector's raw actions, unscaled (a Pendulum buffer must not shrink to ±0.5)
-    np.testing.assert_allclose(algorithm._dataset.act.numpy(), buffer.act[valid], rtol=1e-6)
+    np.testing.assert_allclose(algorithm._staged.act.numpy(), buffer.act[valid], rtol=1e-6)
     assert alpha.value != 1.0  # Tianshou's AutoAlpha object is the one being tuned
     assert float(algorithm.lagrange_multiplier.detach()) != 1.0  # α′ moved by dual ascent
-    assert algorithm._dataset.mc_return is not None  # Cal-QL, Tianshou's default
+    assert algorithm._staged.mc_return is not None  # Cal-QL, Tianshou's default
 
 
 def cartpole_prioritized_buffer() -> PrioritizedReplayBuffer:

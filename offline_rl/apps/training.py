@@ -17,7 +17,6 @@ behave alike:
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
 from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
@@ -245,11 +244,6 @@ def log_closed_windows(logger: Any, algorithm: Any) -> Any:
 
     logger.log_update_data = log_update
     return logger
-
-
-def write_json(path: Path, data: Any) -> None:
-    with atomic_path(path) as part:
-        part.write_text(json.dumps(data, indent=1, default=str) + "\n")
 
 
 def progress_output() -> dict[str, bool]:

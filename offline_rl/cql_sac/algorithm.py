@@ -71,7 +71,6 @@ from offline_rl.cql_sac.networks import (
 from offline_rl.data.action_units import needs_action_scaling
 from offline_rl.data.staging import (
     StoredTransitions,
-    buffer_fingerprint,
     is_prioritized,
     monte_carlo_returns,
     read_transitions,
@@ -232,12 +231,9 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         else:
             self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
         self._lagrange_optim = make_adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
-        self._own_optimizers = actor_optim is None and critic_optims is None and entropy_tuner is None
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
-        self._dataset: DeviceDataset | None = None
-        self._dataset_key: tuple[Any, ...] | None = None
 
     def _make_optimizer(
         self, module: torch.nn.Module, factory: OptimizerFactory | None, lr: float
@@ -309,33 +305,32 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     def process_buffer(self, buffer: ReplayBuffer) -> ReplayBuffer:
         """Stage the data afresh (Tianshou's trainer calls this at the start of every run, so edits
         made between runs are seen) and fit the observation normaliser once (a resumed run keeps its own)."""
-        self._dataset = None
+        super().process_buffer(buffer)
         self._stage(buffer)
         return buffer
 
     def _stage(self, buffer: ReplayBuffer) -> DeviceDataset:
-        key = (*buffer_fingerprint(buffer), self.device)
-        if self._dataset is None or self._dataset_key != key:
-            self._dataset = None  # release the old copy before building the new one
-            stored = read_transitions(buffer)
-            env_units = needs_action_scaling(
-                buffer,
-                stored.act,
-                self.action_low.cpu().numpy(),
-                self.action_high.cpu().numpy(),
-                action_scaling=bool(self.policy.action_scaling),
-            )
-            if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
-                self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))
-            gamma = self.config.gamma if self.config.calibrated else None
-            reward_unit = 1.0
-            if self.config.normalize_reward:
-                finished = np.asarray(buffer.done[stored.indices], dtype=bool)
-                reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
-            prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
-            self._dataset = DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
-            self._dataset_key = key
-        return self._dataset
+        return self.staged(buffer, lambda: self._build_dataset(buffer))
+
+    def _build_dataset(self, buffer: ReplayBuffer) -> DeviceDataset:
+        """The buffer's transitions, prepared (`prepare_transitions`) and moved to the device."""
+        stored = read_transitions(buffer)
+        env_units = needs_action_scaling(
+            buffer,
+            stored.act,
+            self.action_low.cpu().numpy(),
+            self.action_high.cpu().numpy(),
+            action_scaling=bool(self.policy.action_scaling),
+        )
+        if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
+            self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))
+        gamma = self.config.gamma if self.config.calibrated else None
+        reward_unit = 1.0
+        if self.config.normalize_reward:
+            finished = np.asarray(buffer.done[stored.indices], dtype=bool)
+            reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
+        prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
+        return DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
         """A batch drawn on-device from the staged dataset; a prioritized buffer draws the indices by
@@ -355,11 +350,6 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             return values
 
         return self.run_step(prioritized_step, None, eager=True)  # host-side sampling: never captured
-
-    def capture_blocker(self) -> str | None:
-        if not self._own_optimizers:
-            return "optimisers from Tianshou factories (the capture needs offline_rl's fused Adam)"
-        return super().capture_blocker()
 
     def _update_with_batch(self, batch: Any) -> CQLSACTrainingStats:
         """Tianshou's generic path (a sampled Batch, actions in the policy's box as Tianshou stores

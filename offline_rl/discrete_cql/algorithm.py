@@ -36,7 +36,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.algorithm_base import CountedOfflineAlgorithm
 from offline_rl.compat import importance_weights
-from offline_rl.data.staging import buffer_fingerprint, is_prioritized
+from offline_rl.data.staging import is_prioritized
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 from offline_rl.perf import make_adam
@@ -133,12 +133,9 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         assert isinstance(space, gym.spaces.Discrete)
         self.num_actions = int(space.n)
         self.clip_rewards = clips_rewards(config, policy.observation_space)
-        self._own_optimizers = optim is None
         # The capture alone measured 1336 updates/s on an H100 (BENCHMARKS.md); torch.compile of the
         # CNN losses is not measured, so it stays off here.
         self.compile_losses = False
-        self._staged: StagedTransitions | str | None = None  # or why the data cannot be staged
-        self._staged_key: tuple[Any, ...] | None = None
         if optim is None:
             self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         else:
@@ -177,34 +174,26 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         )
         return CQLQRDQN(policy=policy, config=config).to(device)
 
-    def process_buffer(self, buffer: ReplayBuffer) -> ReplayBuffer:
-        """Stage the data afresh at the start of every training run (edits between runs are seen)."""
-        self._staged = self._staged_key = None
-        return buffer
-
     def _stage(self, buffer: ReplayBuffer) -> StagedTransitions | str:
+        return self.staged(buffer, lambda: self._build_staged(buffer))
+
+    def _build_staged(self, buffer: ReplayBuffer) -> StagedTransitions | str:
         """Every sampleable transition's n-step target and frame rows, on the device (see `staging`),
         or why that is not possible (the update then samples from the buffer on the host)."""
-        key = (*buffer_fingerprint(buffer), self.device)
-        if self._staged is None or self._staged_key != key:
-            self._staged = None  # release the old copy before building the new one
-            if is_prioritized(buffer):
-                self._staged = "a prioritized buffer (its priorities are sampled on the host)"
-            else:
-                indices = np.asarray(buffer.sample_indices(0))
-                cfg = self.config
-                returns, bootstrap, last = nstep_returns(
-                    buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=self.clip_rewards
-                )
-                self._staged = stage_transitions(buffer, returns, bootstrap, indices, last, self.device)
-            if isinstance(self._staged, str) and self.device.type == "cuda" and self.capture is not False:
-                print(f"updates: eager, sampled on the host ({self._staged})")  # instead of captured
-            self._staged_key = key
-        return self._staged
+        if is_prioritized(buffer):
+            staged: StagedTransitions | str = "a prioritized buffer (its priorities are sampled on the host)"
+        else:
+            indices = np.asarray(buffer.sample_indices(0))
+            cfg = self.config
+            returns, bootstrap, last = nstep_returns(
+                buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=self.clip_rewards
+            )
+            staged = stage_transitions(buffer, returns, bootstrap, indices, last, self.device)
+        if isinstance(staged, str) and self.device.type == "cuda" and self.capture is not False:
+            print(f"updates: eager, sampled on the host ({staged})")  # instead of captured
+        return staged
 
     def capture_blocker(self) -> str | None:
-        if not self._own_optimizers:
-            return "an optimiser from a Tianshou factory (the capture needs offline_rl's fused Adam)"
         if isinstance(self._staged, str):
             return self._staged
         return super().capture_blocker()

@@ -7,13 +7,12 @@ reads to see where a sweep stands, also after the sweep process is gone.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import write_json
 from offline_rl.sweep.spec import SweepSpec, Trial
 from offline_rl.sweep.trial import TrialOutcome
 
@@ -49,6 +48,4 @@ class SweepState:
 
     def write(self) -> None:
         with self._lock:
-            text = json.dumps({**self.header, "trials": self.trials}, indent=1, default=str) + "\n"
-            with atomic_path(self.path) as part:
-                part.write_text(text)
+            write_json(self.path, {**self.header, "trials": self.trials})

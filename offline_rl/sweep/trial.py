@@ -60,10 +60,9 @@ def score_of(summary: dict[str, Any]) -> float | None:
 
 
 def _write_status(directory: Path, **status: Any) -> None:
-    from offline_rl.atomic import atomic_path
+    from offline_rl.atomic import write_json
 
-    with atomic_path(directory / TRIAL_FILE) as part:
-        part.write_text(json.dumps(status) + "\n")
+    write_json(directory / TRIAL_FILE, status)
 
 
 ATTEMPT_MARK = "[sweep] attempt "
