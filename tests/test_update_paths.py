@@ -16,7 +16,6 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from offline_rl.algorithm_base import stat_names
 from offline_rl.cql_sac import CQLSACConfig
 from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
-from offline_rl.cql_sac.networks import EnsembleCritic
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
@@ -80,17 +79,6 @@ def test_every_optimiser_is_made_capturable() -> None:
     assert all(group["capturable"] for optimizer in optimizers for group in optimizer.param_groups)
 
 
-def test_batched_critics_equal_one_critic_at_a_time() -> None:
-    """The GPU's one-product-per-layer path computes what the CPU's per-critic products do."""
-    torch.manual_seed(0)
-    critic = EnsembleCritic(5, 2, [16, 16], num_critics=3, orthogonal_init=False)
-    obs, actions = torch.randn(7, 5), torch.rand(7, 4, 2) * 2 - 1
-    looped = critic(obs, actions)
-    inputs = torch.cat([obs.unsqueeze(1).expand(7, 4, 5), actions], dim=-1).reshape(28, -1)
-    batched = critic._batched(inputs, detach_params=False).view(3, 7, 4)
-    torch.testing.assert_close(batched, looped, rtol=1e-5, atol=1e-6)
-
-
 def cuda_pair(config: CQLSACConfig, *, compiled: bool = False):
     """Two identical algorithms on CUDA: one captured (its losses compiled or not), one eager."""
     torch.manual_seed(0)
@@ -121,6 +109,34 @@ def test_captured_compiled_and_eager_updates_agree(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
     assert_paths_agree(small_config(with_lagrange=True), compiled=True, tolerance=(1e-3, 1e-4))
+
+
+def test_compiled_losses_equal_eager_ones_on_cpu_and_compile_once_per_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The losses CUDA runs compiled, compiled here on CPU (inductor's C++ backend): same updates as
+    eager over both phases (behaviour-cloning warm-up, then CQL), and one compilation per phase,
+    not one per update (comparing the update counter inside the compiled code recompiled each time)."""
+    import torch._dynamo
+    import torch._inductor.config
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)  # torch's random stream, as eager
+    torch._dynamo.reset()
+    counters.clear()
+    buffer = narrow_band_buffer()
+    torch.manual_seed(0)
+    eager = build(small_config(with_lagrange=True, bc_steps=2))
+    compiled = copy.deepcopy(eager)
+    compiled._compile_losses()
+    eager.process_buffer(buffer), compiled.process_buffer(buffer)
+    torch.manual_seed(5)
+    from_compiled = [figures(stats) for stats in run_updates(compiled, buffer, 6)]
+    torch.manual_seed(5)
+    from_eager = [figures(stats) for stats in run_updates(eager, buffer, 6)]
+    np.testing.assert_allclose(np.array(from_compiled), np.array(from_eager), rtol=1e-3, atol=1e-4)
+    for name, value in compiled.state_dict().items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(value, eager.state_dict()[name], rtol=1e-3, atol=1e-4, msg=name)
+    assert counters["stats"]["unique_graphs"] == 2  # cloning phase, CQL phase
 
 
 def assert_paths_agree(config: CQLSACConfig, *, compiled: bool, tolerance: tuple[float, float]) -> None:
@@ -186,3 +202,37 @@ def test_the_logger_writes_each_closed_window_once() -> None:
             logger.log_update_data(asdict(algo.update(buffer, 64)), step)
     assert [step for step, _ in logger.written] == [3, 6]
     assert all(np.isfinite(data["critic_loss"]) for _, data in logger.written)
+
+
+@pytest.mark.parametrize(
+    ("num", "cores", "rendering", "expected"),
+    [(10, 2, False, False), (10, 16, False, True), (1, 16, False, False), (10, 16, True, False)],
+)
+def test_envs_run_in_subprocesses_only_where_measured_faster(num, cores, rendering, expected) -> None:
+    from offline_rl.apps.training import envs_in_subprocesses
+
+    assert envs_in_subprocesses(num, cores=cores, rendering=rendering) is expected
+
+
+def test_subprocess_envs_are_seeded_like_in_process_ones(monkeypatch) -> None:
+    """The same seeds give the same episodes whichever way the envs run."""
+    import gymnasium as gym
+    from tianshou.env import DummyVectorEnv, SubprocVectorEnv
+
+    from offline_rl.apps import training
+
+    def first_observations() -> tuple[type, np.ndarray]:
+        envs = training.vector_envs(lambda: gym.make("CartPole-v1"), 3, seed=7)
+        try:
+            observations, _ = envs.reset()
+            return type(envs), np.asarray(observations)
+        finally:
+            envs.close()
+
+    monkeypatch.setattr(training, "SUBPROCESS_ENVS_MIN_CORES", 10_000)
+    in_process_type, in_process = first_observations()
+    monkeypatch.setattr(training, "SUBPROCESS_ENVS_MIN_CORES", 1)
+    subprocess_type, in_subprocesses = first_observations()
+    assert (in_process_type, subprocess_type) == (DummyVectorEnv, SubprocVectorEnv)
+    np.testing.assert_array_equal(in_subprocesses, in_process)
+    assert len({row.tobytes() for row in in_process}) == 3  # each env its own seed

@@ -210,13 +210,14 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
 
 def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over 1M steps."""
-    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.data import Collector
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
     from torch.utils.tensorboard import SummaryWriter
 
     from offline_rl.apps.training import new_log_path, plain, progress_output, vector_envs
     from offline_rl.checkpoint import save_checkpoint
+    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
 
     run = config.run
     policy = algorithm.policy
@@ -230,7 +231,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         return make_discrete_env(config.task, config.frames_stack)
 
     stacked = is_atari_game(config.task)  # a game's replay stores each frame once and stacks on sampling
-    replay = VectorReplayBuffer(
+    replay = NullCheckedVectorReplayBuffer(
         config.buffer_size,
         buffer_num=config.training_num,
         ignore_obs_next=True,

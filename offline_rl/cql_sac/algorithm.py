@@ -338,7 +338,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         dataset = self._stage(buffer)
         batch_size = sample_size or dataset.size
         if not is_prioritized(buffer):
-            cloning = self._host_updates < self.config.bc_steps  # a different actor loss: its own phase
+            cloning = self.in_cloning_phase()  # a different actor loss: its own phase
             key = (id(dataset), batch_size, cloning)
             return self.run_step(lambda: self.gradient_step(dataset.sample(batch_size)), key, eager=cloning)
 
@@ -401,7 +401,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     def gradient_step(self, batch: Transitions, weight: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """(7): losses, one backward pass, every optimiser, the target update; returns the detached
         statistics (and the per-sample `td_error` a prioritized buffer takes as priorities)."""
-        losses, stats = self.compute_losses(*batch, weight=weight)
+        losses, stats = self.compute_losses(*batch, weight=weight, cloning=self.in_cloning_phase())
         optimizers = [self._actor_optim, *self._critic_optims]
         if self.config.auto_alpha:
             optimizers.append(self._alpha_optim)
@@ -421,6 +421,10 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         self.count_update()
         return stats
 
+    def in_cloning_phase(self) -> bool:
+        """Whether this update is one of the first `bc_steps` (the actor clones the data's actions)."""
+        return self._host_updates < self.config.bc_steps
+
     def soft_update_targets(self) -> None:
         """Polyak averaging: θ̄ ← θ̄ + τ(θ − θ̄)."""
         polyak_update_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.config.tau)
@@ -435,12 +439,19 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         mc_return: torch.Tensor | None = None,
         *,
         weight: torch.Tensor | None = None,
+        cloning: bool | None = None,
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Equations (1)-(6): the losses to sum and back-propagate once, and detached statistics."""
+        """Equations (1)-(6): the losses to sum and back-propagate once, and detached statistics.
+
+        `cloning` (default: `in_cloning_phase()`) is the phase as a plain flag, passed in because
+        `torch.compile` specialises on what it reads: comparing the update counter in here would
+        recompile at every update."""
+        if cloning is None:
+            cloning = self.in_cloning_phase()
         zero = torch.zeros((), device=obs.device)
         alpha = self.alpha if self.config.auto_alpha or self.config.alpha > 0 else zero
         samples = self.sample_actions(obs, obs_next)
-        actor_loss, new_log_prob = self.actor_loss(obs, act, samples, alpha)
+        actor_loss, new_log_prob = self.actor_loss(obs, act, samples, alpha, cloning=cloning)
         alpha_loss = self.alpha_loss(new_log_prob) if self.config.auto_alpha else zero
         with torch.no_grad():
             target_q = self.td_target(rew, not_terminated, obs_next, samples.next_actions, samples.next_log_prob, alpha)
@@ -490,11 +501,11 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         return ActionSamples(mean, log_std, pi_actions, pi_log_prob, next_actions, next_log_prob, random_actions)
 
     def actor_loss(
-        self, obs: torch.Tensor, act: torch.Tensor, samples: ActionSamples, alpha: torch.Tensor
+        self, obs: torch.Tensor, act: torch.Tensor, samples: ActionSamples, alpha: torch.Tensor, *, cloning: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(2) mean of α·log π(ã|s) − min_e Q_e(s, ã) (or log π(a_data|s) while cloning); also log π(ã|s)."""
         new_action, new_log_prob = samples.pi_actions[:, :1], samples.pi_log_prob[:, 0]
-        if self._host_updates < self.config.bc_steps:
+        if cloning:
             data_action = act.clamp(-BC_ACTION_LIMIT, BC_ACTION_LIMIT)
             objective = tanh_gaussian_log_prob(samples.mean, samples.log_std, data_action)
         else:

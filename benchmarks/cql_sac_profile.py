@@ -1,0 +1,91 @@
+"""Where a captured CQL-SAC update spends its time on a GPU: the host, the graph, or which kernels.
+
+    python benchmarks/cql_sac_profile.py [--critic-layers 2] [--updates 500] [--top 20]
+
+Same configuration as `cql_sac_throughput.py` (its `build_ours`, compiled and captured path).
+Prints three figures per update and a kernel table:
+- `update()`: the whole entry point as Tianshou's trainer calls it, synchronised at the end;
+- `replay`: the recorded CUDA graph replayed alone (the device's time for one update);
+- `host`: the Python cost of one `update()` call, timed without waiting for the device;
+- the kernels of the same update run uncaptured under torch.profiler, by total device time.
+If `update()` is slower than `replay`, the host is the bottleneck; otherwise the kernels are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
+from tianshou.algorithm.algorithm_base import policy_within_training_step
+
+
+def timed(run, repeats: int) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def host_seconds(run, repeats: int) -> float:
+    """Mean wall time of the calls themselves; the device works through the queue meanwhile."""
+    torch.cuda.synchronize()
+    total = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        total += time.perf_counter() - start
+    torch.cuda.synchronize()
+    return total / repeats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--critic-layers", type=int, default=2)
+    parser.add_argument("--updates", type=int, default=500)
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"])
+    args = parser.parse_args()
+    torch.set_float32_matmul_precision(args.matmul_precision)
+    torch.manual_seed(0)
+    buffer = synthetic_buffer()
+    algorithm = build_ours("cuda", "compiled", args.critic_layers)
+    algorithm.process_buffer(buffer)
+
+    def update() -> None:
+        algorithm.update(buffer=buffer, sample_size=BATCH)
+
+    with policy_within_training_step(algorithm.policy):
+        for _ in range(10):
+            update()
+        whole = timed(update, args.updates)
+        replay = timed(algorithm._captured._graph.replay, args.updates)
+        host = host_seconds(update, args.updates)
+        algorithm.capture = False  # the same compiled losses, run uncaptured so each kernel is seen
+        for _ in range(5):
+            update()
+        torch.cuda.synchronize()
+        steps = 20
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
+            for _ in range(steps):
+                update()
+            torch.cuda.synchronize()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.critic_layers}×256 critics")
+    print(f"update(): {whole * 1e6:8.1f} µs  ({1 / whole:7.1f} updates/s)")
+    print(f"replay:   {replay * 1e6:8.1f} µs  ({1 / replay:7.1f} updates/s)")
+    print(f"host:     {host * 1e6:8.1f} µs per update() call")
+    events = [event for event in profiler.key_averages() if event.device_time_total > 0]
+    events.sort(key=lambda event: event.device_time_total, reverse=True)
+    kernels = sum(event.device_time_total for event in events) / steps
+    launches = sum(event.count for event in events) / steps
+    print(f"uncaptured kernels: {launches:.0f} per update, {kernels:.1f} µs of device time per update")
+    for event in events[: args.top]:
+        share = event.device_time_total / steps
+        print(f"{share:8.1f} µs {event.count / steps:5.1f}×  {event.key[:110]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""The replay buffer of online behaviour training (`examples/atari_qrdqn.py`).
+
+Why a subclass: Tianshou 2.0.1's off-policy trainer asks `buffer.hasnull()` after every collection
+step, and the buffer answers by reading back every stored transition, which for a frame-stacked
+Atari buffer means re-stacking all of them (~28 KB each). Every 10 environment steps the whole
+replay is read, so a run slows down as its buffer fills: measured on an H100 machine, 6000 Pong
+steps did not finish in 90 s and 25 000 Breakout steps not in 530 s. Checking each batch once, as
+it is added, gives the same answer at a cost that does not grow with the buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tianshou.data import Batch, VectorReplayBuffer
+
+
+class NullCheckedVectorReplayBuffer(VectorReplayBuffer):
+    """`VectorReplayBuffer` whose `hasnull()` is O(1): whether any batch added since the last reset
+    held a NaN or None, recorded when it was added (the trainer's check, without its full scan).
+    Once true it stays true until `reset`, even after the ring overwrote that batch: the trainer
+    stops at the first true answer, which comes right after the add, as with the full scan."""
+
+    def reset(self, keep_statistics: bool = False) -> None:
+        self._null_added = False
+        super().reset(keep_statistics=keep_statistics)
+
+    def add(self, batch: Any, buffer_ids: np.ndarray | list[int] | None = None) -> Any:
+        if not getattr(self, "_null_added", False) and (batch if isinstance(batch, Batch) else Batch(batch)).hasnull():
+            self._null_added = True
+        return super().add(batch, buffer_ids=buffer_ids)
+
+    def hasnull(self) -> bool:
+        return bool(getattr(self, "_null_added", False))
