@@ -271,12 +271,10 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
 def test_cpu_threads_leave_busy_cores_alone(
     requested: int, load: float, expected: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-
     from offline_rl.apps import training
     from offline_rl.apps.training import cpu_threads
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(training, "available_cores", lambda: 2)
     monkeypatch.setattr(training, "busy_cores", lambda cores: load)
     threads, why = cpu_threads(requested)
     assert threads == expected and why

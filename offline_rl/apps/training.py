@@ -79,10 +79,15 @@ SUBPROCESS_ENVS_MIN_CORES = 4
 1.26× and 2.94×)."""
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and schedulers narrow)."""
+    return len(os.sched_getaffinity(0))
+
+
 def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool = False) -> bool:
     """Whether `num` envs step in parallel processes (Tianshou's `SubprocVectorEnv`) rather than
     one after another in this one: only with several envs, enough cores, and no on-screen window."""
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    cores = available_cores() if cores is None else cores
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
 
 
@@ -335,7 +340,7 @@ def cpu_threads(requested: int) -> tuple[int, str]:
     cores other processes are not using right now: torch's threads spin while waiting for each
     other, so a thread that shares its core with another busy process stalls all of them (on a
     busy 2-core machine two threads ran many times slower than one)."""
-    cores = os.cpu_count() or 1
+    cores = available_cores()
     if requested > 0:
         return requested, "--threads"
     busy = min(cores, round(busy_cores(cores)))

@@ -22,14 +22,17 @@ class NullCheckedVectorReplayBuffer(VectorReplayBuffer):
     Once true it stays true until `reset`, even after the ring overwrote that batch: the trainer
     stops at the first true answer, which comes right after the add, as with the full scan."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._null_added = False
+        super().__init__(*args, **kwargs)
+
     def reset(self, keep_statistics: bool = False) -> None:
         self._null_added = False
         super().reset(keep_statistics=keep_statistics)
 
-    def add(self, batch: Any, buffer_ids: np.ndarray | list[int] | None = None) -> Any:
-        if not getattr(self, "_null_added", False) and (batch if isinstance(batch, Batch) else Batch(batch)).hasnull():
-            self._null_added = True
+    def add(self, batch: Batch, buffer_ids: np.ndarray | list[int] | None = None) -> Any:
+        self._null_added = self._null_added or batch.hasnull()
         return super().add(batch, buffer_ids=buffer_ids)
 
     def hasnull(self) -> bool:
-        return bool(getattr(self, "_null_added", False))
+        return self._null_added

@@ -144,7 +144,7 @@ def _threads_given(trials: list[Any]) -> bool:
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
     from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
     from offline_rl.sweep.state import SweepState
-    from offline_rl.sweep.trial import TrialOutcome, attempts_logged, finished_summary, score_of
+    from offline_rl.sweep.trial import done_outcome, finished_summary
 
     start = time.time()
     state = SweepState(folder, spec, trials)
@@ -156,9 +156,7 @@ def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, m
         directory = folder / trial.id
         summary = finished_summary(directory) if directory.is_dir() else None
         if summary is not None:  # finished in an earlier sweep: nothing to start
-            done = TrialOutcome(trial.id, "done", attempts_logged(directory), score=score_of(summary))
-            done.updates = summary.get("total_updates")
-            state.finished(done)
+            state.finished(done_outcome(trial.id, directory, summary))
             skipped += 1
             continue
         arguments, where_to = list(trial.arguments), str(directory.resolve())

@@ -59,6 +59,12 @@ def score_of(summary: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
+def done_outcome(trial_id: str, folder: Path, summary: dict[str, Any], *, resumed: bool = False) -> TrialOutcome:
+    """A finished trial's outcome: score and updates from its run's summary, attempts from its log."""
+    updates = summary.get("total_updates")
+    return TrialOutcome(trial_id, "done", attempts_logged(folder), resumed, score=score_of(summary), updates=updates)
+
+
 def _write_status(directory: Path, **status: Any) -> None:
     from offline_rl.atomic import write_json
 
@@ -119,8 +125,7 @@ def run_trial(
     folder.mkdir(parents=True, exist_ok=True)
     summary = finished_summary(folder)
     if summary is not None:
-        updates = summary.get("total_updates")
-        return TrialOutcome(trial_id, "done", attempts_logged(folder), score=score_of(summary), updates=updates)
+        return done_outcome(trial_id, folder, summary)
     attempts, resumed = 0, False  # attempts: by this call, for --max-retries
     while True:
         checkpoint = latest_checkpoint(folder)
@@ -149,9 +154,7 @@ def run_trial(
             code = process.wait()
         total = attempts_logged(folder)
         if code == 0:
-            summary = finished_summary(folder) or {}
-            outcome = TrialOutcome(trial_id, "done", total, resumed, score=score_of(summary))
-            outcome.updates = summary.get("total_updates")
+            outcome = done_outcome(trial_id, folder, finished_summary(folder) or {}, resumed=resumed)
         elif code == EXIT_USER_ERROR:
             outcome = TrialOutcome(trial_id, "failed", total, resumed, _last_error(folder / OUTPUT_FILE))
         elif code in (EXIT_INTERRUPTED, -signal.SIGINT):
