@@ -3,9 +3,9 @@
 Why a subclass: Tianshou 2.0.1's off-policy trainer asks `buffer.hasnull()` after every collection
 step, and the buffer answers by reading back every stored transition, which for a frame-stacked
 Atari buffer means re-stacking all of them (~28 KB each). Every 10 environment steps the whole
-replay is read, so a run slows down as its buffer fills: measured on an H100 machine, 6000 Pong
-steps did not finish in 90 s and 25 000 Breakout steps not in 530 s. Checking each batch once, as
-it is added, gives the same answer at a cost that does not grow with the buffer.
+replay is read, so a run slows down as its buffer fills (profiled on CPU: at only 2000 stored
+transitions, 36 ms per call, a third of the training time). Checking each batch once, as it is
+added, gives the same answer at a cost that does not grow with the buffer.
 """
 
 from __future__ import annotations
