@@ -87,7 +87,7 @@ def build_ours(device: str, path: str) -> CQLQRDQN:
     config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
     algorithm.capture = path != "eager"
-    algorithm.compile_losses = path == "compiled"
+    algorithm.compile_update = path == "compiled"
     algorithm.statistics_interval = 100  # the examples' --log-interval default
     return algorithm
 

@@ -5,6 +5,7 @@ per logging window."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
@@ -109,8 +110,11 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         self._host_updates = 0
         self.capture: bool | None = None
         """Capture the update as a CUDA graph: None (the default) on CUDA, False never, True on CUDA."""
-        self.compile_losses = True
-        """With a capture, first fuse the losses' kernels with `torch.compile` (measured faster on an H100)."""
+        self.compile_update = True
+        """With a capture, first fuse the update's kernels with `torch.compile` (measured faster on an
+        H100): the losses, and the optimiser steps where the subclass names them (`OPTIMIZER_STEPS`)."""
+        self.compile_optimizer_steps = True
+        """Whether `compile_update` includes the optimiser steps (a switch for benchmarks)."""
         self.statistics = StatisticsWindow(self.STATS)
         self._captured: Any = None  # offline_rl.cuda_graphs.CapturedStep, imported when first needed
         self._staged: Any = None  # what `staged` prepared from the current buffer (or why it could not)
@@ -147,9 +151,13 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         return buffer
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        from offline_rl.cuda_graphs import use_multi_tensor_kernels
+
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self._host_updates = int(self.num_updates)
         self._captured = None  # the optimisers' state tensors were replaced: record afresh
+        # The checkpoint carried the kernels its run stepped with; this run chooses its own.
+        use_multi_tensor_kernels(self.capturable_optimizers(), False)
         return result
 
     # ----------------------------------------------------------------------------------------
@@ -176,7 +184,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         """One line for the start of a run: how updates will execute, and why."""
         blocker = self.capture_blocker()
         if blocker is None:
-            fused = ", losses fused by torch.compile" if self.compile_losses else ""
+            parts = "losses and optimiser steps" if len(self._compiled_parts()) > 1 else "losses"
+            fused = f", {parts} fused by torch.compile" if self.compile_update else ""
             return f"updates: captured as one CUDA graph{fused}, replayed each step (--no-compile: eager)"
         return f"updates: eager ({blocker})"
 
@@ -192,13 +201,13 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
 
                 self._captured = None  # release the old recording's memory first
                 make_optimizers_capturable(self.capturable_optimizers())
-                if self.compile_losses:
-                    self._compile_losses()
+                if self.compile_update:
+                    self._compile_update()
                 self._captured = CapturedStep(lambda: self.statistics.add(step()), key)
             try:
                 replayed = self._captured()
             except Exception as error:  # any compiler failure: say so, capture uncompiled
-                if not self.compile_losses or self._captured.captured:
+                if not self.compile_update or self._captured.captured:
                     raise
                 self._give_up_compiling(error)
                 return self.run_step(step, key, eager=eager)
@@ -207,17 +216,34 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         return self.statistics.count(self._host_updates)
 
     LOSSES = "compute_losses"
-    """The method `torch.compile` fuses (the whole forward computation of an update)."""
+    """The method `torch.compile` fuses first (the whole forward computation of an update)."""
+    OPTIMIZER_STEPS: str | None = None
+    """The method that steps every optimiser after the backward pass, if a subclass has one to fuse."""
 
-    def _compile_losses(self) -> None:
-        if self.LOSSES not in vars(self):  # not yet compiled on this instance
-            setattr(self, self.LOSSES, torch.compile(getattr(self, self.LOSSES), dynamic=False))
+    def _compiled_parts(self) -> list[str]:
+        steps = self.OPTIMIZER_STEPS if self.compile_optimizer_steps else None
+        return [name for name in (self.LOSSES, steps) if name is not None]
+
+    def _compile_update(self) -> None:
+        """Compile the update's methods (once per instance), and step the optimisers with the
+        kernels that compiled steps need."""
+        from offline_rl.cuda_graphs import use_multi_tensor_kernels
+
+        for name in self._compiled_parts():
+            if name not in vars(self):  # not yet compiled on this instance
+                setattr(self, name, torch.compile(getattr(self, name), dynamic=False))
+        use_multi_tensor_kernels(self.capturable_optimizers(), self.OPTIMIZER_STEPS in self._compiled_parts())
 
     def _give_up_compiling(self, error: Exception) -> None:
         """Compilation happens at the first call, before anything is computed: nothing to undo but
-        the compiled method."""
-        vars(self).pop(self.LOSSES, None)
-        self.compile_losses = False
+        the compiled methods and the kernels chosen for them."""
+        from offline_rl.cuda_graphs import use_multi_tensor_kernels
+
+        for name in (self.LOSSES, self.OPTIMIZER_STEPS):
+            if name is not None:
+                vars(self).pop(name, None)
+        use_multi_tensor_kernels(self.capturable_optimizers(), False)
+        self.compile_update = False
         self._captured = None
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"updates: torch.compile failed ({first_line[:160]}); capturing the uncompiled update instead")
@@ -234,12 +260,27 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         if not self.policy.is_within_training_step:
             raise RuntimeError("update() must run inside a training step (see policy_within_training_step)")
         start = time.time()
-        with torch_train_mode(self):
+        with self._training_mode():
             stats = self.update_from_buffer(buffer, sample_size)
         for scheduler in self.lr_schedulers:
             scheduler.step()
         stats.train_time = time.time() - start
         return stats
+
+    def _training_mode(self) -> contextlib.AbstractContextManager[Any]:
+        """Tianshou's `torch_train_mode` (every module in training mode, the previous modes restored
+        afterwards), skipped when every module already trains, as between evaluations: it sets the
+        mode of each of ~30 modules twice per update, ~90% of the host's own time per captured update."""
+        if all(module.training for module in self.modules()):
+            return contextlib.nullcontext()
+        return torch_train_mode(self)
+
+    def create_trainer(self, params: Any) -> Any:
+        """Tianshou's offline trainer, feeding its moving averages and the logger once per statistics
+        window (`offline_rl.trainer`)."""
+        from offline_rl.trainer import WindowedOfflineTrainer
+
+        return WindowedOfflineTrainer(self, params)
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> Any:
         """The algorithm's own step: draw a batch of `sample_size` from `buffer` and learn from it."""

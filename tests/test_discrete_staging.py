@@ -142,7 +142,7 @@ def test_captured_and_eager_discrete_updates_agree() -> None:
     torch.manual_seed(0)
     captured = CQLQRDQN.build(space, gym.spaces.Discrete(3), config, device="cuda")
     eager = copy.deepcopy(captured)
-    captured.capture, captured.compile_losses, eager.capture = True, False, False
+    captured.capture, captured.compile_update, eager.capture = True, False, False
     buffer = plain_buffer()
     figures = {}
     for name, algo in (("captured", captured), ("eager", eager)):

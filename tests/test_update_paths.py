@@ -16,6 +16,7 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from offline_rl.algorithm_base import stat_names
 from offline_rl.cql_sac import CQLSACConfig
 from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
+from offline_rl.cuda_graphs import use_multi_tensor_kernels
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
@@ -85,7 +86,7 @@ def cuda_pair(config: CQLSACConfig, *, compiled: bool = False):
     captured = build(config, device="cuda")
     eager = copy.deepcopy(captured)
     captured.capture, eager.capture = True, False
-    captured.compile_losses = compiled
+    captured.compile_update = compiled
     return captured, eager
 
 
@@ -111,10 +112,12 @@ def test_captured_compiled_and_eager_updates_agree(monkeypatch: pytest.MonkeyPat
     assert_paths_agree(small_config(with_lagrange=True), compiled=True, tolerance=(1e-3, 1e-4))
 
 
-def test_compiled_losses_equal_eager_ones_on_cpu_and_compile_once_per_phase(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The losses CUDA runs compiled, compiled here on CPU (inductor's C++ backend): same updates as
-    eager over both phases (behaviour-cloning warm-up, then CQL), and one compilation per phase,
-    not one per update (comparing the update counter inside the compiled code recompiled each time)."""
+def test_compiled_updates_equal_eager_ones_on_cpu_and_compile_once_per_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The losses and optimiser steps CUDA runs compiled, compiled here on CPU (inductor's C++
+    backend, the optimisers switched to the multi-tensor kernels compiled steps use): same updates
+    as eager over both phases (behaviour-cloning warm-up, then CQL), and the losses compiled once
+    more for the second phase, never per update (comparing the update counter inside the compiled
+    code recompiled each time)."""
     import torch._dynamo
     import torch._inductor.config
     from torch._dynamo.utils import counters
@@ -126,17 +129,43 @@ def test_compiled_losses_equal_eager_ones_on_cpu_and_compile_once_per_phase(monk
     torch.manual_seed(0)
     eager = build(small_config(with_lagrange=True, bc_steps=2))
     compiled = copy.deepcopy(eager)
-    compiled._compile_losses()
+    compiled._compile_update()
     eager.process_buffer(buffer), compiled.process_buffer(buffer)
+    assert all(group["foreach"] and not group["fused"] for group in compiled._actor_optim.param_groups)
     torch.manual_seed(5)
-    from_compiled = [figures(stats) for stats in run_updates(compiled, buffer, 6)]
+    from_compiled, graphs = [], []
+    for _ in range(6):
+        from_compiled += [figures(stats) for stats in run_updates(compiled, buffer, 1)]
+        graphs.append(counters["stats"]["unique_graphs"])
     torch.manual_seed(5)
     from_eager = [figures(stats) for stats in run_updates(eager, buffer, 6)]
     np.testing.assert_allclose(np.array(from_compiled), np.array(from_eager), rtol=1e-3, atol=1e-4)
     for name, value in compiled.state_dict().items():
         if isinstance(value, torch.Tensor):
             torch.testing.assert_close(value, eager.state_dict()[name], rtol=1e-3, atol=1e-4, msg=name)
-    assert counters["stats"]["unique_graphs"] == 2  # cloning phase, CQL phase
+    first = graphs[0]  # the cloning phase's losses, and the optimiser steps (torch breaks those into parts)
+    assert graphs == [first, first, first + 1, first + 1, first + 1, first + 1]  # + the CQL phase's losses
+
+
+def test_a_checkpoint_does_not_carry_the_kernels_of_compiled_optimiser_steps() -> None:
+    """A GPU run's compiled steps use multi-tensor kernels; resumed elsewhere (here on CPU, eagerly)
+    the optimisers step with the implementation they were built with."""
+    buffer = narrow_band_buffer()
+    compiled = build(small_config())
+    compiled.process_buffer(buffer)
+    run_updates(compiled, buffer, 2)
+    use_multi_tensor_kernels(compiled.capturable_optimizers(), True)  # what _compile_update does
+    state = compiled.state_dict()
+    assert state["_optimizers"][0]["param_groups"][0]["foreach"] is True
+    resumed = build(small_config())
+    resumed.load_state_dict(state)
+    assert all(
+        group["fused"] and group["foreach"] is None
+        for optimizer in resumed.capturable_optimizers()
+        for group in optimizer.param_groups
+    )
+    resumed.process_buffer(buffer)
+    assert np.isfinite(figures(run_updates(resumed, buffer, 1)[0])).all()
 
 
 def assert_paths_agree(config: CQLSACConfig, *, compiled: bool, tolerance: tuple[float, float]) -> None:
@@ -150,7 +179,7 @@ def assert_paths_agree(config: CQLSACConfig, *, compiled: bool, tolerance: tuple
     torch.manual_seed(5)
     from_eager = [figures(stats) for stats in run_updates(eager, buffer, 12)]
     assert captured._captured is not None and captured._captured.captured  # replays happened
-    assert captured.compile_losses == compiled  # (a compiler failure would have switched it off)
+    assert captured.compile_update == compiled  # (a compiler failure would have switched it off)
     np.testing.assert_allclose(np.array(from_graph), np.array(from_eager), rtol=rtol, atol=atol)
     for name, value in captured.state_dict().items():
         if isinstance(value, torch.Tensor):
@@ -176,32 +205,59 @@ def test_a_checkpoint_of_the_captured_path_resumes_identically_in_the_eager_path
     assert int(resumed.num_updates) == 15
 
 
-def test_the_logger_writes_each_closed_window_once() -> None:
-    """Tianshou's trainer hands every update's statistics to the logger; only window ends are written."""
-    from dataclasses import asdict
+def test_the_trainer_logs_each_closed_window_once() -> None:
+    """Tianshou's trainer would hand every update's statistics to the logger and its moving averages;
+    the algorithms' trainer does it when a window closes, and the logger writes each window once."""
+    from tianshou.trainer import OfflineTrainerParams
+    from tianshou.utils import LazyLogger
 
-    from offline_rl.apps.training import log_closed_windows
+    from offline_rl.apps.training import log_every_window
+    from offline_rl.trainer import WindowedOfflineTrainer
 
-    class RecordingLogger:
-        update_interval = 1000
-
+    class RecordingLogger(LazyLogger):
         def __init__(self) -> None:
+            super().__init__()
+            self.update_interval = 1000
             self.written: list[tuple[int, dict]] = []
 
-        def log_update_data(self, data: dict, step: int) -> None:
-            self.written.append((step, data))
+        def write(self, step_type: str, step: int, data: dict) -> None:
+            if step_type.startswith("update"):
+                self.written.append((step, data))
 
     buffer = narrow_band_buffer()
     algo = build(small_config())
     algo.statistics_interval = 3
-    algo.process_buffer(buffer)
-    logger = log_closed_windows(RecordingLogger(), algo)
-    assert logger.update_interval == 1  # the algorithm's windows decide, not Tianshou's counter
-    with policy_within_training_step(algo.policy):
-        for step in range(1, 8):
-            logger.log_update_data(asdict(algo.update(buffer, 64)), step)
+    logger = log_every_window(RecordingLogger())
+    params = OfflineTrainerParams(
+        buffer=buffer, test_collector=None, max_epochs=1, epoch_num_steps=7, batch_size=64, logger=logger
+    )
+    trainer = algo.create_trainer(params)
+    assert isinstance(trainer, WindowedOfflineTrainer)
+    trainer.run()
+    assert int(algo.num_updates) == 7
     assert [step for step, _ in logger.written] == [3, 6]
     assert all(np.isfinite(data["critic_loss"]) for _, data in logger.written)
+    assert len(trainer._stat["critic_loss"].cache) == 2  # the moving averages: one value per window
+
+
+def test_updates_run_in_training_mode_and_restore_the_previous_mode() -> None:
+    buffer = narrow_band_buffer()
+    algo = build(small_config())
+    algo.process_buffer(buffer)
+    seen: list[bool] = []
+    step = algo.update_from_buffer
+
+    def recording_step(*args, **kwargs):
+        seen.append(all(module.training for module in algo.modules()))
+        return step(*args, **kwargs)
+
+    algo.update_from_buffer = recording_step
+    algo.eval()
+    run_updates(algo, buffer, 1)
+    assert seen == [True] and not any(module.training for module in algo.modules())
+    algo.train()
+    run_updates(algo, buffer, 1)
+    assert seen == [True, True] and all(module.training for module in algo.modules())
 
 
 @pytest.mark.parametrize(

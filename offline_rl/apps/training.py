@@ -170,7 +170,7 @@ def train_offline(
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     print(algorithm.update_path())
-    logger = watch_update_rate(log_closed_windows(TensorboardLogger(writer, save_interval=1), algorithm), monitor)
+    logger = watch_update_rate(log_every_window(TensorboardLogger(writer, save_interval=1)), monitor)
     reporter = reporter_factory(writer)
     reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     if checkpoint is not None:
@@ -257,18 +257,12 @@ def train_offline(
     return summary
 
 
-def log_closed_windows(logger: Any, algorithm: Any) -> Any:
-    """`logger` writing training statistics when the algorithm closes a statistics window (every
-    --log-interval updates, their mean), instead of on Tianshou's own schedule, which counts from
-    another origin and would log a window's figures one update early."""
+def log_every_window(logger: Any) -> Any:
+    """`logger` writing all the training statistics it is handed. The algorithms' trainer
+    (`offline_rl.trainer`) hands it each closed statistics window (every --log-interval updates,
+    their mean); Tianshou's own schedule, which counts from another origin and would log a window's
+    figures one update early, is switched off."""
     logger.update_interval = 1
-    log_update_data = logger.log_update_data
-
-    def log_update(log_data: dict, step: int) -> None:
-        if algorithm.statistics.take_fresh():
-            log_update_data(log_data, step)
-
-    logger.log_update_data = log_update
     return logger
 
 

@@ -402,24 +402,35 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         """(7): losses, one backward pass, every optimiser, the target update; returns the detached
         statistics (and the per-sample `td_error` a prioritized buffer takes as priorities)."""
         losses, stats = self.compute_losses(*batch, weight=weight, cloning=self.in_cloning_phase())
+        for optim in self.stepped_optimizers():
+            optim.zero_grad(set_to_none=True)
+        sum(losses.values()).backward()
+        self.apply_gradients()
+        self.count_update()
+        return stats
+
+    OPTIMIZER_STEPS = "apply_gradients"
+
+    def stepped_optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimisers this configuration steps (α's and α′'s only when they are tuned)."""
         optimizers = [self._actor_optim, *self._critic_optims]
         if self.config.auto_alpha:
             optimizers.append(self._alpha_optim)
         if self.config.with_lagrange:
             optimizers.append(self._lagrange_optim)
-        for optim in optimizers:
-            optim.zero_grad(set_to_none=True)
-        sum(losses.values()).backward()
+        return optimizers
+
+    def apply_gradients(self) -> None:
+        """(7) After the backward pass: clip the critics' gradients, step every optimiser, clamp α′,
+        then the Polyak update (one method so that torch.compile can fuse it on the captured path)."""
         if self.config.max_grad_norm is not None:
             self.critic.clip_grad_norm_(self.config.max_grad_norm)
-        for optim in optimizers:
+        for optim in self.stepped_optimizers():
             optim.step()
         with torch.no_grad():
             if self.config.with_lagrange:
                 self.log_lagrange_multiplier.clamp_(max=math.log(self.config.lagrange_multiplier_max))
             self.soft_update_targets()
-        self.count_update()
-        return stats
 
     def in_cloning_phase(self) -> bool:
         """Whether this update is one of the first `bc_steps` (the actor clones the data's actions)."""

@@ -135,7 +135,7 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         self.clip_rewards = clips_rewards(config, policy.observation_space)
         # The capture alone measured 1336 updates/s on an H100 (BENCHMARKS.md); torch.compile of the
         # CNN losses is not measured, so it stays off here.
-        self.compile_losses = False
+        self.compile_update = False
         if optim is None:
             self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         else:
