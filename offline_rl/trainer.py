@@ -9,7 +9,9 @@ statistics for the logger, and a progress-bar redraw forced by `set_postfix`. Th
 pace instead of the GPU. Here the moving averages and the logger are fed when the algorithm closes
 a window (every update with the default window of 1, exactly as Tianshou does), and the bar's
 postfix is shown at the bar's own refresh rate. Parameters, epochs, evaluation, checkpoints and
-the returned `InfoStats` are Tianshou's.
+the returned `InfoStats` are Tianshou's. One logged curve changes meaning with windows longer than
+one update: Tianshou's `update/smoothed_loss/*` becomes a moving average over the last 100 windows
+(fed per update, it averaged 100 copies of mostly one window's mean).
 """
 
 from __future__ import annotations

@@ -1,0 +1,97 @@
+"""Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
+
+    python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto]
+        [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
+
+Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
+run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
+dataset, created once before timing, as is torch.compile's on-disk cache); each run's rate is
+read from its own TensorBoard log: updates between the first logged window after 20% of the run
+and its last window, over the wall time between them, so start-up, compilation and the final
+evaluation are not counted. The table gives each run's rate, the group's total and the total
+relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
+STEADY_FROM = 0.2
+"""Fraction of a run's updates after which its rate is measured."""
+
+
+def steady_rate(log_root: Path) -> float:
+    """Updates per second of the one run logged under `log_root`, from its TensorBoard windows."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (event_file,) = log_root.rglob("events.out.tfevents.*")
+    events = EventAccumulator(str(event_file.parent))
+    events.Reload()
+    windows = events.Scalars("update/critic_loss")
+    last = windows[-1]
+    first = next(window for window in windows if window.step >= STEADY_FROM * last.step)
+    if last.step == first.step:
+        raise SystemExit(f"{log_root}: too few logged windows to time; give more --updates")
+    return (last.step - first.step) / (last.wall_time - first.wall_time)
+
+
+def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path) -> list[float]:
+    """`count` runs started together; their steady rates."""
+    processes = []
+    for seed in range(count):
+        log_root = root / f"{count}-runs" / f"seed{seed}"
+        command = [
+            *base_command(args),
+            *("--step-per-epoch", str(args.updates), "--seed", str(seed), "--logdir", str(log_root)),
+            *extra,
+        ]
+        processes.append((log_root, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    for _, process in processes:
+        _, errors = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"a run of {count} failed (exit {process.returncode}):\n{errors.decode()[-2000:]}")
+    return [steady_rate(log_root) for log_root, _ in processes]
+
+
+def base_command(args: argparse.Namespace) -> list[str]:
+    return [
+        sys.executable,
+        str(EXAMPLE),
+        *("--task", args.task, "--dataset-size", str(args.dataset_size), "--device", args.device),
+        *("--epoch", "1", "--test-num", "1"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, nargs="+", default=[1, 2, 4], help="group sizes, run one after another")
+    parser.add_argument("--updates", type=int, default=60_000, help="updates of each run")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--task", default="HalfCheetah-v4")
+    parser.add_argument("--dataset-size", type=int, default=20_000)
+    args, extra = parser.parse_known_args()
+    extra = [flag for flag in extra if flag != "--"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
+        subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
+        totals: dict[int, float] = {}
+        for count in args.runs:
+            rates = run_group(count, args, extra, root)
+            totals[count] = sum(rates)
+            relative = f"{totals[count] / totals[1]:.2f}× one run" if 1 in totals else ""
+            print(
+                f"{count} run(s): {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
+                f"(median {statistics.median(rates):.1f}); total {totals[count]:.1f} updates/s {relative}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
