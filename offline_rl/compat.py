@@ -95,3 +95,8 @@ def importance_weights(buffer: PrioritizedReplayBuffer, indices: np.ndarray) -> 
     buffer normalises, its default), without assembling the rest of the batch."""
     weight = np.asarray(buffer.get_weight(indices), dtype=np.float64)
     return weight / weight.max() if buffer._weight_norm else weight
+
+
+TRAINER_HOOKS = ("_update_moving_avg_stats_and_log_update_data", "_pbar")
+"""Private members of Tianshou's `Trainer` that `offline_rl.trainer.WindowedOfflineTrainer`
+overrides: the per-update statistics bookkeeping, and the factory of the epoch's progress bar."""

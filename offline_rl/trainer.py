@@ -33,7 +33,9 @@ class _BarWithLazyPostfix(tqdm.tqdm):
 
 
 class WindowedOfflineTrainer(OfflineTrainer):
-    """`OfflineTrainer` for an algorithm with a `statistics` window (`offline_rl.algorithm_base`)."""
+    """`OfflineTrainer` for an algorithm with a `statistics` window (`offline_rl.algorithm_base`).
+
+    Overrides the private hooks listed in `offline_rl.compat.TRAINER_HOOKS` (checked there)."""
 
     def _update_moving_avg_stats_and_log_update_data(self, update_stat: TrainingStats) -> None:
         if self.algorithm.statistics.take_fresh():  # a window closed at this update

@@ -151,3 +151,28 @@ def test_tianshous_jit_functions_are_cached_on_disk_between_processes() -> None:
     ]
     assert len(functions) >= 7
     assert all(type(function._cache).__name__ == "FunctionCache" for function in functions)
+
+
+def test_the_trainer_hooks_offline_rl_overrides_are_the_ones_tianshous_epoch_uses(monkeypatch) -> None:
+    """Renamed hooks would leave `WindowedOfflineTrainer`'s overrides silently unused: the logging
+    hook is checked by `test_update_paths`'s trainer test, the progress bar here."""
+    from test_cql_sac_training import build, narrow_band_buffer, small_config
+    from tianshou.trainer import OfflineTrainer, OfflineTrainerParams
+
+    from offline_rl import trainer
+
+    assert all(hasattr(OfflineTrainer, name) for name in compat.TRAINER_HOOKS)
+    postfix_refreshes: list[bool] = []
+    set_postfix = trainer.tqdm.tqdm.set_postfix
+
+    def recording_set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+        postfix_refreshes.append(refresh)
+        return set_postfix(self, ordered_dict, refresh=refresh, **kwargs)
+
+    monkeypatch.setattr(trainer.tqdm.tqdm, "set_postfix", recording_set_postfix)
+    algo = build(small_config())
+    params = OfflineTrainerParams(
+        buffer=narrow_band_buffer(), test_collector=None, max_epochs=1, epoch_num_steps=3, batch_size=64
+    )
+    algo.run_training(dataclasses.replace(params, show_progress=True))
+    assert postfix_refreshes and not any(postfix_refreshes)  # Tianshou's epoch bar, built by our `_pbar`
