@@ -40,8 +40,8 @@ def use_multi_tensor_kernels(optimizers: Iterable[torch.optim.Optimizer], enable
     tensors of these networks keep a handful of a GPU's multiprocessors busy (72 µs per CQL-SAC update
     on an H100, the largest kernel after the critics' products). Inductor compiles the multi-tensor
     implementation into kernels spread over every element instead. Uncompiled, fused is faster.
-    The choice is not part of the optimiser's state: `state_dict()` carries it, and
-    `CountedOfflineAlgorithm.load_state_dict` puts the built implementation back.
+    The choice belongs to the run, not to the optimiser's state; `state_dict()` carries it anyway,
+    so `CountedOfflineAlgorithm.load_state_dict` puts the built implementation back.
     """
     for optimizer in optimizers:
         for group in optimizer.param_groups:
