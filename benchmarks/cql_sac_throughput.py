@@ -13,6 +13,11 @@ update) and the compiled one (the losses and the optimiser steps fused by torch.
 captured: the examples' default on CUDA) unless `--paths` says otherwise; `compiled-losses`
 compiles the losses only (the optimisers keep torch's fused Adam kernel). `--critic-layers 3` is the examples' default
 network. The last line is `ratio_vs_tianshou: X.XX` (the fastest path).
+
+When `torchrl` is installed (it is not a dependency), TorchRL's `CQLLoss` is a third column, set up
+as its offline CQL reference implementation sets it up (`torchrl_baseline.py` says how and where it
+departs): `--torchrl eager,compiled,cudagraph` picks its modes (default: eager on CPU, all three on
+CUDA; `--torchrl none` leaves it out), and `ratio_vs_torchrl: X.XX` compares the fastest of each.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from baselines import tianshou_cql
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
 from timing import updates_per_second
+from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
@@ -81,6 +87,24 @@ def build_tianshou(device: str) -> CQL:
     return tianshou_cql(obs_space, act_space, alpha=0.2, cql_weight=1.0, num_repeat_actions=N_ACTIONS, device=device)
 
 
+def build_torchrl(device: str, mode: str, hidden_layers: int = 2) -> TorchRLCQL:
+    return TorchRLCQL(
+        OBS_DIM,
+        ACT_DIM,
+        alpha=0.2,
+        cql_weight=1.0,
+        num_random=N_ACTIONS,
+        batch_size=BATCH,
+        device=device,
+        mode=mode,
+        hidden_sizes=(256,) * hidden_layers,
+    )
+
+
+def print_rates(label: str, rates: list[float]) -> None:
+    print(f"{label:32s}{statistics.median(rates):8.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in rates)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -104,8 +128,15 @@ def main() -> None:
         help="comma-separated: eager, captured, compiled, compiled-losses (default: the first three on CUDA)",
     )
     parser.add_argument("--critic-layers", type=int, default=2, help="hidden layers of ours' actor and critics")
+    parser.add_argument(
+        "--torchrl",
+        default=None,
+        help="comma-separated TorchRL modes: eager, compiled, cudagraph, or none (default: eager on CPU, all on CUDA; "
+        "only when torchrl is installed)",
+    )
     args = parser.parse_args()
     paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager")).split(",")
+    torchrl_modes = torchrl_modes_from(args.torchrl, args.device)
     allocator = "glibc defaults" if args.default_allocator else f"tuned={tune_cpu_allocator()}"
     torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision(args.matmul_precision)
@@ -113,26 +144,42 @@ def main() -> None:
     buffer = synthetic_buffer()
     ours = {path: build_ours(args.device, path, args.critic_layers) for path in paths}
     theirs = build_tianshou(args.device)
-    for algorithm in [*ours.values(), theirs]:
+    torchrl_runs = {mode: build_torchrl(args.device, mode, args.critic_layers) for mode in torchrl_modes}
+    for algorithm in [*ours.values(), theirs, *torchrl_runs.values()]:
         algorithm.process_buffer(buffer)
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
+    torchrl_rates: dict[str, list[float]] = {mode: [] for mode in torchrl_modes}
     theirs_rates = []
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, buffer, BATCH, args.updates, args.device))
+        for mode, algorithm in torchrl_runs.items():
+            torchrl_rates[mode].append(
+                updates_per_second(algorithm, buffer, BATCH, args.updates, args.device, algorithm.warmup_updates)
+            )
         for path, algorithm in ours.items():
             ours_rates[path].append(updates_per_second(algorithm, buffer, BATCH, args.updates, args.device))
     theirs_rate = statistics.median(theirs_rates)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(
         f"device: {device_name}, torch {torch.__version__}, float32 matmul precision {args.matmul_precision}, "
-        f"allocator {allocator}"
+        f"allocator {allocator}" + (f", {torchrl_version()}" if torchrl_runs else "")
     )
-    print(f"{'tianshou CQL:':32s}{theirs_rate:8.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})")
+    print_rates("tianshou CQL:", theirs_rates)
+    for mode, rates in torchrl_rates.items():
+        print_rates(f"torchrl CQLLoss, {mode}:", rates)
     for path, rates in ours_rates.items():
-        label = f"offline_rl CQL-SAC, {path}:"
-        print(f"{label:32s}{statistics.median(rates):8.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in rates)})")
+        print_rates(f"offline_rl CQL-SAC, {path}:", rates)
     best = max(statistics.median(rates) for rates in ours_rates.values())
+    if torchrl_rates:
+        print(f"ratio_vs_torchrl: {best / max(statistics.median(rates) for rates in torchrl_rates.values()):.2f}")
     print(f"ratio_vs_tianshou: {best / theirs_rate:.2f}")
+
+
+def torchrl_modes_from(flag: str | None, device: str) -> list[str]:
+    """TorchRL's column runs only where it is installed: it is not a dependency."""
+    if flag == "none" or not torchrl_available():
+        return []
+    return (flag or ("eager,compiled,cudagraph" if device == "cuda" else "eager")).split(",")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Updates per second and memory: offline_rl's discrete CQL against Tianshou 2.0.1's `DiscreteCQL`.
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
-        [--paths eager,captured,compiled]
+        [--paths eager,captured,compiled,host-fed]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -82,12 +82,15 @@ def build_tianshou(device: str) -> TianshouDiscreteCQL:
 
 
 def build_ours(device: str, path: str) -> CQLQRDQN:
-    """`path`: eager, captured (one CUDA graph per update) or compiled (torch.compile, then captured)."""
+    """`path`: eager, captured (one CUDA graph per update), compiled (torch.compile, then captured),
+    or host-fed (captured, with the dataset kept in host memory and each batch copied one update
+    ahead, as when it does not fit in GPU memory)."""
     obs_space, act_space = spaces()
     config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
     algorithm.capture = path != "eager"
     algorithm.compile_update = path == "compiled"
+    algorithm.dataset_on_device = False if path == "host-fed" else None
     algorithm.statistics_interval = 100  # the examples' --log-interval default
     return algorithm
 
@@ -112,7 +115,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--paths", default="eager", help="ours: eager, captured and/or compiled, comma-separated")
+    parser.add_argument(
+        "--paths", default="eager", help="ours: eager, captured, compiled and/or host-fed, comma-separated"
+    )
     args = parser.parse_args()
     paths = args.paths.split(",")
     torch.set_num_threads(args.threads)

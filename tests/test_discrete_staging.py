@@ -129,13 +129,9 @@ def test_a_prioritized_buffer_is_sampled_on_the_host_and_says_so() -> None:
     assert algo.update_path() == "updates: eager (a prioritized buffer (its priorities are sampled on the host))"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
-def test_captured_and_eager_discrete_updates_agree() -> None:
-    """From the same state and random numbers, the replayed graph does what the eager update does,
-    target-network copies included (they happen on the host between replays)."""
+def captured_and_eager() -> tuple[CQLQRDQN, CQLQRDQN]:
+    """A CUDA algorithm set to capture its (uncompiled) update, and an eager copy of the same state."""
     import copy
-
-    from tianshou.algorithm.algorithm_base import policy_within_training_step
 
     space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
     config = DiscreteCQLConfig(num_quantiles=8, hidden_sizes=[16], n_step=N_STEP, target_update_freq=4)
@@ -143,7 +139,13 @@ def test_captured_and_eager_discrete_updates_agree() -> None:
     captured = CQLQRDQN.build(space, gym.spaces.Discrete(3), config, device="cuda")
     eager = copy.deepcopy(captured)
     captured.capture, captured.compile_update, eager.capture = True, False, False
-    buffer = plain_buffer()
+    return captured, eager
+
+
+def assert_ten_updates_agree(captured: CQLQRDQN, eager: CQLQRDQN, buffer: ReplayBuffer) -> None:
+    """With the same random numbers, the replayed graph's losses and final state are the eager ones."""
+    from tianshou.algorithm.algorithm_base import policy_within_training_step
+
     figures = {}
     for name, algo in (("captured", captured), ("eager", eager)):
         torch.manual_seed(3)
@@ -155,3 +157,11 @@ def test_captured_and_eager_discrete_updates_agree() -> None:
         if isinstance(value, torch.Tensor):
             torch.testing.assert_close(value, eager.state_dict()[name], rtol=1e-4, atol=1e-5, msg=name)
     assert int(captured.num_updates) == captured._host_updates == 10
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+def test_captured_and_eager_discrete_updates_agree() -> None:
+    """From the same state and random numbers, the replayed graph does what the eager update does,
+    target-network copies included (they happen on the host between replays)."""
+    captured, eager = captured_and_eager()
+    assert_ten_updates_agree(captured, eager, plain_buffer())

@@ -38,6 +38,7 @@ from offline_rl.algorithm_base import CountedOfflineAlgorithm
 from offline_rl.compat import importance_weights
 from offline_rl.data.staging import is_prioritized
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.discrete_cql.host_feed import HostBatchFeed
 from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 from offline_rl.perf import make_adam
 
@@ -136,6 +137,10 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         # The capture alone measured 1336 updates/s on an H100 (BENCHMARKS.md); torch.compile of the
         # CNN losses is not measured, so it stays off here.
         self.compile_update = False
+        self.dataset_on_device: bool | None = None
+        """Where the staged dataset lives: None (the default) on the device when it fits in GPU memory,
+        otherwise in host memory with batches copied one update ahead (`host_feed`); True or False force it."""
+        self._feed: HostBatchFeed | None = None
         if optim is None:
             self._optim = make_adam(self.model.parameters(), lr=config.lr, eps=config.adam_eps)
         else:
@@ -178,8 +183,10 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         return self.staged(buffer, lambda: self._build_staged(buffer))
 
     def _build_staged(self, buffer: ReplayBuffer) -> StagedTransitions | str:
-        """Every sampleable transition's n-step target and frame rows, on the device (see `staging`),
-        or why that is not possible (the update then samples from the buffer on the host)."""
+        """Every sampleable transition's n-step target and frame rows, on the device (see `staging`)
+        or, when they do not fit there, in host memory (see `host_feed`); or why neither is possible
+        (the update then samples from the buffer on the host)."""
+        self._feed = None  # it holds the previous staging
         if is_prioritized(buffer):
             staged: StagedTransitions | str = "a prioritized buffer (its priorities are sampled on the host)"
         else:
@@ -188,10 +195,23 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
             returns, bootstrap, last = nstep_returns(
                 buffer, indices, cfg.n_step, cfg.gamma, clip_rewards=self.clip_rewards
             )
-            staged = stage_transitions(buffer, returns, bootstrap, indices, last, self.device)
+            staged = stage_transitions(
+                buffer, returns, bootstrap, indices, last, self.device, on_device=self.dataset_on_device
+            )
         if isinstance(staged, str) and self.device.type == "cuda" and self.capture is not False:
             print(f"updates: eager, sampled on the host ({staged})")  # instead of captured
+        elif isinstance(staged, StagedTransitions) and staged.host_reason and self.device.type == "cuda":
+            print(f"dataset: in host memory, each batch copied to the GPU one update ahead ({staged.host_reason})")
         return staged
+
+    def _host_feed(self, staged: StagedTransitions, batch_size: int) -> HostBatchFeed:
+        """The feed of host-resident `staged` for this batch size (made afresh when either changes)."""
+        feed = self._feed
+        if feed is None or feed.host is not staged or feed.batch_size != batch_size:
+            seed = int(torch.randint(2**62, (1,)))  # from torch's seed, so runs repeat
+            self._feed = None  # release the old feed's buffers first
+            feed = self._feed = HostBatchFeed(staged, batch_size, self.device, torch.Generator().manual_seed(seed))
+        return feed
 
     def capture_blocker(self) -> str | None:
         if isinstance(self._staged, str):
@@ -203,7 +223,13 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         (or otherwise unstageable) buffer, drawn on the host with n-step targets built per batch."""
         batch_size = sample_size or len(buffer)
         staged = self._stage(buffer)
-        if isinstance(staged, StagedTransitions):
+        if isinstance(staged, StagedTransitions) and staged.host_reason is not None:
+            feed = self._host_feed(staged, batch_size)
+            feed.advance()
+            # The step reads the feed's fixed `inputs`; holding the feed keeps its id unique while recorded.
+            stats = self.run_step(lambda: self._learn(*feed.inputs), (id(feed), batch_size))
+            feed.prefetch()  # while the device runs this update
+        elif isinstance(staged, StagedTransitions):
             stats = self.run_step(lambda: self._learn(*staged.sample(batch_size)), (id(staged), batch_size))
         else:
             indices = buffer.sample_indices(batch_size)

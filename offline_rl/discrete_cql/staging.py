@@ -5,7 +5,8 @@ memory, work a CUDA graph cannot contain and a copy that waits for the GPU. A tr
 return, bootstrap weight and the frames of its two stacks depend only on the data, so they are
 computed once; a batch is then a handful of gathers on the device, and the whole update can be
 recorded and replayed. Frames are stored once (a frame-stacked buffer's pool, or a plain buffer's
-`obs` and `obs_next` arrays); each transition keeps the row numbers of its stacks' frames.
+`obs` and `obs_next` arrays); each transition keeps the row numbers of its stacks' frames. A
+dataset too big for the GPU stays staged in host memory, and `host_feed` brings its batches over.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class StagedTransitions:
     returns: torch.Tensor  # (N,) float: n-step return
     bootstrap: torch.Tensor  # (N,) float: γ^m·(1 − terminated)
     stacked: bool  # K frames form one observation; else K = 1 and the row is the observation
+    host_reason: str | None = None  # why these tables stay in host memory rather than on the GPU
 
     def __len__(self) -> int:
         return len(self.act)
@@ -107,17 +109,23 @@ def stage_transitions(
     indices: np.ndarray,
     last: np.ndarray,
     device: torch.device,
+    *,
+    on_device: bool | None = None,
 ) -> StagedTransitions | str:
     """The staged transitions at `indices` (their n-step `returns`, `bootstrap` weights and window
-    ends `last` already computed), or why they cannot be staged on `device`."""
+    ends `last` already computed), or why they cannot be staged. They are held on `device` when
+    `on_device` is True, or None and they fit there; otherwise in host memory, with `host_reason`
+    saying why (a `HostBatchFeed` then brings each batch to the device)."""
     reason = unsupported(buffer)
     if reason is not None:
         return reason
     obs_frames, next_frames, obs_rows, next_rows, stacked = frame_tables(buffer, indices, last)
     frame_bytes = obs_frames.nbytes + (0 if next_frames is obs_frames else next_frames.nbytes)
-    reason = device_shortfall(frame_bytes + 40 * len(indices) * obs_rows.shape[1], device)
-    if reason is not None:
-        return reason
+    host_reason = "kept in host memory as asked" if on_device is False else None
+    if on_device is None:
+        host_reason = device_shortfall(frame_bytes + 40 * len(indices) * obs_rows.shape[1], device)
+    if host_reason is not None:
+        device = torch.device("cpu")
     obs_tensor = as_device_tensor(obs_frames, device)
     next_tensor = obs_tensor if next_frames is obs_frames else as_device_tensor(next_frames, device)
     return StagedTransitions(
@@ -129,4 +137,5 @@ def stage_transitions(
         returns=torch.as_tensor(returns, dtype=torch.float32).to(device),
         bootstrap=torch.as_tensor(bootstrap, dtype=torch.float32).to(device),
         stacked=stacked,
+        host_reason=host_reason,
     )
