@@ -32,6 +32,7 @@ from baselines import tianshou_cql
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
 from timing import updates_per_second
+from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
@@ -179,7 +180,11 @@ def torchrl_modes_from(flag: str | None, device: str) -> list[str]:
     """TorchRL's column runs only where it is installed: it is not a dependency."""
     if flag == "none" or not torchrl_available():
         return []
-    return (flag or ("eager,compiled,cudagraph" if device == "cuda" else "eager")).split(",")
+    modes = (flag or ("eager,compiled,cudagraph" if device == "cuda" else "eager")).split(",")
+    unknown = [mode for mode in modes if mode not in TORCHRL_MODES or (mode == "cudagraph" and device != "cuda")]
+    if unknown:
+        raise SystemExit(f"--torchrl {flag}: {', '.join(unknown)} not one of eager, compiled, cudagraph (CUDA only)")
+    return modes
 
 
 if __name__ == "__main__":
