@@ -12,7 +12,7 @@ for its copy, then copies it over on its own stream and marks the incoming buffe
 is launched, `prefetch()` gathers the next batch on the host (the host waits only until the
 previous copy out of the pinned buffer has finished) and starts its copy, which waits until
 `advance()` has read the incoming buffer. On a CPU there is nothing to overlap: the batch is
-gathered straight into `inputs`.
+gathered straight into `inputs` once the update that read them has run.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ class HostBatchFeed:
         template = host.take(torch.zeros(batch_size, dtype=torch.long))
         self.inputs = tuple(torch.empty_like(part, device=device) for part in template)
         self._on_gpu = device.type == "cuda"
-        self._gathered = tuple(torch.empty(part.shape, dtype=part.dtype, pin_memory=self._on_gpu) for part in template)
+        self._gathered = self.inputs  # on a CPU the update has finished before the next gather
         if self._on_gpu:
+            self._gathered = tuple(torch.empty(part.shape, dtype=part.dtype, pin_memory=True) for part in template)
             self._incoming = tuple(torch.empty_like(part) for part in self.inputs)
             self._copy_stream = torch.cuda.Stream(device)
             for part in self._incoming:  # freed only once the copy stream's work on it is done
@@ -50,8 +51,7 @@ class HostBatchFeed:
         """Gather the next batch on the host and, on a GPU, start copying it to the device."""
         if self._on_gpu:
             self._copied.synchronize()  # the pinned buffer is free once its last copy has finished
-        for target, part in zip(self._gathered, self.host.take(self.draw()), strict=True):
-            target.copy_(part)
+        self.host.take(self.draw(), out=self._gathered)
         if self._on_gpu:
             self._copy_stream.wait_event(self._consumed)
             with torch.cuda.stream(self._copy_stream):
@@ -62,9 +62,7 @@ class HostBatchFeed:
     def advance(self) -> tuple[torch.Tensor, ...]:
         """Make the prefetched batch the `inputs` the next update reads; returns them."""
         if not self._on_gpu:
-            for target, part in zip(self.inputs, self._gathered, strict=True):
-                target.copy_(part)
-            return self.inputs
+            return self.inputs  # prefetch() gathered straight into them
         stream = torch.cuda.current_stream(self.device)
         stream.wait_event(self._copied)
         for target, part in zip(self.inputs, self._incoming, strict=True):

@@ -46,12 +46,24 @@ class StagedTransitions:
         rows = torch.randint(len(self), (batch_size,), device=self.act.device)
         return self.take(rows)
 
-    def take(self, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(obs, act, returns, bootstrap, obs_next) of the given transitions."""
-        obs, obs_next = self.obs_frames[self.obs_rows[rows]], self.next_frames[self.next_rows[rows]]
+    def take(self, rows: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, ...]:
+        """(obs, act, returns, bootstrap, obs_next) of the given transitions, gathered into `out`
+        (tensors of those shapes, e.g. pinned buffers) when it is given."""
+        obs_rows, next_rows = self.obs_rows[rows], self.next_rows[rows]
         if not self.stacked:
-            obs, obs_next = obs[:, 0], obs_next[:, 0]
-        return obs, self.act[rows], self.returns[rows], self.bootstrap[rows], obs_next
+            obs_rows, next_rows = obs_rows[:, 0], next_rows[:, 0]
+        sources = (
+            (self.obs_frames, obs_rows),
+            (self.act, rows),
+            (self.returns, rows),
+            (self.bootstrap, rows),
+            (self.next_frames, next_rows),
+        )
+        if out is None:
+            return tuple(table[index] for table, index in sources)
+        for (table, index), target in zip(sources, out, strict=True):
+            torch.index_select(table, 0, index.reshape(-1), out=target.view(-1, *table.shape[1:]))
+        return out
 
 
 def stack_rows(newest: np.ndarray, first: np.ndarray, stack: int) -> np.ndarray:
