@@ -1,6 +1,6 @@
 """Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
 
-    python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto]
+    python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
         [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
@@ -10,15 +10,26 @@ read from its own TensorBoard log: updates between the first logged window after
 and its last window, over the wall time between them, so start-up, compilation and the final
 evaluation are not counted. The table gives each run's rate, the group's total and the total
 relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
+
+Processes on one GPU take turns: the driver gives each CUDA context its own time slices, so the
+kernels of two runs never execute at the same moment, however few of the GPU's multiprocessors
+each one occupies. A run whose captured update keeps the GPU busy therefore leaves the others
+nothing to fill. `--mps` starts a private CUDA Multi-Process Service daemon for the runs (pipe and
+log folders in a temporary directory; stopped at the end), through which their kernels do run at
+once, side by side on the multiprocessors, as the kernels of one process's streams can.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
@@ -59,6 +70,28 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
     return [steady_rate(log_root) for log_root, _ in processes]
 
 
+@contextlib.contextmanager
+def mps_daemon(root: Path) -> Iterator[None]:
+    """A CUDA MPS control daemon of our own for the processes started inside (they inherit its
+    pipe folder through the environment); asked to quit on the way out, whatever happened."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        raise SystemExit("--mps: nvidia-cuda-mps-control is not on PATH (it ships with the NVIDIA driver's tools)")
+    folders = {"CUDA_MPS_PIPE_DIRECTORY": root / "mps-pipe", "CUDA_MPS_LOG_DIRECTORY": root / "mps-log"}
+    for variable, folder in folders.items():
+        folder.mkdir()
+        os.environ[variable] = str(folder)
+    started = subprocess.run([control, "-d"], capture_output=True, text=True)
+    if started.returncode != 0:
+        raise SystemExit(f"--mps: nvidia-cuda-mps-control -d failed: {(started.stderr or started.stdout).strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run([control], input="quit\n", text=True, capture_output=True)
+        for variable in folders:
+            os.environ.pop(variable)
+
+
 def base_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable,
@@ -75,10 +108,14 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--task", default="HalfCheetah-v4")
     parser.add_argument("--dataset-size", type=int, default=20_000)
+    parser.add_argument("--mps", action="store_true", help="run every group through a CUDA MPS daemon of its own")
     args, extra = parser.parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
+        if args.mps:
+            stack.enter_context(mps_daemon(root))
+            print("runs share the GPU through a CUDA MPS daemon", flush=True)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
         subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
         totals: dict[int, float] = {}
