@@ -39,3 +39,71 @@ def test_hasnull_matches_the_full_scan_as_batches_arrive_and_after_reset() -> No
     assert not ours.hasnull()
     ours.add(step_batch(rng, 4))
     assert not ours.hasnull()
+
+
+def frame_step(rng: np.random.Generator, envs: int, step: int, *, ends: np.ndarray) -> Batch:
+    """One collector step of frame-stacked observations; each env's newest frame is unique."""
+    frames = rng.integers(0, 255, size=(envs, 4, 6, 6), dtype=np.uint8)
+    frames[:, -1, 0, 0] = step
+    return Batch(
+        obs=frames,
+        act=rng.integers(0, 6, size=envs),
+        rew=rng.normal(size=envs),
+        terminated=ends & (rng.random(envs) < 0.5),
+        truncated=np.zeros(envs, dtype=bool),
+        obs_next=rng.integers(0, 255, size=(envs, 4, 6, 6), dtype=np.uint8),
+        info=Batch(lives=np.full(envs, 3)),
+    )
+
+
+def chronological(replay: VectorReplayBuffer, env: int) -> np.ndarray:
+    return replay.buffers[env].sample_indices(0) + replay.subbuffer_edges[env]
+
+
+def test_a_saved_replay_is_restored_in_order_and_its_running_episodes_are_cut(tmp_path) -> None:
+    from offline_rl.data.online_replay import restore_replay, save_replay
+
+    rng = np.random.default_rng(1)
+    options = {"ignore_obs_next": True, "save_only_last_obs": True, "stack_num": 4}
+    original = NullCheckedVectorReplayBuffer(4 * 30, 4, **options)
+    for step in range(50):  # the ring wraps: 30 places per env
+        ends = rng.random(4) < 0.15
+        ends[0], ends[1] = ends[0] and step < 49, ends[1] or step == 49  # env 0 is mid-episode at the end
+        batch = frame_step(rng, 4, step, ends=ends)
+        batch.truncated = ends & ~batch.terminated
+        original.add(batch)
+    save_replay(original, tmp_path / "replay.hdf5")
+
+    restored = NullCheckedVectorReplayBuffer(4 * 30, 4, **options)
+    assert restore_replay(restored, tmp_path / "replay.hdf5") is None
+    assert len(restored) == len(original) == 120
+    for env in range(4):
+        theirs, ours = original[chronological(original, env)], restored[chronological(restored, env)]
+        for key in ("obs", "obs_next", "act", "rew", "terminated"):
+            np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(theirs[key]), err_msg=f"{env} {key}")
+        assert bool(theirs.done[-1]) == (env == 1) or env > 1  # env 0 runs on at the end, env 1 has ended
+        cut = np.asarray(theirs.truncated).copy()
+        cut[-1] |= not theirs.done[-1]  # a running episode ends where the file ends: truncated, not bridged
+        np.testing.assert_array_equal(ours.truncated, cut)
+        np.testing.assert_array_equal(ours.done, ours.terminated | ours.truncated)
+
+    # After the resume the envs start afresh: env 0's next transition begins a new episode.
+    newest = restored.add(frame_step(rng, 4, 99, ends=np.zeros(4, dtype=bool)))[0]
+    assert restored.prev(newest[0]) == newest[0]
+    assert (np.asarray(restored[newest[:1]].obs)[0, :, 0, 0] == 99).all()  # its stack repeats its first frame
+
+
+def test_a_replay_of_another_layout_is_not_restored(tmp_path) -> None:
+    from offline_rl.data.online_replay import restore_replay, save_replay
+
+    rng = np.random.default_rng(2)
+    original = NullCheckedVectorReplayBuffer(40, 4)
+    for _ in range(5):
+        original.add(step_batch(rng, 4))
+    save_replay(original, tmp_path / "replay.hdf5")
+    other = NullCheckedVectorReplayBuffer(40, 2)
+    reason = restore_replay(other, tmp_path / "replay.hdf5")
+    assert reason is not None and "'buffer_num': 4" in reason and len(other) == 0
+    same = NullCheckedVectorReplayBuffer(40, 4)
+    assert restore_replay(same, tmp_path / "replay.hdf5") is None and len(same) == 20
+    np.testing.assert_array_equal(same.obs[chronological(same, 3)], original.obs[chronological(original, 3)])

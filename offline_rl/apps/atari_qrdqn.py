@@ -8,6 +8,10 @@ dataset it plays.
   the test envs play whole games with raw rewards.
 - Discrete-action vector tasks (`--task CartPole-v1`) get an MLP quantile head (`--hidden-sizes`)
   and Tianshou's plain buffer; the Atari-only settings (frame stacking, life loss) do not apply.
+- Runs live in folders like the offline examples' (`run_folder`): `policy.pth` at each new best,
+  `checkpoint.pth` after each epoch with the replay beside it (`replay.hdf5`,
+  `--checkpoint-replay`), so `--resume-path checkpoint.pth` goes on at the epoch, env step and ε it
+  reached, with the replay it had; a summary line at the end.
 - `--watch`: play with the policy from `--resume-path` (or, without one, an untrained policy, so
   the pipeline runs end to end on a machine with no pretrained model) at ε = `--eps-test`. With
   `--save-buffer-name`, `--buffer-size` transitions are written as a `FrameStackBuffer` (each frame
@@ -16,6 +20,7 @@ dataset it plays.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,6 +70,11 @@ class AtariQRDQNConfig:
     )
     training_num: int = setting(10, "training envs stepped together", minimum=1)
     save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
+    checkpoint_replay: bool = setting(
+        True,
+        "write the replay beside each epoch's checkpoint.pth (replay.hdf5) so that --resume-path goes on with "
+        "it; a full 1M-transition Atari replay takes ~7 GB on disk (off: a resumed run starts with an empty replay)",
+    )
     run: RunConfig = field(default_factory=lambda: RunConfig(epoch=100, batch_size=32))
 
     def validate(self) -> None:
@@ -208,16 +218,19 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     )
 
 
-def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
-    """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over 1M steps."""
+def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over
+    `eps_decay_steps` env steps, in a run folder like the offline examples' (`run_folder`).
+
+    `checkpoint` is the one `--resume-path` named: the run goes on in its folder at the epoch, env
+    step and ε it reached, with the replay saved beside it (`--checkpoint-replay`)."""
     from tianshou.data import Collector
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
-    from torch.utils.tensorboard import SummaryWriter
 
-    from offline_rl.apps.training import new_log_path, plain, progress_output, vector_envs
-    from offline_rl.checkpoint import save_checkpoint
-    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
+    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.apps.training import vector_envs
+    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer, save_replay
 
     run = config.run
     policy = algorithm.policy
@@ -238,49 +251,84 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         save_only_last_obs=stacked,
         stack_num=config.frames_stack if stacked else 1,
     )
+
+    def save_replay_beside(log_path: Path) -> None:
+        if config.checkpoint_replay:
+            save_replay(replay, log_path / REPLAY_FILE)
+
+    folder = RunFolder.open(
+        algorithm,
+        run,
+        lambda writer: EvaluationReporter(writer=writer),
+        task=config.task,
+        algo_name="qrdqn",
+        saved={"config": asdict(config)},
+        checkpoint=checkpoint,
+        on_checkpoint=save_replay_beside,
+    )
+    if checkpoint is not None:
+        print(resume_replay(replay, folder.log_path / REPLAY_FILE))
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
     test_collector = Collector(
         policy, vector_envs(make_test_env, run.test_num, run.seed + 10_000), exploration_noise=True
     )
-    log_path = new_log_path(run.logdir, config.task, "qrdqn", run.seed)
-    writer = SummaryWriter(str(log_path))
-    reporter = EvaluationReporter(writer=writer)
-    saved = plain({"config": asdict(config)})
+    first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
+    env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
 
     def training_fn(epoch: int, env_step: int) -> None:
+        env_steps[0] = env_step
         fraction = min(env_step / config.eps_decay_steps, 1.0)
         policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
 
-    def save_best(algo: Any) -> None:
-        if not reporter.current_is_initial:  # the untrained policy is never the best
-            save_checkpoint(log_path / "policy.pth", algo, **saved)
-
-    result = algorithm.run_training(
-        OffPolicyTrainerParams(
-            training_collector=train_collector,
-            test_collector=test_collector,
-            max_epochs=run.epoch,
-            epoch_num_steps=config.step_per_epoch,
-            collection_step_num_env_steps=config.step_per_collect,
-            test_step_num_episodes=run.test_num,
-            batch_size=run.batch_size,
-            update_step_num_gradient_steps_per_sample=config.update_per_step,
-            training_fn=training_fn,
-            save_best_fn=save_best,
-            logger=TensorboardLogger(writer),
-            compute_score_fn=reporter,
-            **progress_output(),
+    with folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"):
+        result = algorithm.run_training(
+            OffPolicyTrainerParams(
+                training_collector=train_collector,
+                test_collector=test_collector,
+                epoch_num_steps=config.step_per_epoch,
+                collection_step_num_env_steps=config.step_per_collect,
+                update_step_num_gradient_steps_per_sample=config.update_per_step,
+                training_fn=training_fn,
+                logger=TensorboardLogger(folder.writer, save_interval=1),
+                **folder.trainer_params(),
+            )
         )
+    elapsed = time.time() - folder.started
+    steps = int(result.train_step)  # collected by this invocation
+    summary = {
+        "mode": "train",
+        "task": config.task,
+        "env_steps": steps,
+        "total_env_steps": first_env_step + steps,
+        "seconds": elapsed,
+        "env_steps_per_second": steps / max(elapsed, 1e-9),
+        "evaluation_seconds": folder.evaluation_seconds,
+    }
+    best_policy = folder.log_path / "policy.pth"
+    return folder.finish(
+        summary,
+        f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "
+        f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)",
+        f"collect a dataset with --watch --resume-path {best_policy} --save-buffer-name expert.hdf5",
     )
-    writer.close()
-    print(
-        f"done: {config.task} QR-DQN, best (optimistic) return {result.best_reward:.2f}; "
-        f"policy in {log_path / 'policy.pth'}; "
-        f"collect a dataset with --watch --resume-path {log_path / 'policy.pth'} --save-buffer-name expert.hdf5"
-    )
-    return {"log_path": str(log_path), "best_reward": result.best_reward}
+
+
+REPLAY_FILE = "replay.hdf5"
+"""The replay buffer as it was at the newest checkpoint.pth, beside it in the run folder."""
+
+
+def resume_replay(replay: Any, path: Path) -> str:
+    """Refill `replay` from `path` if it is there and fits; one line saying what happened."""
+    from offline_rl.data.online_replay import restore_replay
+
+    if not path.is_file():
+        return f"replay: the run saved none ({path} is absent); starting with an empty replay"
+    reason = restore_replay(replay, path)
+    if reason is not None:
+        return f"replay: not restored ({reason}); starting with an empty replay"
+    return f"replay: restored {len(replay)} transitions from {path}"
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -298,4 +346,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     session.restore(algorithm, task=config.task)
 
     # 3. Play (and collect a dataset with --save-buffer-name), or train online.
-    return play(config, algorithm) if config.run.watch else train_online(config, algorithm)
+    return play(config, algorithm) if config.run.watch else train_online(config, algorithm, session.checkpoint)

@@ -1,24 +1,15 @@
-"""Running an algorithm the way the examples do: device and seeds, resuming, logs, checkpoints,
-evaluation, summary.
+"""Running an algorithm the way the examples do: device, threads and seeds, the checkpoint to resume
+from, evaluation envs, `--watch`, and Tianshou's offline trainer with the statistics, update-rate
+notices and capture line of this project's algorithms.
 
 Shared by `examples/d4rl_cql.py`, `examples/atari_cql.py` and `examples/atari_qrdqn.py`, so they
-behave alike:
-- logs under `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (TensorBoard, Tianshou's logger, training
-  statistics as means over windows of `log_interval` updates);
-- `policy.pth` at every new best evaluation, `checkpoint.pth` after every epoch and `policy_last.pth`
-  when training ends, all full checkpoints (`offline_rl.checkpoint`), written atomically;
-- the headline score is the last evaluation, as CORL, d3rlpy and the papers report; the best one
-  is printed too, labelled "best (optimistic)": picking the maximum over evaluations uses the
-  evaluation episodes for model selection, so it overstates what the method delivers;
-- resuming from a checkpoint continues at the epoch it recorded (Tianshou's `resume_from_log`);
-- one summary line at the end; Ctrl-C says how to resume.
+behave alike. Where a run writes (its folder, checkpoints, Ctrl-C and closing summary, for the
+offline and the online trainer alike) is `offline_rl.apps.run_folder`.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,10 +22,9 @@ import torch
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
+from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
-from offline_rl.atomic import write_json
-from offline_rl.checkpoint import load_checkpoint, restore_algorithm, save_checkpoint
-from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+from offline_rl.checkpoint import load_checkpoint, restore_algorithm
 
 
 @dataclass
@@ -58,19 +48,6 @@ def start_session(run: RunConfig) -> Session:
     configure_torch(device, run.torch, run.seed)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     return Session(run=run, device=device, checkpoint=checkpoint)
-
-
-def plain(value: Any) -> Any:
-    """Checkpoints load with `weights_only=True`: keep only plain containers and scalars."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
 
 
 SUBPROCESS_ENVS_MIN_CORES = 4
@@ -106,14 +83,6 @@ def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool
         envs = DummyVectorEnv([make for _ in range(num)])
     envs.seed([seed + i for i in range(num)])
     return envs
-
-
-def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
-    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs."""
-    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-    path = Path(logdir) / task.replace("/", "_") / algo_name / str(seed) / stamp
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def watch(
@@ -156,105 +125,56 @@ def train_offline(
     """
     from tianshou.trainer import OfflineTrainerParams
     from tianshou.utils import TensorboardLogger
-    from torch.utils.tensorboard import SummaryWriter
 
-    resume_path = settings.resume_path
-    if resume_path:
-        log_path = Path(resume_path).expanduser().resolve().parent
-    else:
-        log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
-    writer = SummaryWriter(str(log_path))
-    writer.add_text("config", str(saved.get("config")))
+    folder = RunFolder.open(
+        algorithm,
+        settings,
+        reporter_factory,
+        task=task,
+        algo_name=algo_name,
+        saved=saved,
+        checkpoint=checkpoint,
+        on_best=on_best,
+    )
     device = next(algorithm.parameters()).device
     monitor = update_rate_monitor(str(device), torch.get_num_threads())  # log-file lines; slowdown notice
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     print(algorithm.update_path())
-    logger = watch_update_rate(log_every_window(TensorboardLogger(writer, save_interval=1)), monitor)
-    reporter = reporter_factory(writer)
-    reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
-    if checkpoint is not None:
-        reporter.first_index = int(checkpoint.get("epoch", 0))
-        reporter.best = best_evaluation_in(log_path)
-    saved = plain(saved)
-    write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
-
-    def save_best(algo: Any) -> None:
-        if reporter.current_is_initial:  # untrained or already-scored weights are never a new best
-            return
-        save_checkpoint(log_path / "policy.pth", algo, best_evaluation=plain(reporter.best), **saved)
-        if on_best is not None:
-            on_best(algo, log_path)
-
-    def save_last(epoch: int, env_step: int, gradient_step: int) -> str:
-        path = save_checkpoint(
-            log_path / "checkpoint.pth",
-            algorithm,
-            epoch=epoch,
-            gradient_step=gradient_step,
-            env_step=env_step,
-            **saved,
-        )
-        return str(path)
-
-    start = time.time()
+    logger = watch_update_rate(log_every_window(TensorboardLogger(folder.writer, save_interval=1)), monitor)
+    folder.reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     updates_before = int(algorithm.num_updates)
-    try:
+    with folder.training(lambda: f"{int(algorithm.num_updates) - updates_before} updates"):
         result = algorithm.run_training(
             OfflineTrainerParams(
                 buffer=buffer,
                 test_collector=test_collector,
-                max_epochs=settings.epoch,
                 epoch_num_steps=settings.step_per_epoch,
-                test_step_num_episodes=settings.test_num,
-                batch_size=settings.batch_size,
-                save_best_fn=save_best,
-                save_checkpoint_fn=save_last,
-                resume_from_log=resume_path is not None,
                 logger=logger,
-                compute_score_fn=reporter,
-                **progress_output(),
+                **folder.trainer_params(),
             )
         )
-    except KeyboardInterrupt:
-        last = log_path / "checkpoint.pth"
-        hint = f"; continue with --resume-path {last}" if last.exists() else ""
-        print(f"interrupted after {int(algorithm.num_updates) - updates_before} updates{hint}")
-        raise
-    finally:
-        writer.close()
-    save_checkpoint(log_path / "policy_last.pth", algorithm, **saved)
-    elapsed = time.time() - start
-    evaluating = min(reporter.seconds, elapsed)
+    elapsed = time.time() - folder.started
+    evaluating = folder.evaluation_seconds
     updates = int(algorithm.num_updates) - updates_before
-    best = reporter.best
-    last = reporter.history[-1] if reporter.history else None
+    rate, training_rate = updates / max(elapsed, 1e-9), updates / max(elapsed - evaluating, 1e-9)
     summary: dict[str, Any] = {
         "mode": "train",
         "task": task,
         "dataset": dataset_name,
         "updates": updates,
         "seconds": elapsed,
-        "updates_per_second": updates / max(elapsed, 1e-9),
+        "updates_per_second": rate,
         "evaluation_seconds": evaluating,
-        "training_updates_per_second": updates / max(elapsed - evaluating, 1e-9),
-        "last": last,
-        "best_optimistic": best,
+        "training_updates_per_second": training_rate,
         "best_epoch": getattr(result, "best_epoch", None),
-        "log_path": str(log_path),
         "total_updates": int(algorithm.num_updates),
     }
-    write_json(log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
-    best_text = EvaluationReporter.format(best) if best else "n/a"
-    last_text = EvaluationReporter.format(last) if last else "n/a"
-    print(
-        f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s "
-        f"({summary['updates_per_second']:.1f}/s, {device.type}; training {elapsed - evaluating:.0f} s at "
-        f"{summary['training_updates_per_second']:.1f}/s, evaluation {evaluating:.0f} s); last evaluation {last_text} "
-        f"(policy_last.pth); best (optimistic) {best_text} (policy.pth); checkpoints in {log_path}; "
-        f"curves: tensorboard --logdir {settings.logdir}"
+    return folder.finish(
+        summary,
+        f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s ({rate:.1f}/s, {device.type}; "
+        f"training {elapsed - evaluating:.0f} s at {training_rate:.1f}/s, evaluation {evaluating:.0f} s)",
     )
-    return summary
 
 
 def log_every_window(logger: Any) -> Any:
@@ -264,26 +184,6 @@ def log_every_window(logger: Any) -> Any:
     figures one update early, is switched off."""
     logger.update_interval = 1
     return logger
-
-
-def progress_output() -> dict[str, bool]:
-    """Tianshou trainer options for what a user watches: its progress bars only on a terminal (in a
-    log file they are hundreds of lines of escape codes; the evaluation line then marks each
-    epoch), and no second copy of each evaluation (the reporter prints it, with the normalised
-    score)."""
-    return {"show_progress": sys.stderr.isatty(), "verbose": False}
-
-
-def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
-    """The best trained evaluation of the run in `log_path`, as its `policy.pth` records it.
-
-    `policy.pth` is the one record of the best: `checkpoint.pth` is written before each epoch's
-    evaluation, so it cannot know whether that evaluation was the best.
-    """
-    best_file = log_path / "policy.pth"
-    if not best_file.is_file():
-        return None
-    return load_checkpoint(best_file).get("best_evaluation")
 
 
 def evaluate_or_train(

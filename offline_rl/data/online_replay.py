@@ -1,4 +1,5 @@
-"""The replay buffer of online behaviour training (`examples/atari_qrdqn.py`).
+"""The replay buffer of online behaviour training (`examples/atari_qrdqn.py`), and saving it beside
+each checkpoint so that a resumed run continues with the replay it had.
 
 Why a subclass: Tianshou 2.0.1's off-policy trainer asks `buffer.hasnull()` after every collection
 step, and the buffer answers by reading back every stored transition, which for a frame-stacked
@@ -10,10 +11,20 @@ added, gives the same answer at a cost that does not grow with the buffer.
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 from tianshou.data import Batch, VectorReplayBuffer
+
+from offline_rl.atomic import atomic_path
+
+REPLAY_FORMAT = "offline_rl.online_replay/1"
+RESTORE_CHUNK = 4096
+"""Steps per env read from the file at a time while restoring (bounded memory for Atari replays)."""
 
 
 class NullCheckedVectorReplayBuffer(VectorReplayBuffer):
@@ -36,3 +47,69 @@ class NullCheckedVectorReplayBuffer(VectorReplayBuffer):
 
     def hasnull(self) -> bool:
         return self._null_added
+
+
+def replay_layout(replay: VectorReplayBuffer) -> dict[str, Any]:
+    """What a saved replay must match to be restored into `replay`: envs, size per env, stacking."""
+    return {"buffer_num": int(replay.buffer_num), "size": int(replay.buffers[0].maxsize), **replay.options}
+
+
+def _stored_keys(replay: VectorReplayBuffer) -> list[str]:
+    keys = ["obs", "act", "rew", "terminated", "truncated"]
+    return keys if replay.options["ignore_obs_next"] else [*keys, "obs_next"]
+
+
+def save_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> Path:
+    """Write each env's transitions in the order they were added, in their stored form (one frame
+    per step when the replay stacks frames), atomically. `info` is not kept: the learner never
+    reads it."""
+    final = Path(path).expanduser()
+    with atomic_path(final) as tmp, h5py.File(tmp, "w") as file:
+        file.attrs["format"] = REPLAY_FORMAT
+        file.attrs["layout"] = json.dumps(replay_layout(replay))
+        for number, sub_buffer in enumerate(replay.buffers):
+            group = file.create_group(str(number))
+            order = sub_buffer.sample_indices(0)  # oldest first
+            for key in _stored_keys(replay) if len(order) else []:
+                group.create_dataset(key, data=np.asarray(sub_buffer.get(order, key, stack_num=1)))
+    return final
+
+
+def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> str | None:
+    """Refill the empty `replay` from `save_replay`'s file; None on success, else why it was not
+    restored (another layout: other envs, size or stacking than this run's).
+
+    The transitions are added again in their original order, so Tianshou's episode bookkeeping is
+    rebuilt by its own `add`. An episode still running when the file was written is cut there as
+    truncated: the envs start new episodes after a resume, and without the cut the next transition
+    added would continue the old episode, bridging two episodes in n-step returns.
+    """
+    with h5py.File(Path(path).expanduser(), "r") as file:
+        if file.attrs.get("format") != REPLAY_FORMAT:
+            return f"{path} is not a replay saved by offline_rl"
+        saved = json.loads(file.attrs["layout"])
+        if saved != replay_layout(replay):
+            return f"{path} holds a replay of {saved}, this run's is {replay_layout(replay)}"
+        groups = [file[str(number)] for number in range(replay.buffer_num)]
+        lengths = [len(group["act"]) if "act" in group else 0 for group in groups]
+        keys = _stored_keys(replay)
+        stacked = replay.options["save_only_last_obs"]
+        for start in range(0, max(lengths, default=0), RESTORE_CHUNK):
+            ids = [number for number, length in enumerate(lengths) if length > start]
+            chunk = {
+                number: {key: groups[number][key][start : start + RESTORE_CHUNK] for key in keys} for number in ids
+            }
+            for number in ids:
+                if start + RESTORE_CHUNK >= lengths[number]:  # the env's newest transition is in this chunk
+                    last = chunk[number]
+                    if not (last["terminated"][-1] or last["truncated"][-1]):
+                        last["truncated"][-1] = True
+            for step in range(start, min(start + RESTORE_CHUNK, max(lengths))):
+                present = [number for number in ids if lengths[number] > step]
+                rows = {key: np.stack([chunk[number][key][step - start] for number in present]) for key in keys}
+                if stacked:  # `add` keeps the last frame of each stack: hand it stacks of one
+                    rows["obs"] = rows["obs"][:, None]
+                    if "obs_next" in rows:
+                        rows["obs_next"] = rows["obs_next"][:, None]
+                replay.add(Batch(rows), buffer_ids=present)
+    return None

@@ -1,0 +1,196 @@
+"""The folder of one training run: its logs, its checkpoints, Ctrl-C, and its closing summary.
+
+The offline trainer (`training.train_offline`) and the online behaviour trainer
+(`atari_qrdqn.train_online`) both run through it, so that every example's run is laid out, saved,
+resumed and summarised alike:
+- a new run gets `<logdir>/<task>/<algo>/<seed>/<timestamp>/`; a resumed one writes on in the folder
+  of the checkpoint it resumes from, where Tianshou's `resume_from_log` reads the epoch and step
+  counters back from the TensorBoard events;
+- `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
+  whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
+  word) and `policy_last.pth` when training ends, all full checkpoints, written atomically;
+- a resumed run keeps numbering its evaluations and keeps its best (`policy.pth` records it);
+- Ctrl-C says how far the run got and how to continue;
+- one summary line whose headline is the last evaluation, with the best labelled optimistic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.run_config import RunConfig
+from offline_rl.atomic import write_json
+from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+
+
+@dataclass
+class RunFolder:
+    """One run's folder and the trainer hooks that write into it (see the module docstring)."""
+
+    algorithm: Any
+    settings: RunConfig
+    log_path: Path
+    writer: Any  # torch.utils.tensorboard.SummaryWriter
+    reporter: EvaluationReporter
+    saved: dict[str, Any]
+    on_best: Callable[[Any, Path], None] | None = None
+    on_checkpoint: Callable[[Path], None] | None = None
+    started: float = field(default_factory=time.time)
+
+    @classmethod
+    def open(
+        cls,
+        algorithm: Any,
+        settings: RunConfig,
+        reporter_factory: Callable[[Any], EvaluationReporter],
+        *,
+        task: str,
+        algo_name: str,
+        saved: dict[str, Any],
+        checkpoint: dict[str, Any] | None = None,
+        on_best: Callable[[Any, Path], None] | None = None,
+        on_checkpoint: Callable[[Path], None] | None = None,
+    ) -> RunFolder:
+        """The folder of a new run, or of the run `checkpoint` (read from `--resume-path`) came from."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        if settings.resume_path:
+            log_path = Path(settings.resume_path).expanduser().resolve().parent
+        else:
+            log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
+        writer = SummaryWriter(str(log_path))
+        writer.add_text("config", str(saved.get("config")))
+        reporter = reporter_factory(writer)
+        if checkpoint is not None:
+            reporter.first_index = int(checkpoint.get("epoch", 0))
+            reporter.best = best_evaluation_in(log_path)
+        saved = plain(saved)
+        write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
+        return cls(algorithm, settings, log_path, writer, reporter, saved, on_best, on_checkpoint)
+
+    @property
+    def resuming(self) -> bool:
+        return self.settings.resume_path is not None
+
+    def trainer_params(self) -> dict[str, Any]:
+        """The keyword arguments every Tianshou trainer gets from the run's settings and this folder."""
+        return {
+            "max_epochs": self.settings.epoch,
+            "test_step_num_episodes": self.settings.test_num,
+            "batch_size": self.settings.batch_size,
+            "save_best_fn": self.save_best,
+            "save_checkpoint_fn": self.save_last,
+            "resume_from_log": self.resuming,
+            "compute_score_fn": self.reporter,
+            **progress_output(),
+        }
+
+    def save_best(self, algorithm: Any) -> None:
+        if self.reporter.current_is_initial:  # untrained or already-scored weights are never a new best
+            return
+        save_checkpoint(self.log_path / "policy.pth", algorithm, best_evaluation=self.plain_best(), **self.saved)
+        if self.on_best is not None:
+            self.on_best(algorithm, self.log_path)
+
+    def plain_best(self) -> Any:
+        return plain(self.reporter.best)
+
+    def save_last(self, epoch: int, env_step: int, gradient_step: int) -> str:
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.log_path)
+        path = save_checkpoint(
+            self.log_path / "checkpoint.pth",
+            self.algorithm,
+            epoch=epoch,
+            gradient_step=gradient_step,
+            env_step=env_step,
+            **self.saved,
+        )
+        return str(path)
+
+    @contextlib.contextmanager
+    def training(self, progress: Callable[[], str]) -> Iterator[None]:
+        """Around the trainer: on Ctrl-C say how far the run got (`progress()`) and how to go on;
+        close the logs in any case; write `policy_last.pth` when training ends."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            last = self.log_path / "checkpoint.pth"
+            hint = f"; continue with --resume-path {last}" if last.exists() else ""
+            print(f"interrupted after {progress()}{hint}")
+            raise
+        finally:
+            self.writer.close()
+        save_checkpoint(self.log_path / "policy_last.pth", self.algorithm, **self.saved)
+
+    def finish(self, summary: dict[str, Any], headline: str, next_step: str = "") -> dict[str, Any]:
+        """Complete `summary` (the evaluations, the folder), write it, and print `headline` followed
+        by the last and the best evaluation, where the checkpoints and curves are, and `next_step`."""
+        best = self.reporter.best
+        last = self.reporter.history[-1] if self.reporter.history else None
+        summary = {**summary, "last": last, "best_optimistic": best, "log_path": str(self.log_path)}
+        write_json(self.log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
+        best_text = EvaluationReporter.format(best) if best else "n/a"
+        last_text = EvaluationReporter.format(last) if last else "n/a"
+        print(
+            f"{headline}; last evaluation {last_text} (policy_last.pth); best (optimistic) {best_text} "
+            f"(policy.pth); checkpoints in {self.log_path}; curves: tensorboard --logdir {self.settings.logdir}"
+            + (f"; {next_step}" if next_step else "")
+        )
+        return summary
+
+    @property
+    def evaluation_seconds(self) -> float:
+        return min(self.reporter.seconds, time.time() - self.started)
+
+
+def plain(value: Any) -> Any:
+    """Checkpoints load with `weights_only=True`: keep only plain containers and scalars."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
+    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs."""
+    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
+    path = Path(logdir) / task.replace("/", "_") / algo_name / str(seed) / stamp
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def progress_output() -> dict[str, bool]:
+    """Tianshou trainer options for what a user watches: its progress bars only on a terminal (in a
+    log file they are hundreds of lines of escape codes; the evaluation line then marks each
+    epoch), and no second copy of each evaluation (the reporter prints it, with the normalised
+    score)."""
+    return {"show_progress": sys.stderr.isatty(), "verbose": False}
+
+
+def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
+    """The best trained evaluation of the run in `log_path`, as its `policy.pth` records it.
+
+    `policy.pth` is the one record of the best: `checkpoint.pth` is written before each epoch's
+    evaluation, so it cannot know whether that evaluation was the best.
+    """
+    best_file = log_path / "policy.pth"
+    if not best_file.is_file():
+        return None
+    return load_checkpoint(best_file).get("best_evaluation")

@@ -1,0 +1,80 @@
+"""The online behaviour trainer (`examples/atari_qrdqn.py`) runs in a folder like the offline
+examples: checkpoints each epoch with the replay beside them, and `--resume-path` goes on where
+the run stopped (epoch, env steps and so ε, replay, evaluation numbering, best)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import pytest
+import torch
+from tensorboard.backend.event_processing import event_accumulator
+
+from offline_rl.apps import atari_qrdqn
+
+SMALL_RUN = [
+    "--task", "CartPole-v1", "--num-quantiles", "8", "--hidden-sizes", "16", "--step-per-epoch", "200",
+    "--training-num", "2", "--test-num", "2", "--buffer-size", "1000", "--batch-size", "16",
+]  # fmt: skip
+
+
+def logged_env_steps(log_path: Path) -> list[int]:
+    events = event_accumulator.EventAccumulator(str(log_path))
+    events.Reload()
+    return [int(item.step) for item in events.scalars.Items("save/env_step")]
+
+
+def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = atari_qrdqn.main([*SMALL_RUN, "--epoch", "1"])
+    run = Path(first["log_path"]).resolve()
+    assert {p.name for p in run.iterdir()} >= {"checkpoint.pth", "replay.hdf5", "policy_last.pth", "summary.json"}
+    assert first["env_steps"] == first["total_env_steps"] == 200 and first["last"] is not None
+    checkpoint = torch.load(run / "checkpoint.pth", weights_only=True)
+    assert (checkpoint["epoch"], checkpoint["env_step"]) == (1, 200)
+    capsys.readouterr()
+
+    second = atari_qrdqn.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
+    out = capsys.readouterr().out
+    assert Path(second["log_path"]) == run  # the same folder, no new run
+    assert "replay: restored 200 transitions" in out
+    assert "evaluation of the resumed weights (epoch 1)" in out and "evaluation 2 (" in out
+    assert second["env_steps"] == 200 and second["total_env_steps"] == 400
+    assert logged_env_steps(run) == [200, 400]  # Tianshou's counters (and with them ε) carried on
+    assert torch.load(run / "checkpoint.pth", weights_only=True)["epoch"] == 2
+    with h5py.File(run / "replay.hdf5") as saved:  # the trainer kept the restored replay and added to it
+        assert sum(len(saved[env]["act"]) for env in saved) == 400
+    assert second["best_optimistic"]["return_mean"] >= first["best_optimistic"]["return_mean"]
+
+
+def test_without_a_saved_replay_a_resumed_run_says_it_starts_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = atari_qrdqn.main([*SMALL_RUN, "--epoch", "1", "--no-checkpoint-replay"])
+    run = Path(first["log_path"])
+    assert not (run / "replay.hdf5").exists() and (run / "checkpoint.pth").exists()
+    capsys.readouterr()
+    atari_qrdqn.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
+    assert "starting with an empty replay" in capsys.readouterr().out
+
+
+def test_ctrl_c_says_how_far_the_run_got_and_how_to_go_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.run_folder import RunFolder
+
+    algorithm = torch.nn.Linear(2, 1)
+    folder = RunFolder.open(
+        algorithm, RunConfig(logdir=str(tmp_path)), lambda writer: EvaluationReporter(writer=writer),
+        task="CartPole-v1", algo_name="qrdqn", saved={"config": {"task": "CartPole-v1"}},
+    )  # fmt: skip
+    folder.save_last(1, 200, 20)
+    with pytest.raises(KeyboardInterrupt), folder.training(lambda: "123 env steps"):
+        raise KeyboardInterrupt
+    line = capsys.readouterr().out.strip()
+    assert line == f"interrupted after 123 env steps; continue with --resume-path {folder.log_path / 'checkpoint.pth'}"
+    assert not (folder.log_path / "policy_last.pth").exists()  # only a run that ended writes its last policy
