@@ -107,3 +107,18 @@ def test_a_replay_of_another_layout_is_not_restored(tmp_path) -> None:
     same = NullCheckedVectorReplayBuffer(40, 4)
     assert restore_replay(same, tmp_path / "replay.hdf5") is None and len(same) == 20
     np.testing.assert_array_equal(same.obs[chronological(same, 3)], original.obs[chronological(original, 3)])
+
+
+def test_a_damaged_replay_file_leaves_the_replay_empty_and_says_why(tmp_path) -> None:
+    from offline_rl.data.online_replay import restore_replay, save_replay
+
+    rng = np.random.default_rng(3)
+    original = NullCheckedVectorReplayBuffer(4000, 4)
+    for _ in range(500):
+        original.add(step_batch(rng, 4))
+    path = save_replay(original, tmp_path / "replay.hdf5")
+    for damage in (path.read_bytes()[:5000], path.read_bytes()[: path.stat().st_size - 3000]):
+        path.write_bytes(damage)
+        replay = NullCheckedVectorReplayBuffer(4000, 4)
+        reason = restore_replay(replay, path)
+        assert reason is not None and "is unreadable" in reason and len(replay) == 0

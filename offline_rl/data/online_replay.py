@@ -77,14 +77,24 @@ def save_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> Pat
 
 def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> str | None:
     """Refill the empty `replay` from `save_replay`'s file; None on success, else why it was not
-    restored (another layout: other envs, size or stacking than this run's).
+    restored (another layout: other envs, size or stacking than this run's; a damaged file), in
+    which case `replay` is left empty.
 
     The transitions are added again in their original order, so Tianshou's episode bookkeeping is
     rebuilt by its own `add`. An episode still running when the file was written is cut there as
     truncated: the envs start new episodes after a resume, and without the cut the next transition
     added would continue the old episode, bridging two episodes in n-step returns.
     """
-    with h5py.File(Path(path).expanduser(), "r") as file:
+    try:
+        return _refill(replay, Path(path).expanduser())
+    except (OSError, KeyError, ValueError) as error:  # h5py's ways of saying the file is damaged
+        replay.reset()
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"{path} is unreadable ({first_line})"
+
+
+def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:
+    with h5py.File(path, "r") as file:
         if file.attrs.get("format") != REPLAY_FORMAT:
             return f"{path} is not a replay saved by offline_rl"
         saved = json.loads(file.attrs["layout"])
