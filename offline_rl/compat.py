@@ -97,6 +97,18 @@ def importance_weights(buffer: PrioritizedReplayBuffer, indices: np.ndarray) -> 
     return weight / weight.max() if buffer._weight_norm else weight
 
 
+def target_update_counter(algorithm: Any) -> int:
+    """How many updates a Tianshou DQN-family algorithm (`QRDQN`, ...) has made since it was built:
+    it copies its target network whenever this count is a multiple of `target_update_freq`."""
+    return int(algorithm._iter)
+
+
+def set_target_update_counter(algorithm: Any, updates: int) -> None:
+    """Give a rebuilt algorithm the count its checkpoint had, so that a resumed run copies its target
+    network on the original schedule instead of at its first update."""
+    algorithm._iter = int(updates)
+
+
 TRAINER_HOOKS = ("_update_moving_avg_stats_and_log_update_data", "_pbar")
 """Private members of Tianshou's `Trainer` that `offline_rl.trainer.WindowedOfflineTrainer`
 overrides: the per-update statistics bookkeeping, and the factory of the epoch's progress bar."""

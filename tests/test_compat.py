@@ -176,3 +176,34 @@ def test_the_trainer_hooks_offline_rl_overrides_are_the_ones_tianshous_epoch_use
     )
     algo.run_training(dataclasses.replace(params, show_progress=True))
     assert postfix_refreshes and not any(postfix_refreshes)  # Tianshou's epoch bar, built by our `_pbar`
+
+
+def test_the_target_update_counter_times_qrdqns_target_copies() -> None:
+    from tianshou.algorithm import QRDQN
+    from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+
+    from offline_rl.discrete_cql.networks import QuantileMLP
+
+    env = gym.make("CartPole-v1")
+    policy = QRDQNPolicy(model=QuantileMLP(4, 2, 8, [16]), action_space=env.action_space)
+    algorithm = QRDQN(policy=policy, optim=AdamOptimizerFactory(lr=1e-2), num_quantiles=8, target_update_freq=5)
+    buffer = ReplayBuffer(64)
+    for step in range(64):
+        buffer.add(Batch(obs=np.full(4, step / 64), act=step % 2, rew=1.0, terminated=False, truncated=step == 63,
+                         obs_next=np.full(4, (step + 1) / 64)))  # fmt: skip
+
+    def copied_by_one_update(counter: int) -> bool:
+        compat.set_target_update_counter(algorithm, counter)
+        target_before = [p.detach().clone() for p in algorithm.model_old.parameters()]
+        online_before = [p.detach().clone() for p in policy.model.parameters()]
+        with policy_within_training_step(policy):
+            algorithm.update(buffer=buffer, sample_size=16)
+        assert compat.target_update_counter(algorithm) == counter + 1
+        target = list(algorithm.model_old.parameters())
+        if all(torch.equal(a, b) for a, b in zip(target, target_before, strict=True)):
+            return False
+        assert all(torch.equal(a, b) for a, b in zip(target, online_before, strict=True))
+        return True
+
+    assert not copied_by_one_update(3) and copied_by_one_update(5) and not copied_by_one_update(6)

@@ -35,6 +35,7 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     assert first["env_steps"] == first["total_env_steps"] == 200 and first["last"] is not None
     checkpoint = torch.load(run / "checkpoint.pth", weights_only=True)
     assert (checkpoint["epoch"], checkpoint["env_step"]) == (1, 200)
+    assert checkpoint["target_update_counter"] == 20  # one update per 10 env steps
     capsys.readouterr()
 
     second = atari_qrdqn.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
@@ -44,7 +45,8 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     assert "evaluation of the resumed weights (epoch 1)" in out and "evaluation 2 (" in out
     assert second["env_steps"] == 200 and second["total_env_steps"] == 400
     assert logged_env_steps(run) == [200, 400]  # Tianshou's counters (and with them ε) carried on
-    assert torch.load(run / "checkpoint.pth", weights_only=True)["epoch"] == 2
+    resumed = torch.load(run / "checkpoint.pth", weights_only=True)
+    assert resumed["epoch"] == 2 and resumed["target_update_counter"] == 40  # target copies on schedule
     with h5py.File(run / "replay.hdf5") as saved:  # the trainer kept the restored replay and added to it
         assert sum(len(saved[env]["act"]) for env in saved) == 400
     assert second["best_optimistic"]["return_mean"] >= first["best_optimistic"]["return_mean"]

@@ -223,13 +223,15 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     `eps_decay_steps` env steps, in a run folder like the offline examples' (`run_folder`).
 
     `checkpoint` is the one `--resume-path` named: the run goes on in its folder at the epoch, env
-    step and ε it reached, with the replay saved beside it (`--checkpoint-replay`)."""
+    step and ε it reached, with the replay saved beside it (`--checkpoint-replay`) and its target
+    network copied on the original schedule."""
     from tianshou.data import Collector
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
 
     from offline_rl.apps.run_folder import RunFolder
     from offline_rl.apps.training import vector_envs
+    from offline_rl.compat import set_target_update_counter, target_update_counter
     from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer, save_replay
 
     run = config.run
@@ -252,9 +254,10 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
         stack_num=config.frames_stack if stacked else 1,
     )
 
-    def save_replay_beside(log_path: Path) -> None:
+    def keep_with_checkpoint(log_path: Path) -> dict[str, Any]:
         if config.checkpoint_replay:
             save_replay(replay, log_path / REPLAY_FILE)
+        return {TARGET_UPDATE_COUNTER: target_update_counter(algorithm)}
 
     folder = RunFolder.open(
         algorithm,
@@ -264,10 +267,11 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
         algo_name="qrdqn",
         saved={"config": asdict(config)},
         checkpoint=checkpoint,
-        on_checkpoint=save_replay_beside,
+        on_checkpoint=keep_with_checkpoint,
     )
     if checkpoint is not None:
         print(resume_replay(replay, folder.log_path / REPLAY_FILE))
+        set_target_update_counter(algorithm, int(checkpoint.get(TARGET_UPDATE_COUNTER, 0)))
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
@@ -317,6 +321,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
 
 REPLAY_FILE = "replay.hdf5"
 """The replay buffer as it was at the newest checkpoint.pth, beside it in the run folder."""
+TARGET_UPDATE_COUNTER = "target_update_counter"
+"""Checkpoint field: QR-DQN's update count, which times its target-network copies."""
 
 
 def resume_replay(replay: Any, path: Path) -> str:

@@ -45,7 +45,7 @@ class RunFolder:
     reporter: EvaluationReporter
     saved: dict[str, Any]
     on_best: Callable[[Any, Path], None] | None = None
-    on_checkpoint: Callable[[Path], None] | None = None
+    on_checkpoint: Callable[[Path], dict[str, Any]] | None = None
     started: float = field(default_factory=time.time)
 
     @classmethod
@@ -60,7 +60,7 @@ class RunFolder:
         saved: dict[str, Any],
         checkpoint: dict[str, Any] | None = None,
         on_best: Callable[[Any, Path], None] | None = None,
-        on_checkpoint: Callable[[Path], None] | None = None,
+        on_checkpoint: Callable[[Path], dict[str, Any]] | None = None,
     ) -> RunFolder:
         """The folder of a new run, or of the run `checkpoint` (read from `--resume-path`) came from."""
         from torch.utils.tensorboard import SummaryWriter
@@ -107,14 +107,16 @@ class RunFolder:
         return plain(self.reporter.best)
 
     def save_last(self, epoch: int, env_step: int, gradient_step: int) -> str:
-        if self.on_checkpoint is not None:
-            self.on_checkpoint(self.log_path)
+        """`checkpoint.pth` after each epoch; `on_checkpoint(folder)` first writes what else the run
+        keeps and returns the fields to add to the checkpoint."""
+        extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
         path = save_checkpoint(
             self.log_path / "checkpoint.pth",
             self.algorithm,
             epoch=epoch,
             gradient_step=gradient_step,
             env_step=env_step,
+            **extra,
             **self.saved,
         )
         return str(path)
