@@ -207,3 +207,19 @@ def test_the_target_update_counter_times_qrdqns_target_copies() -> None:
         return True
 
     assert not copied_by_one_update(3) and copied_by_one_update(5) and not copied_by_one_update(6)
+
+
+def test_the_behaviour_trainer_switches_the_cache_on_before_tianshou_compiles(monkeypatch) -> None:
+    """`atari_qrdqn.py` builds Tianshou's own QRDQN policy, whose constructor compiles Tianshou's numba
+    functions; without the cache switched on first, every start of the script paid that (~5 s)."""
+    from tianshou.algorithm.algorithm_base import Policy
+
+    from offline_rl.apps import atari_qrdqn
+
+    events: list[str] = []
+    switch_on, tianshou_compile = compat.cache_tianshou_jit, Policy._compile
+    monkeypatch.setattr(compat, "cache_tianshou_jit", lambda: (events.append("cache on"), switch_on())[1])
+    monkeypatch.setattr(Policy, "_compile", staticmethod(lambda: (events.append("compile"), tianshou_compile())[1]))
+    config = atari_qrdqn.config_from_args(["--task", "CartPole-v1", "--num-quantiles", "8"])
+    atari_qrdqn.build_qrdqn(config, gym.make("CartPole-v1"), "cpu")
+    assert events == ["cache on", "compile"]

@@ -97,8 +97,10 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
 
+    from offline_rl.compat import cache_tianshou_jit
     from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
 
+    cache_tianshou_jit()  # before Tianshou's QRDQN compiles its numba functions: ~4 s of every start
     shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
     model: Any
     if len(shape) == 3:
