@@ -99,12 +99,10 @@ class RunFolder:
     def save_best(self, algorithm: Any) -> None:
         if self.reporter.current_is_initial:  # untrained or already-scored weights are never a new best
             return
-        save_checkpoint(self.log_path / "policy.pth", algorithm, best_evaluation=self.plain_best(), **self.saved)
+        best = plain(self.reporter.best)
+        save_checkpoint(self.log_path / "policy.pth", algorithm, best_evaluation=best, **self.saved)
         if self.on_best is not None:
             self.on_best(algorithm, self.log_path)
-
-    def plain_best(self) -> Any:
-        return plain(self.reporter.best)
 
     def save_last(self, epoch: int, env_step: int, gradient_step: int) -> str:
         """`checkpoint.pth` after each epoch; `on_checkpoint(folder)` first writes what else the run
