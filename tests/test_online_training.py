@@ -19,10 +19,14 @@ SMALL_RUN = [
 ]  # fmt: skip
 
 
-def logged_env_steps(log_path: Path) -> list[int]:
+def logged_steps(log_path: Path, tag: str) -> list[int]:
     events = event_accumulator.EventAccumulator(str(log_path))
     events.Reload()
-    return [int(item.step) for item in events.scalars.Items("save/env_step")]
+    return [int(item.step) for item in events.scalars.Items(tag)]
+
+
+def logged_env_steps(log_path: Path) -> list[int]:
+    return logged_steps(log_path, "save/env_step")
 
 
 def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
@@ -45,6 +49,7 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     assert "evaluation of the resumed weights (epoch 1)" in out and "evaluation 2 (" in out
     assert second["env_steps"] == 200 and second["total_env_steps"] == 400
     assert logged_env_steps(run) == [200, 400]  # Tianshou's counters (and with them ε) carried on
+    assert logged_steps(run, "eval/return_mean") == [20, 40]  # evaluations are plotted against updates
     resumed = torch.load(run / "checkpoint.pth", weights_only=True)
     assert resumed["epoch"] == 2 and resumed["target_update_counter"] == 40  # target copies on schedule
     with h5py.File(run / "replay.hdf5") as saved:  # the trainer kept the restored replay and added to it

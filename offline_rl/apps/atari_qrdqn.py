@@ -275,6 +275,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     if checkpoint is not None:
         print(resume_replay(replay, folder.log_path / REPLAY_FILE))
         set_target_update_counter(algorithm, int(checkpoint.get(TARGET_UPDATE_COUNTER, 0)))
+    folder.reporter.updates_done = lambda: target_update_counter(algorithm)  # eval curves against updates
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
