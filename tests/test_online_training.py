@@ -85,3 +85,18 @@ def test_ctrl_c_says_how_far_the_run_got_and_how_to_go_on(tmp_path: Path, capsys
     line = capsys.readouterr().out.strip()
     assert line == f"interrupted after 123 env steps; continue with --resume-path {folder.log_path / 'checkpoint.pth'}"
     assert not (folder.log_path / "policy_last.pth").exists()  # only a run that ended writes its last policy
+
+
+def test_in_a_log_file_the_online_trainer_prints_its_env_step_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a terminal there is no progress bar: lines like the offline trainer's `update N: R
+    updates/s` show that a long epoch is moving (every minute; here at every collection step)."""
+    from offline_rl.apps import update_rate
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(update_rate, "LINE_INTERVAL_S", 0.0)
+    atari_qrdqn.main([*SMALL_RUN, "--epoch", "1"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("env step ")]
+    assert lines and all(line.endswith(" env steps/s") for line in lines)
+    assert int(lines[-1].split()[2].rstrip(":")) == 190  # the count before the epoch's last collection

@@ -41,6 +41,11 @@ def test_training_without_a_terminal_prints_a_line_per_interval() -> None:
     monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=60, clock=clock, write=lines.append)
     train(monitor, clock, 0, rate=100, seconds=150)
     assert lines == ["update 6050: 100.0 updates/s", "update 12050: 100.0 updates/s"]
+    env_steps = UpdateRateMonitor(
+        slowdown_hint="", counted="env step", line_interval_s=60, clock=clock, write=lines.append
+    )
+    train(env_steps, clock, 0, rate=90, seconds=70)
+    assert lines[-1] == "env step 5445: 90.0 env steps/s"
 
 
 def test_a_logger_keeps_logging_and_feeds_the_monitor() -> None:

@@ -228,12 +228,14 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     `checkpoint` is the one `--resume-path` named: the run goes on in its folder at the epoch, env
     step and ε it reached, with the replay saved beside it (`--checkpoint-replay`) and its target
     network copied on the original schedule."""
+    import torch
     from tianshou.data import Collector
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
 
     from offline_rl.apps.run_folder import RunFolder
     from offline_rl.apps.training import vector_envs
+    from offline_rl.apps.update_rate import pause_at_evaluations, update_rate_monitor
     from offline_rl.compat import set_target_update_counter, target_update_counter
     from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer, save_replay
 
@@ -285,8 +287,11 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
     env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
 
+    monitor = update_rate_monitor(str(next(algorithm.parameters()).device), torch.get_num_threads(), "env step")
+
     def training_fn(epoch: int, env_step: int) -> None:
         env_steps[0] = env_step
+        monitor.updated(env_step)  # log-file lines; slowdown notice
         fraction = min(env_step / config.eps_decay_steps, 1.0)
         policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
 
@@ -299,7 +304,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                 collection_step_num_env_steps=config.step_per_collect,
                 update_step_num_gradient_steps_per_sample=config.update_per_step,
                 training_fn=training_fn,
-                logger=TensorboardLogger(folder.writer, save_interval=1),
+                logger=pause_at_evaluations(TensorboardLogger(folder.writer, save_interval=1), monitor),
                 **folder.trainer_params(),
             )
         )
