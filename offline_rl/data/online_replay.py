@@ -102,24 +102,23 @@ def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:
             return f"{path} holds a replay of {saved}, this run's is {replay_layout(replay)}"
         groups = [file[str(number)] for number in range(replay.buffer_num)]
         lengths = [len(group["act"]) if "act" in group else 0 for group in groups]
-        keys = _stored_keys(replay)
-        stacked = replay.options["save_only_last_obs"]
         for start in range(0, max(lengths, default=0), RESTORE_CHUNK):
-            ids = [number for number, length in enumerate(lengths) if length > start]
-            chunk = {
-                number: {key: groups[number][key][start : start + RESTORE_CHUNK] for key in keys} for number in ids
-            }
-            for number in ids:
-                if start + RESTORE_CHUNK >= lengths[number]:  # the env's newest transition is in this chunk
-                    last = chunk[number]
-                    if not (last["terminated"][-1] or last["truncated"][-1]):
-                        last["truncated"][-1] = True
-            for step in range(start, min(start + RESTORE_CHUNK, max(lengths))):
-                present = [number for number in ids if lengths[number] > step]
-                rows = {key: np.stack([chunk[number][key][step - start] for number in present]) for key in keys}
-                if stacked:  # `add` keeps the last frame of each stack: hand it stacks of one
-                    rows["obs"] = rows["obs"][:, None]
-                    if "obs_next" in rows:
-                        rows["obs_next"] = rows["obs_next"][:, None]
+            window = slice(start, start + RESTORE_CHUNK)
+            chunk = {number: _read_steps(group, replay, window) for number, group in enumerate(groups)}
+            for step in range(start, min(window.stop, max(lengths))):
+                present = [number for number, length in enumerate(lengths) if length > step]
+                rows = {key: np.stack([chunk[number][key][step - start] for number in present]) for key in chunk[0]}
+                if replay.options["save_only_last_obs"]:  # `add` keeps the last frame of each stack
+                    rows = {key: value[:, None] if key.startswith("obs") else value for key, value in rows.items()}
                 replay.add(Batch(rows), buffer_ids=present)
     return None
+
+
+def _read_steps(group: h5py.Group, replay: VectorReplayBuffer, window: slice) -> dict[str, np.ndarray]:
+    """One env's stored steps in `window`; if its newest step is among them and its episode was still
+    running, that step is marked truncated (see `restore_replay`)."""
+    steps = {key: group[key][window] if key in group else np.empty(0) for key in _stored_keys(replay)}
+    if "act" in group and window.stop >= len(group["act"]) and len(steps["act"]):
+        newest = len(steps["act"]) - 1
+        steps["truncated"][newest] |= not steps["terminated"][newest]
+    return steps
