@@ -15,7 +15,9 @@ dataset it plays.
 - `--watch`: play with the policy from `--resume-path` (or, without one, an untrained policy, so
   the pipeline runs end to end on a machine with no pretrained model) at ε = `--eps-test`. With
   `--save-buffer-name`, `--buffer-size` transitions are written as a `FrameStackBuffer` (each frame
-  stored once), atomically, with a progress bar; rewards are stored unclipped.
+  stored once), atomically, with a progress bar; rewards are stored unclipped. What was played is
+  kept on disk as it goes (`discrete_collection`), so the same command continues an interrupted
+  collection.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.envs import is_atari_game, make_discrete_env
-from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, require, setting
 
 
@@ -70,6 +71,12 @@ class AtariQRDQNConfig:
     )
     training_num: int = setting(10, "training envs stepped together", minimum=1)
     save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
+    collect_checkpoint_every: int = setting(
+        50_000,
+        "with --save-buffer-name: keep what was collected in <name>.parts/ every N transitions (and on Ctrl-C), "
+        "so the same command run again continues an interrupted collection (0: keep nothing)",
+        minimum=0,
+    )
     checkpoint_replay: bool = setting(
         True,
         "write the replay beside each epoch's checkpoint.pth (replay.hdf5) so that --resume-path goes on with "
@@ -126,79 +133,36 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     ).to(device)
 
 
-def collect_buffer(config: AtariQRDQNConfig, policy: Any, path: Path) -> dict[str, Any]:
-    """Play `buffer_size` steps in `training_num` envs at ε = eps_test; write a FrameStackBuffer
-    (each frame once) for a game, a plain ReplayBuffer for a vector task."""
-    import torch
-    from tianshou.data import Batch
+def collection_plan(config: AtariQRDQNConfig) -> Any:
+    """`--save-buffer-name`'s collection; a continuation must repeat the flags in its settings."""
+    from offline_rl.apps.discrete_collection import CollectionPlan
 
-    from offline_rl.data import save_buffer
-    from offline_rl.data.frame_stack import FrameStackBufferBuilder, merge_frame_stack_buffers
-    from offline_rl.data.transitions import TransitionRecorder, join_recordings
-
-    num_envs = min(config.training_num, config.buffer_size)
-    envs = [make_discrete_env(config.task, config.frames_stack) for _ in range(num_envs)]
-    builders: list[Any]
-    if is_atari_game(config.task):
-        per_env = config.buffer_size // num_envs + 2048
-        builders = [FrameStackBufferBuilder(stack_num=config.frames_stack, max_frames=per_env) for _ in envs]
-    else:
-        builders = [TransitionRecorder() for _ in envs]
-    obs = np.stack([env.reset(seed=config.run.seed + i)[0] for i, env in enumerate(envs)])
-    returns, running = [], np.zeros(num_envs)
-    policy.eval()
-    with progress_bar(total=config.buffer_size, unit="step", desc=f"collect {config.task}") as bar:
-        while bar.n < config.buffer_size:
-            with torch.no_grad():
-                result = policy(Batch(obs=obs, info=Batch()))
-            actions = policy.add_exploration_noise(np.asarray(result.act), Batch(obs=obs))
-            for i, env in enumerate(envs):
-                if bar.n >= config.buffer_size:
-                    break
-                next_obs, reward, terminated, truncated, _ = env.step(int(actions[i]))
-                builders[i].add(obs[i], int(actions[i]), float(reward), terminated, truncated, next_obs)
-                running[i] += reward
-                if terminated or truncated:
-                    returns.append(running[i])
-                    running[i] = 0.0
-                    next_obs, _ = env.reset()
-                obs[i] = next_obs
-                bar.update(1)
-    if is_atari_game(config.task):
-        buffer = merge_frame_stack_buffers([b.build() for b in builders if len(b)])
-    else:
-        buffer = join_recordings(builders, info={"name": path.name, "task": config.task})
-    save_buffer(buffer, path, compression="gzip")
-    for env in envs:
-        env.close()
-    summary = {
-        "transitions": len(buffer),
-        "episodes": len(returns),
-        "return_mean": float(np.mean(returns)) if returns else float("nan"),
-        "bytes_per_transition": held_bytes(buffer) / len(buffer),
-    }
-    print(
-        f"wrote {path}: {summary['transitions']} transitions, {summary['episodes']} finished episodes, "
-        f"mean return {summary['return_mean']:.2f}, {summary['bytes_per_transition']:.0f} bytes/transition in RAM"
-        if returns
-        else f"wrote {path}: {summary['transitions']} transitions (no episode finished), "
-        f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
+    policy = Path(config.run.resume_path).expanduser().resolve() if config.run.resume_path else None
+    return CollectionPlan(
+        task=config.task,
+        frames_stack=config.frames_stack,
+        size=config.buffer_size,
+        num_envs=config.training_num,
+        seed=config.run.seed,
+        output=Path(config.save_buffer_name or "").expanduser(),
+        checkpoint_every=config.collect_checkpoint_every,
+        settings={
+            "--task": config.task,
+            "--resume-path": str(policy) if policy else "(none: an untrained policy)",
+            "--eps-test": config.eps_test,
+            "--buffer-size": config.buffer_size,
+            "--training-num": config.training_num,
+            "--frames-stack": config.frames_stack,
+            "--seed": config.run.seed,
+        },
     )
-    return summary
-
-
-def held_bytes(buffer: Any) -> int:
-    """RAM held by a buffer's transitions (a FrameStackBuffer counts each frame once)."""
-    if hasattr(buffer, "frames"):
-        return int(buffer.nbytes)
-    keys = ("obs", "act", "rew", "terminated", "truncated", "done", "obs_next")
-    return int(sum(np.asarray(getattr(buffer, key)).nbytes for key in keys))
 
 
 def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
     from tianshou.data import Collector
 
+    from offline_rl.apps.discrete_collection import collect_buffer
     from offline_rl.apps.training import vector_envs, watch
 
     policy = algorithm.policy
@@ -206,7 +170,7 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     if config.run.resume_path is None:
         print("no --resume-path: playing with an untrained policy")
     if config.save_buffer_name:
-        return collect_buffer(config, policy, Path(config.save_buffer_name).expanduser())
+        return collect_buffer(collection_plan(config), policy)
     envs = vector_envs(
         lambda: make_discrete_env(config.task, config.frames_stack), config.run.test_num, config.run.seed + 10_000
     )

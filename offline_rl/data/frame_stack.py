@@ -130,14 +130,19 @@ class FrameStackBufferBuilder:
         self._truncated: list[bool] = []
         self._episode_first: int | None = None
 
-    def _push_frame(self, frame: np.ndarray) -> int:
-        if self._num_frames == len(self._frames):
-            grown = np.empty((2 * len(self._frames), *self.frame_shape), dtype=np.uint8)
+    def _push_frames(self, frames: np.ndarray) -> int:
+        """Store `frames` (n, 84, 84) after the others; the number of the last one."""
+        needed = self._num_frames + len(frames)
+        if needed > len(self._frames):
+            grown = np.empty((max(2 * len(self._frames), needed), *self.frame_shape), dtype=np.uint8)
             grown[: self._num_frames] = self._frames[: self._num_frames]
             self._frames = grown
-        self._frames[self._num_frames] = frame
-        self._num_frames += 1
-        return self._num_frames - 1
+        self._frames[self._num_frames : needed] = frames
+        self._num_frames = needed
+        return needed - 1
+
+    def _push_frame(self, frame: np.ndarray) -> int:
+        return self._push_frames(np.asarray(frame)[None])
 
     def add(
         self, obs: np.ndarray, act: Any, rew: float, terminated: bool, truncated: bool, obs_next: np.ndarray
@@ -159,6 +164,48 @@ class FrameStackBufferBuilder:
 
     def __len__(self) -> int:
         return len(self._act)
+
+    # What a collection journal (`offline_rl.data.collection_journal`) keeps on disk and reads back.
+
+    def position(self) -> tuple[int, int]:
+        """Where the builder stands: (transitions, frames) added so far."""
+        return len(self._act), self._num_frames
+
+    def rows_since(self, position: tuple[int, int]) -> dict[str, np.ndarray]:
+        """The transitions and frames added after `position`; their frame numbers count from this
+        builder's first frame, so `extend` on a builder holding exactly the earlier rows restores them."""
+        steps, frames = position
+        return {
+            "frame_start": np.array(frames, dtype=np.int64),
+            "frames": self._frames[frames : self._num_frames],
+            "frame_index": np.array(self._frame_index[steps:], dtype=np.int64),
+            "episode_first_frame": np.array(self._first[steps:], dtype=np.int64),
+            "act": np.array(self._act[steps:], dtype=np.int64),
+            "rew": np.array(self._rew[steps:], dtype=np.float32),
+            "terminated": np.array(self._terminated[steps:], dtype=bool),
+            "truncated": np.array(self._truncated[steps:], dtype=bool),
+        }
+
+    def extend(self, rows: dict[str, np.ndarray]) -> None:
+        """Append what `rows_since` returned (read back from a journal), in the order it was written."""
+        if int(rows["frame_start"]) != self._num_frames:
+            start = int(rows["frame_start"])
+            raise ValueError(f"rows start at frame {start}, but the builder holds {self._num_frames}")
+        self._push_frames(rows["frames"])
+        self._frame_index += rows["frame_index"].tolist()
+        self._first += rows["episode_first_frame"].tolist()
+        self._act += rows["act"].tolist()
+        self._rew += rows["rew"].tolist()
+        self._terminated += rows["terminated"].tolist()
+        self._truncated += rows["truncated"].tolist()
+        running = bool(self._act) and not (self._terminated[-1] or self._truncated[-1])
+        self._episode_first = self._first[-1] if running else None
+
+    def close_running_episode(self) -> None:
+        """End the episode being recorded here, as truncated: its env will not continue it."""
+        if self._act and not (self._terminated[-1] or self._truncated[-1]):
+            self._truncated[-1] = True
+        self._episode_first = None
 
     def build(self) -> FrameStackBuffer:
         """The buffer so far; an episode still running is closed as truncated (the data stops)."""

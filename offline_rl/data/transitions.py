@@ -119,6 +119,24 @@ class TransitionRecorder:
     def __len__(self) -> int:
         return len(self._rows["act"])
 
+    # What a collection journal (`offline_rl.data.collection_journal`) keeps on disk and reads back.
+
+    def position(self) -> tuple[int]:
+        return (len(self),)
+
+    def rows_since(self, position: tuple[int]) -> dict[str, np.ndarray]:
+        (start,) = position
+        return {key: np.asarray(rows[start:]) for key, rows in self._rows.items()}
+
+    def extend(self, rows: dict[str, np.ndarray]) -> None:
+        for key in _RECORDED:
+            self._rows[key] += list(rows[key])
+
+    def close_running_episode(self) -> None:
+        """End the episode being recorded here, as truncated: its env will not continue it."""
+        if len(self) and not (self._rows["terminated"][-1] or self._rows["truncated"][-1]):
+            self._rows["truncated"][-1] = np.array(True)
+
     def arrays(self) -> dict[str, np.ndarray]:
         arrays = {key: np.asarray(rows) for key, rows in self._rows.items()}
         if len(self) and not (arrays["terminated"][-1] or arrays["truncated"][-1]):

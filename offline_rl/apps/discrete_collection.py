@@ -1,0 +1,204 @@
+"""Play a discrete-action policy into an offline dataset (`atari_qrdqn.py --watch --save-buffer-name`).
+
+Each env's transitions go to a recorder of their own, so episodes stay whole, and the recorders are
+joined env after env at the end: a `FrameStackBuffer` (each frame once) for an Atari game, a plain
+`ReplayBuffer` for a vector task. What is collected is kept on disk as it goes
+(`offline_rl.data.collection_journal`): an interrupted collection continues when the same command
+runs again, instead of starting over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_rl.data.collection_journal import CollectionJournal, journal_directory
+from offline_rl.envs import is_atari_game, make_discrete_env
+from offline_rl.progress import progress_bar
+
+
+@dataclass(frozen=True)
+class CollectionPlan:
+    """What to play and where to write it."""
+
+    task: str
+    frames_stack: int
+    size: int
+    num_envs: int
+    seed: int
+    output: Path
+    checkpoint_every: int
+    """Transitions between parts kept on disk; 0 keeps nothing, so an interruption loses the run."""
+    settings: dict[str, Any]
+    """The flags that shape the data, which a continuation must repeat."""
+
+
+def collect_buffer(plan: CollectionPlan, policy: Any) -> dict[str, Any]:
+    """Play `plan.size` steps with `policy` (its ε already set), write the buffer, and return a
+    summary (transitions, finished episodes, their mean return, bytes per transition in RAM)."""
+    from offline_rl.data import save_buffer
+
+    num_envs = min(plan.num_envs, plan.size)
+    recorders = _recorders(plan, num_envs)
+    journal = None
+    if plan.checkpoint_every:
+        journal = CollectionJournal.open(journal_directory(plan.output), plan.settings, recorders)
+    returns = journal.returns if journal else []
+    session = journal.session if journal else 0
+    if journal and session:
+        print(
+            f"continuing the collection kept in {journal.directory}: {journal.transitions} of {plan.size} "
+            f"transitions were collected; each env starts a new episode"
+        )
+        # Fresh ε draws and fresh games: a continuation repeating the first session's would correlate.
+        np.random.seed(np.random.SeedSequence([plan.seed, session]).generate_state(1)[0])
+    envs = [make_discrete_env(plan.task, plan.frames_stack) for _ in range(num_envs)]
+    try:
+        _play(plan, policy, envs, recorders, journal, returns, first_seed=plan.seed + session * num_envs)
+    finally:
+        for env in envs:
+            env.close()
+    buffer = _join(plan, recorders)
+    try:
+        save_buffer(buffer, plan.output, compression="gzip")
+    except KeyboardInterrupt:
+        if journal:
+            print(f"interrupted while writing {plan.output}; the same command writes it from {journal.directory}")
+        raise
+    if journal:
+        journal.remove()
+    summary = {
+        "transitions": len(buffer),
+        "episodes": len(returns),
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+        "bytes_per_transition": held_bytes(buffer) / len(buffer),
+    }
+    finished = (
+        f"{summary['episodes']} finished episodes, mean return {summary['return_mean']:.2f}"
+        if returns
+        else "no episode finished"
+    )
+    print(
+        f"wrote {plan.output}: {summary['transitions']} transitions, {finished}, "
+        f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
+    )
+    return summary
+
+
+def _recorders(plan: CollectionPlan, num_envs: int) -> list[Any]:
+    from offline_rl.data.frame_stack import FrameStackBufferBuilder
+    from offline_rl.data.transitions import TransitionRecorder
+
+    if is_atari_game(plan.task):
+        per_env = plan.size // num_envs + 2048
+        return [FrameStackBufferBuilder(stack_num=plan.frames_stack, max_frames=per_env) for _ in range(num_envs)]
+    return [TransitionRecorder() for _ in range(num_envs)]
+
+
+def _play(
+    plan: CollectionPlan,
+    policy: Any,
+    envs: list[Any],
+    recorders: list[Any],
+    journal: CollectionJournal | None,
+    returns: list[float],
+    first_seed: int,
+) -> None:
+    """Step the envs until the recorders hold `plan.size` transitions, keeping a part every
+    `checkpoint_every`, and one more on Ctrl-C before it stops the command."""
+    import torch
+    from tianshou.data import Batch
+
+    collected = sum(len(recorder) for recorder in recorders)
+    next_part = collected + plan.checkpoint_every
+    obs = np.stack([env.reset(seed=first_seed + i)[0] for i, env in enumerate(envs)])
+    running = np.zeros(len(envs))
+    policy.eval()
+    bar = progress_bar(total=plan.size, initial=collected, unit="step", desc=f"collect {plan.task}")
+    with bar, interrupts_between_steps() as stop_if_interrupted:
+        try:
+            while bar.n < plan.size:
+                with torch.no_grad():
+                    result = policy(Batch(obs=obs, info=Batch()))
+                actions = policy.add_exploration_noise(np.asarray(result.act), Batch(obs=obs))
+                for i, env in enumerate(envs):
+                    stop_if_interrupted()
+                    if bar.n >= plan.size:
+                        break
+                    next_obs, reward, terminated, truncated, _ = env.step(int(actions[i]))
+                    recorders[i].add(obs[i], int(actions[i]), float(reward), terminated, truncated, next_obs)
+                    running[i] += reward
+                    if terminated or truncated:
+                        returns.append(float(running[i]))
+                        running[i] = 0.0
+                        next_obs, _ = env.reset()
+                    obs[i] = next_obs
+                    bar.update(1)
+                if journal and bar.n >= next_part:
+                    journal.keep(recorders, returns)
+                    next_part = bar.n + plan.checkpoint_every
+            if journal:
+                journal.keep(recorders, returns)  # all of it: an interrupted write of the file loses nothing
+        except KeyboardInterrupt:
+            if journal:
+                journal.keep(recorders, returns)
+                print(
+                    f"interrupted after {bar.n} of {plan.size} transitions, kept in {journal.directory}; "
+                    "run the same command again to continue"
+                )
+            raise
+
+
+@contextlib.contextmanager
+def interrupts_between_steps() -> Iterator[Callable[[], None]]:
+    """Make Ctrl-C stop the collection where the returned check is called, between two steps.
+
+    A KeyboardInterrupt raised inside a recorder's `add` would leave its columns of unequal
+    lengths, and the part kept on the way out would hold a transition torn in two. A second Ctrl-C
+    before the check (an env that hangs) interrupts at once. Outside the main thread, or where
+    Ctrl-C is ignored (a background job), nothing changes."""
+    pressed: list[int] = []
+
+    def defer(signum: int, frame: Any) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+
+    def stop_if_interrupted() -> None:
+        if pressed:
+            raise KeyboardInterrupt
+
+    installable = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if installable else None
+    if previous is not signal.default_int_handler:
+        yield stop_if_interrupted
+        return
+    signal.signal(signal.SIGINT, defer)
+    try:
+        yield stop_if_interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _join(plan: CollectionPlan, recorders: list[Any]) -> Any:
+    from offline_rl.data.frame_stack import merge_frame_stack_buffers
+    from offline_rl.data.transitions import join_recordings
+
+    if is_atari_game(plan.task):
+        return merge_frame_stack_buffers([recorder.build() for recorder in recorders if len(recorder)])
+    return join_recordings(recorders, info={"name": plan.output.name, "task": plan.task})
+
+
+def held_bytes(buffer: Any) -> int:
+    """RAM held by a buffer's transitions (a FrameStackBuffer counts each frame once)."""
+    if hasattr(buffer, "frames"):
+        return int(buffer.nbytes)
+    keys = ("obs", "act", "rew", "terminated", "truncated", "done", "obs_next")
+    return int(sum(np.asarray(getattr(buffer, key)).nbytes for key in keys))

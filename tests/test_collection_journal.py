@@ -1,0 +1,247 @@
+"""An interrupted `--watch --save-buffer-name` collection continues from what it kept on disk, and
+the continued dataset never joins two episodes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_rl.data import load_buffer
+from offline_rl.data.collection_journal import CollectionJournal, journal_directory
+from offline_rl.data.frame_stack import FrameStackBufferBuilder
+from offline_rl.data.transitions import TransitionRecorder
+from offline_rl.errors import DatasetError, OfflineRLError
+
+SETTINGS = {"--task": "PongNoFrameskip-v4", "--eps-test": 0.2}
+
+
+class FrameGame:
+    """Stacks of 4 (2×2 frames) whose newest frame counts the steps of the game so far."""
+
+    def __init__(self) -> None:
+        self.step_count = 0
+        self.stack = np.zeros((4, 2, 2), np.uint8)
+
+    def reset(self) -> np.ndarray:
+        self.step_count = 0
+        self.stack = np.full((4, 2, 2), 100, np.uint8)  # a game's first stack repeats its first frame
+        return self.stack.copy()
+
+    def step(self) -> np.ndarray:
+        self.step_count += 1
+        self.stack = np.concatenate([self.stack[1:], np.full((1, 2, 2), 100 + self.step_count, np.uint8)])
+        return self.stack.copy()
+
+
+def play(builder: FrameStackBufferBuilder, game: FrameGame, steps: int, episode_length: int = 7) -> None:
+    obs = game.stack.copy() if game.step_count else game.reset()
+    for _ in range(steps):
+        obs_next = game.step()
+        ended = game.step_count == episode_length
+        builder.add(obs, 1, 1.0, ended, False, obs_next)
+        obs = game.reset() if ended else obs_next
+
+
+def test_frame_stack_rows_restore_exactly_across_parts(tmp_path: Path) -> None:
+    """Parts cut mid-episode read back into the builder the collection had, frames and stacks alike."""
+    builder, game = FrameStackBufferBuilder(frame_shape=(2, 2), max_frames=4), FrameGame()
+    journal = CollectionJournal.open(tmp_path / "x.parts", SETTINGS, [FrameStackBufferBuilder(frame_shape=(2, 2))])
+    play(builder, game, 5)
+    journal.keep([builder], [])
+    play(builder, game, 6)  # one episode ends at step 7, inside this part
+    assert journal.keep([builder], [7.0]) is not None and journal.keep([builder], [7.0]) is None  # nothing new
+
+    restored = FrameStackBufferBuilder(frame_shape=(2, 2), max_frames=2)
+    again = CollectionJournal.open(tmp_path / "x.parts", SETTINGS, [restored])
+    assert len(restored) == 11 and again.returns == [7.0] and again.session == 1 and again.transitions == 11
+    expected, got = builder.build(), restored.build()
+    indices = np.arange(11)
+    np.testing.assert_array_equal(got[indices].obs, expected[indices].obs)
+    np.testing.assert_array_equal(got[indices].obs_next, expected[indices].obs_next)
+    np.testing.assert_array_equal(got.terminated, expected.terminated)
+    # The session that wrote the parts stopped mid-episode: that episode ends there, as truncated.
+    assert got.truncated[-1] and not got.terminated[-1]
+
+
+def test_a_continued_session_starts_new_episodes_and_the_cut_is_kept(tmp_path: Path) -> None:
+    directory = tmp_path / "x.parts"
+    first, game = FrameStackBufferBuilder(frame_shape=(2, 2)), FrameGame()
+    journal = CollectionJournal.open(directory, SETTINGS, [FrameStackBufferBuilder(frame_shape=(2, 2))])
+    play(first, game, 3)
+    journal.keep([first], [])  # session 0 stops after 3 steps of an episode
+
+    second = FrameStackBufferBuilder(frame_shape=(2, 2))
+    journal = CollectionJournal.open(directory, SETTINGS, [second])
+    assert journal.session == 1
+    play(second, FrameGame(), 4)  # a fresh game: its first stack is all 100s again
+    journal.keep([second], [])
+
+    third = FrameStackBufferBuilder(frame_shape=(2, 2))
+    CollectionJournal.open(directory, SETTINGS, [third])
+    buffer = third.build()
+    assert len(buffer) == 7
+    assert buffer.truncated[2] and not buffer.terminated[2]  # the cut between the sessions, made again
+    assert buffer.truncated[6]  # and the cut of the session that wrote the last part
+    # No stack reaches back into the other session's episode: step 3 starts a game of its own.
+    np.testing.assert_array_equal(buffer[np.array([3])].obs[0], np.full((4, 2, 2), 100, np.uint8))
+    np.testing.assert_array_equal(buffer[np.array([2])].obs_next[0, -1], np.full((2, 2), 103, np.uint8))
+
+
+def test_transition_recorder_rows_restore_and_cut(tmp_path: Path) -> None:
+    recorder = TransitionRecorder()
+    for step in range(5):
+        recorder.add(np.full(3, step, np.float32), step % 2, 1.0, False, False, np.full(3, step + 1, np.float32))
+    journal = CollectionJournal.open(tmp_path / "v.parts", SETTINGS, [TransitionRecorder(), TransitionRecorder()])
+    journal.keep([recorder, TransitionRecorder()], [])  # the second env recorded nothing yet
+    restored = [TransitionRecorder(), TransitionRecorder()]
+    CollectionJournal.open(tmp_path / "v.parts", SETTINGS, restored)
+    arrays = restored[0].arrays()
+    np.testing.assert_array_equal(arrays["obs"], recorder.arrays()["obs"])
+    np.testing.assert_array_equal(arrays["act"], [0, 1, 0, 1, 0])
+    assert arrays["truncated"].tolist() == [False] * 4 + [True] and len(restored[1]) == 0
+
+
+def test_other_settings_are_refused_naming_the_flag(tmp_path: Path) -> None:
+    journal = CollectionJournal.open(tmp_path / "x.parts", SETTINGS, [TransitionRecorder()])
+    recorder = TransitionRecorder()
+    recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
+    journal.keep([recorder], [])
+    with pytest.raises(OfflineRLError, match=r"x\.parts: .*--eps-test 0\.2, not --eps-test 0\.1; .*delete"):
+        CollectionJournal.open(tmp_path / "x.parts", {**SETTINGS, "--eps-test": 0.1}, [TransitionRecorder()])
+    with pytest.raises(DatasetError, match="holds 1 envs' rows, expected 2"):
+        CollectionJournal.open(tmp_path / "x.parts", SETTINGS, [TransitionRecorder(), TransitionRecorder()])
+
+
+def test_a_missing_or_damaged_part_is_one_line(tmp_path: Path) -> None:
+    directory = tmp_path / "x.parts"
+    journal = CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    recorder = TransitionRecorder()
+    for _ in range(2):
+        recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
+        journal.keep([recorder], [])
+    (directory / "part-00001.hdf5").write_bytes(b"not hdf5")
+    with pytest.raises(DatasetError, match=r"part-00001\.hdf5: unreadable .*delete .*x\.parts"):
+        CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    (directory / "part-00000.hdf5").unlink()
+    with pytest.raises(DatasetError, match=r"part-00000\.hdf5 is missing"):
+        CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+
+
+def test_a_torn_part_is_refused(tmp_path: Path) -> None:
+    directory = tmp_path / "x.parts"
+    journal = CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    recorder = TransitionRecorder()
+    recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
+    recorder._rows["act"].append(np.array(1))  # an add stopped half-way
+    journal.keep([recorder], [])
+    with pytest.raises(DatasetError, match=r"part-00000\.hdf5: env 0's columns differ in length"):
+        CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+
+
+def test_ctrl_c_waits_for_the_step_boundary_and_a_second_one_does_not() -> None:
+    from offline_rl.apps.discrete_collection import interrupts_between_steps
+
+    with interrupts_between_steps() as stop_if_interrupted:
+        stop_if_interrupted()  # nothing pressed: goes on
+        os.kill(os.getpid(), signal.SIGINT)  # arrives "inside a step": deferred
+        with pytest.raises(KeyboardInterrupt):
+            stop_if_interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # pressed again: at once
+            time.sleep(1)  # the handler runs at the next bytecode; the sleep is not reached in full
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class InterruptAfter:
+    """Wraps the collection's env maker: in the middle of the `limit`-th step of all envs together,
+    the process receives SIGINT, as from Ctrl-C."""
+
+    def __init__(self, make, limit: int) -> None:
+        self.make, self.limit, self.steps = make, limit, 0
+
+    def __call__(self, *args, **kwargs):
+        env = self.make(*args, **kwargs)
+        step = env.step
+
+        def counted_step(action):
+            self.steps += 1
+            if self.steps == self.limit:
+                os.kill(os.getpid(), signal.SIGINT)
+            return step(action)
+
+        env.step = counted_step
+        return env
+
+
+@pytest.mark.parametrize("task", ["CartPole-v1", "PongNoFrameskip-v4"])
+def test_interrupted_collection_continues_when_run_again(
+    task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from offline_rl.apps import atari_qrdqn, discrete_collection
+
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "data.hdf5"
+    command = [
+        "--task", task, "--watch", "--eps-test", "1.0", "--buffer-size", "600", "--training-num", "3",
+        "--num-quantiles", "8", "--collect-checkpoint-every", "150", "--save-buffer-name", str(output),
+    ]  # fmt: skip
+    monkeypatch.setattr(
+        discrete_collection, "make_discrete_env", InterruptAfter(discrete_collection.make_discrete_env, 400)
+    )
+    with pytest.raises(KeyboardInterrupt):
+        atari_qrdqn.main(command)
+    printed = capsys.readouterr().out
+    # The step Ctrl-C arrived in is completed and recorded; the collection stops before the next one.
+    assert "interrupted after 400 of 600 transitions, kept in" in printed and "run the same command again" in printed
+    parts = sorted(path.name for path in journal_directory(output).iterdir())
+    assert parts == ["part-00000.hdf5", "part-00001.hdf5", "part-00002.hdf5"] and not output.exists()
+
+    with pytest.raises(OfflineRLError, match=r"--eps-test 1\.0, not --eps-test 0\.5"):
+        atari_qrdqn.main([*command, "--eps-test", "0.5"])
+
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    summary = atari_qrdqn.main(command)
+    assert "400 of 600 transitions were collected" in capsys.readouterr().out
+    assert summary["transitions"] == 600 and not journal_directory(output).exists()
+    buffer = load_buffer(output)
+    assert len(buffer) == 600
+    # Episodes are whole: within one, each next observation is the following step's observation,
+    # including across the interruption, where each env's episode was closed as truncated.
+    indices = np.arange(599)
+    within = ~buffer.done[indices]
+    np.testing.assert_array_equal(buffer[indices].obs_next[within], buffer[indices + 1].obs[within])
+    assert buffer.truncated.sum() >= 6  # 3 envs cut by the interruption, 3 by the end of the data
+
+
+def test_an_interrupted_write_of_the_file_is_finished_without_playing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import offline_rl.data
+    from offline_rl.apps import atari_qrdqn, discrete_collection
+
+    output = tmp_path / "data.hdf5"
+    command = [
+        "--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "300", "--training-num", "2",
+        "--num-quantiles", "8", "--save-buffer-name", str(output), "--logdir", str(tmp_path / "log"),
+    ]  # fmt: skip
+
+    def interrupted_write(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(offline_rl.data, "save_buffer", interrupted_write)
+    with pytest.raises(KeyboardInterrupt):
+        atari_qrdqn.main(command)
+    assert "interrupted while writing" in capsys.readouterr().out and not output.exists()
+
+    monkeypatch.undo()
+    counter = InterruptAfter(discrete_collection.make_discrete_env, limit=10**9)
+    monkeypatch.setattr(discrete_collection, "make_discrete_env", counter)
+    summary = atari_qrdqn.main(command)
+    assert "300 of 300 transitions were collected" in capsys.readouterr().out
+    assert counter.steps == 0 and summary["transitions"] == 300 and len(load_buffer(output)) == 300
