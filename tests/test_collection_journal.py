@@ -245,3 +245,42 @@ def test_an_interrupted_write_of_the_file_is_finished_without_playing_again(
     summary = atari_qrdqn.main(command)
     assert "300 of 300 transitions were collected" in capsys.readouterr().out
     assert counter.steps == 0 and summary["transitions"] == 300 and len(load_buffer(output)) == 300
+
+
+def test_interrupted_continuous_collection_continues_with_whole_episodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m offline_rl.collect` keeps finished episodes; the same command continues from them."""
+    import h5py
+
+    from offline_rl.apps import dataset_generation
+    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+
+    def config(**changes):
+        base = dict(task="Hopper-v4", output=tmp_path / "hopper.hdf5", size=900, num_envs=2, seed=3, progress=False)
+        return CollectConfig(**{**base, "collect_checkpoint_every": 100, **changes})
+
+    monkeypatch.setattr(dataset_generation, "make_env", InterruptAfter(dataset_generation.make_env, 500))
+    with pytest.raises(KeyboardInterrupt):
+        collect_dataset(config())
+    printed = capsys.readouterr().out
+    assert "interrupted after" in printed and "run the same command again" in printed
+    assert journal_directory(tmp_path / "hopper.hdf5").is_dir() and not (tmp_path / "hopper.hdf5").exists()
+    with pytest.raises(OfflineRLError, match=r"--num-envs 2, not --num-envs 3"):
+        collect_dataset(config(num_envs=3))
+
+    monkeypatch.undo()
+    collect_dataset(config())
+    kept = int(capsys.readouterr().out.split("continuing the collection kept in ")[1].split(": ")[1].split(" of ")[0])
+    assert 0 < kept < 900 and not journal_directory(tmp_path / "hopper.hdf5").exists()
+    with h5py.File(tmp_path / "hopper.hdf5", "r") as file:
+        data = {key: file[key][()] for key in ("observations", "next_observations", "terminals", "timeouts")}
+    ends = data["terminals"] | data["timeouts"]
+    assert len(ends) == 900 and ends[kept - 1]  # the kept episodes end where the new ones start
+    inside = np.flatnonzero(~ends)
+    np.testing.assert_array_equal(data["next_observations"][inside], data["observations"][inside + 1])
+
+    uninterrupted = collect_dataset(config(output=tmp_path / "once.hdf5"))
+    without_parts = collect_dataset(config(output=tmp_path / "plain.hdf5", collect_checkpoint_every=0))
+    with h5py.File(uninterrupted, "r") as one, h5py.File(without_parts, "r") as other:
+        np.testing.assert_array_equal(one["observations"][()], other["observations"][()])  # parts change nothing

@@ -11,7 +11,9 @@ episode is buffered until it ends, then appended. When the requested size is rea
 still running are appended as well, their last step flagged as a time-out (the data stops there;
 `next_observations` is still exact), and the file is cut to exactly `size` steps the same way.
 A run is reproducible: the envs are seeded `seed, seed + 1, ...` and all action randomness comes
-from one generator seeded with `seed`.
+from one generator seeded with `seed`. The finished episodes are kept on disk as the run goes
+(`offline_rl.data.collection_journal`), so an interrupted run continues, with new seeds and new
+episodes, when the same command runs again.
 
 Rollout, episode bookkeeping and the two writers (D4RL HDF5, Minari) stay in one module because
 they share the episode buffers' layout; apart, each would need to know the other's internals.
@@ -23,7 +25,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import h5py
@@ -31,6 +33,7 @@ import numpy as np
 
 from offline_rl import __version__
 from offline_rl.atomic import atomic_path
+from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.envs import make_env
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.policy_file import load_policy
@@ -63,6 +66,12 @@ class CollectConfig:
     progress: bool = setting(True, "show a progress bar")
     output_format: str = setting(
         "d4rl", "d4rl: one HDF5 file; minari: a Minari dataset directory", flag="--format", choices=OUTPUT_FORMATS
+    )
+    collect_checkpoint_every: int = setting(
+        50_000,
+        "keep the finished episodes in <output>.parts/ every N transitions (and on Ctrl-C), so the same command "
+        "run again continues an interrupted collection (0: keep nothing)",
+        minimum=0,
     )
 
     def validate(self) -> None:
@@ -134,6 +143,30 @@ class _DatasetWriter:
     def full(self) -> bool:
         return self.cursor >= self.size
 
+    # What a collection journal (`offline_rl.data.collection_journal`) keeps: the finished episodes.
+    # An episode still running when a session stops is not kept; the next session plays new ones.
+
+    def __len__(self) -> int:
+        return self.cursor
+
+    def position(self) -> tuple[int]:
+        return (self.cursor,)
+
+    def rows_since(self, position: tuple[int]) -> dict[str, np.ndarray]:
+        (start,) = position
+        return {key: column[start : self.cursor] for key, column in self.columns.columns.items()}
+
+    def extend(self, rows: dict[str, np.ndarray]) -> None:
+        end = self.cursor + len(rows["rewards"])
+        if end > self.size:
+            raise ValueError(f"{end} steps kept, more than the {self.size} to collect")
+        for key, column in self.columns.columns.items():
+            column[self.cursor : end] = rows[key]
+        self.cursor = end
+
+    def close_running_episode(self) -> None:
+        """Nothing to close: only finished episodes are written here."""
+
     def append(self, episode: _EpisodeBuffer, *, data_ends_here: bool) -> None:
         """Copy an episode in; if it is cut (no room left, or still running), flag a time-out."""
         take = min(episode.length, self.size - self.cursor)
@@ -193,52 +226,105 @@ def collect_dataset(config: CollectConfig) -> Path:
         space = envs.single_action_space
         if not isinstance(space, gym.spaces.Box):
             raise OfflineRLError(f"--task {config.task}: collection needs a continuous (Box) action space")
-        rng = np.random.default_rng(config.seed)
-        act = _behaviour(config, space, rng)
         obs_shape = tuple(envs.single_observation_space.shape or ())
-        writer = _rollout(envs, act, config, obs_shape, tuple(space.shape))
+        writer = _DatasetWriter(config.size, obs_shape, tuple(space.shape))
+        journal = _open_journal(config, output, writer)
+        session = journal.session if journal else 0
+        # A continued collection draws new actions and plays new games: repeating the first
+        # session's would correlate the two halves of the data.
+        rng = np.random.default_rng(config.seed if session == 0 else [config.seed, session])
+        act = _behaviour(config, space, rng)
+        _rollout(envs, act, config, writer, journal, first_seed=config.seed + session * config.num_envs)
         if config.output_format == "minari":
             write_minari_directory(output, writer, config, envs.single_observation_space, space)
         else:
             _write_file(output, writer, config)
+        if journal:
+            journal.remove()
     finally:
         envs.close()
     return output
 
 
-def _rollout(envs, act, config: CollectConfig, obs_shape, act_shape) -> _DatasetWriter:
-    writer = _DatasetWriter(config.size, obs_shape, act_shape)
-    running = [_EpisodeBuffer(obs_shape, act_shape) for _ in range(config.num_envs)]
-    obs, _ = envs.reset(seed=config.seed)
+def _open_journal(config: CollectConfig, output: Path, writer: _DatasetWriter) -> CollectionJournal | None:
+    """The journal that keeps this collection's finished episodes, refilling `writer` with what an
+    interrupted run of the same command kept; `None` with --collect-checkpoint-every 0."""
+    if not config.collect_checkpoint_every:
+        return None
+    policy = RANDOM_POLICY if config.policy == RANDOM_POLICY else str(Path(config.policy).expanduser().resolve())
+    settings = {
+        "--task": config.task,
+        "--policy": policy,
+        "--noise-std": config.noise_std,
+        "--size": config.size,
+        "--num-envs": config.num_envs,
+        "--seed": config.seed,
+        "--format": config.output_format,
+    }
+    journal = CollectionJournal.open(journal_directory(output), settings, [writer])
+    if journal.session:
+        print(
+            f"continuing the collection kept in {journal.directory}: {writer.cursor} of {config.size} steps "
+            "(whole episodes) were collected; the envs start new episodes"
+        )
+    return journal
+
+
+def _rollout(
+    envs: gym.vector.SyncVectorEnv,
+    act: Any,
+    config: CollectConfig,
+    writer: _DatasetWriter,
+    journal: CollectionJournal | None,
+    first_seed: int,
+) -> None:
+    """Step the envs until `writer` holds `config.size` steps; every `collect_checkpoint_every`
+    steps, and on Ctrl-C, the finished episodes go to `journal`."""
+    running = [_EpisodeBuffer(writer.columns.obs_shape, writer.columns.act_shape) for _ in range(config.num_envs)]
+    obs, _ = envs.reset(seed=first_seed)
+    steps = writer.cursor
+    next_part = steps + config.collect_checkpoint_every
     with progress_bar(
-        total=config.size, unit="step", desc=f"collect {config.task}", disable=not config.progress
+        total=config.size, initial=steps, unit="step", desc=f"collect {config.task}", disable=not config.progress
     ) as bar:
-        steps = 0
-        while steps < config.size:
-            actions = act(obs)
-            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            finished = terminations | truncations
-            for i in range(config.num_envs):
-                true_next = infos["final_obs"][i] if finished[i] else next_obs[i]
-                running[i].add(
-                    obs[i],
-                    actions[i],
-                    float(rewards[i]),
-                    bool(terminations[i]),
-                    bool(truncations[i]) and not bool(terminations[i]),
-                    true_next,
+        try:
+            while steps < config.size:
+                actions = act(obs)
+                next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+                finished = terminations | truncations
+                for i in range(config.num_envs):
+                    true_next = infos["final_obs"][i] if finished[i] else next_obs[i]
+                    running[i].add(
+                        obs[i],
+                        actions[i],
+                        float(rewards[i]),
+                        bool(terminations[i]),
+                        bool(truncations[i]) and not bool(terminations[i]),
+                        true_next,
+                    )
+                    if finished[i]:
+                        writer.append(running[i], data_ends_here=False)
+                        running[i].clear()
+                obs = next_obs
+                steps += config.num_envs
+                bar.update(min(config.num_envs, config.size - bar.n))
+                if journal and writer.cursor >= next_part:
+                    journal.keep([writer], [])
+                    next_part = writer.cursor + config.collect_checkpoint_every
+        except KeyboardInterrupt:
+            if journal:
+                journal.keep([writer], [])
+                print(
+                    f"interrupted after {steps} of {config.size} steps ({writer.cursor} in finished episodes, kept "
+                    f"in {journal.directory}); run the same command again to continue"
                 )
-                if finished[i]:
-                    writer.append(running[i], data_ends_here=False)
-                    running[i].clear()
-            obs = next_obs
-            steps += config.num_envs
-            bar.update(min(config.num_envs, config.size - bar.n))
+            raise
     for episode in running:
         if writer.full:
             break
         writer.append(episode, data_ends_here=True)
-    return writer
+    if journal:
+        journal.keep([writer], [])  # all of it: an interrupted write of the file loses nothing
 
 
 def _write_file(output: Path, writer: _DatasetWriter, config: CollectConfig) -> None:
