@@ -261,7 +261,9 @@ def _open_journal(config: CollectConfig, output: Path, writer: _DatasetWriter) -
         "--seed": config.seed,
         "--format": config.output_format,
     }
-    journal = CollectionJournal.open(journal_directory(output), settings, [writer])
+    journal = CollectionJournal.open(
+        journal_directory(output), settings, [writer], every=config.collect_checkpoint_every
+    )
     if journal.session:
         print(
             f"continuing the collection kept in {journal.directory}: {writer.cursor} of {config.size} steps "
@@ -283,7 +285,6 @@ def _rollout(
     running = [_EpisodeBuffer(writer.columns.obs_shape, writer.columns.act_shape) for _ in range(config.num_envs)]
     obs, _ = envs.reset(seed=first_seed)
     steps = writer.cursor
-    next_part = steps + config.collect_checkpoint_every
     with progress_bar(
         total=config.size, initial=steps, unit="step", desc=f"collect {config.task}", disable=not config.progress
     ) as bar:
@@ -308,9 +309,8 @@ def _rollout(
                 obs = next_obs
                 steps += config.num_envs
                 bar.update(min(config.num_envs, config.size - bar.n))
-                if journal and writer.cursor >= next_part:
-                    journal.keep([writer], [])
-                    next_part = writer.cursor + config.collect_checkpoint_every
+                if journal:
+                    journal.keep_if_due([writer], [])
         except KeyboardInterrupt:
             if journal:
                 journal.keep([writer], [])

@@ -49,7 +49,9 @@ def collect_buffer(plan: CollectionPlan, policy: Any) -> dict[str, Any]:
     recorders = _recorders(plan, num_envs)
     journal = None
     if plan.checkpoint_every:
-        journal = CollectionJournal.open(journal_directory(plan.output), plan.settings, recorders)
+        journal = CollectionJournal.open(
+            journal_directory(plan.output), plan.settings, recorders, every=plan.checkpoint_every
+        )
     returns = journal.returns if journal else []
     session = journal.session if journal else 0
     if journal and session:
@@ -117,7 +119,6 @@ def _play(
     from tianshou.data import Batch
 
     collected = sum(len(recorder) for recorder in recorders)
-    next_part = collected + plan.checkpoint_every
     obs = np.stack([env.reset(seed=first_seed + i)[0] for i, env in enumerate(envs)])
     running = np.zeros(len(envs))
     policy.eval()
@@ -141,9 +142,8 @@ def _play(
                         next_obs, _ = env.reset()
                     obs[i] = next_obs
                     bar.update(1)
-                if journal and bar.n >= next_part:
-                    journal.keep(recorders, returns)
-                    next_part = bar.n + plan.checkpoint_every
+                if journal:
+                    journal.keep_if_due(recorders, returns)
             if journal:
                 journal.keep(recorders, returns)  # all of it: an interrupted write of the file loses nothing
         except KeyboardInterrupt:

@@ -67,16 +67,20 @@ class CollectionJournal:
     """0 for a fresh collection, then one more for each command that continued it."""
     returns: list[float] = field(default_factory=list)
     """Returns of the episodes that finished, in every session so far."""
+    every: int = 50_000
+    """Transitions gained between two parts kept by `keep_if_due`."""
     _next_part: int = field(default=0, init=False)
     _positions: list[tuple[int, ...]] = field(default_factory=list, init=False)
     _returns_kept: int = field(default=0, init=False)
 
     @classmethod
-    def open(cls, directory: Path, settings: dict[str, Any], recorders: Sequence[Recorder]) -> CollectionJournal:
+    def open(
+        cls, directory: Path, settings: dict[str, Any], recorders: Sequence[Recorder], every: int = 50_000
+    ) -> CollectionJournal:
         """Fill the empty `recorders` from the parts in `directory` (if any), closing each session's
         running episodes, and return the journal that keeps the rest of the collection."""
         settings = json.loads(json.dumps(settings, default=str))  # as they read back from a part
-        journal = cls(directory, settings)
+        journal = cls(directory, settings, every=every)
         parts = sorted(
             (int(match.group(1)), path)
             for path in (directory.iterdir() if directory.is_dir() else ())
@@ -142,6 +146,11 @@ class CollectionJournal:
     def transitions(self) -> int:
         """Transitions kept so far, in every session."""
         return sum(position[0] for position in self._positions)
+
+    def keep_if_due(self, recorders: Sequence[Recorder], returns: Sequence[float]) -> None:
+        """`keep` once the recorders have gained `every` transitions since the last part."""
+        if sum(recorder.position()[0] for recorder in recorders) - self.transitions >= self.every:
+            self.keep(recorders, returns)
 
     def keep(self, recorders: Sequence[Recorder], returns: Sequence[float]) -> Path | None:
         """Write what `recorders` and `returns` gained since the last part as the next part; `None`
