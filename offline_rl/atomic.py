@@ -4,39 +4,122 @@ A crash, a full disk or Ctrl-C must never leave a half-written dataset or buffer
 would trust it: everything is written to a hidden temporary file in the destination directory
 (same file system, so the final rename is atomic) and renamed on success. The file then gets the
 permissions any tool's output gets (0666 minus the umask), not the 0600 of a private temporary file.
+
+Programs also check their outputs before the long work that produces them (`check_output`): an
+hour of collection or training must not end in "read-only file system". A disk that fills up while
+a file is written still ends the write, and says so in one line naming the file (`atomic_path`);
+HDF5 files are written through `atomic_hdf5` so that HDF5 reports a full disk rather than crashing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import h5py
+
+from offline_rl.errors import OfflineRLError
+
+FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Errors of a write that the machine, not the program, caused: the disk, the user's quota or the
+file size limit (`ulimit -f`) is full."""
 
 
 @contextlib.contextmanager
 def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path to write to; rename it to `final_path` if the block succeeds.
 
-    The temporary file is removed on any exception, KeyboardInterrupt included.
+    The temporary file is removed on any exception, KeyboardInterrupt included. A folder that cannot
+    be written, or a disk that fills up, is an `OfflineRLError` naming `final_path`.
     """
     final = Path(final_path).expanduser()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _writable_temporary(final, prefix=f".{final.name}.", suffix=".part")
     try:
         yield tmp
         if tmp.exists():
             tmp.chmod(0o666 & ~_current_umask())
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        code = _full_disk_errno(error)
+        if code is not None:
+            raise OfflineRLError(f"{final}: not written, {os.strerror(code)} (nothing partial was left)") from None
         raise
+
+
+@contextlib.contextmanager
+def atomic_hdf5(final_path: str | os.PathLike[str]) -> Iterator[h5py.File]:
+    """An HDF5 file open for writing that appears at `final_path` only when complete (`atomic_path`).
+
+    Its chunk cache is off. With it, chunks wait in memory and reach the disk when the file closes;
+    a disk that fills up then fails inside the close, where h5py crashes the process (h5py issue
+    #914, reproduced here with h5py 3 under a file size limit) and the temporary file stays behind.
+    Without it, each chunk is written when it is complete and a full disk is an error raised there.
+    The writers here hand HDF5 whole arrays or whole chunks, which a cache would not speed up.
+    """
+    with atomic_path(final_path) as tmp, h5py.File(tmp, "w", rdcc_nbytes=0) as file:
+        yield file
+
+
+def _full_disk_errno(error: BaseException) -> int | None:
+    """The errno of a write refused for lack of space, if that is what `error` is: an OSError's own,
+    or the one HDF5 writes into its message ("errno = 28", sometimes inside a RuntimeError)."""
+    code = error.errno if isinstance(error, OSError) else None
+    if code is None and isinstance(error, OSError | RuntimeError):
+        found = re.search(r"errno = (\d+)", str(error))
+        code = int(found.group(1)) if found else None
+    return code if code in FULL_DISK_ERRNOS else None
+
+
+def check_output(
+    path: str | os.PathLike[str], *, flag: str, overwrite: bool | None = None, directory: bool = False
+) -> Path:
+    """Refuse, before the work that produces it, an output that could not be written at the end.
+
+    `flag` names where the path came from in the message (`--output`, or a sentence). `overwrite`
+    False refuses an existing output; None (outputs that are skipped or reused when present) does not.
+    `directory` says whether the output is a folder (run logs, a Minari dataset) or a file. The
+    folder it goes in is created and a probe file written there and removed: the one test that
+    answers for permissions, read-only mounts and access lists alike.
+    """
+    path = Path(path).expanduser()
+    where = f"{flag} {path}"
+    if path.exists():
+        if directory and not path.is_dir():
+            raise OfflineRLError(f"{where}: is a file; expected a folder")
+        if not directory and path.is_dir():
+            raise OfflineRLError(f"{where}: is a folder; expected a file name")
+        if overwrite is False:
+            raise OfflineRLError(f"{where}: already exists (pass --overwrite to replace it)")
+    folder = path if directory else path.parent
+    _writable_temporary(folder / "probe", prefix=".write-check.", suffix="", where=where).unlink()
+    return path
+
+
+def _writable_temporary(final: Path, *, prefix: str, suffix: str, where: str | None = None) -> Path:
+    """An empty temporary file beside `final`, its folder created first; a folder that cannot be
+    made or written is one line naming `where` (default: `final`) and the reason."""
+    where = where or str(final)
+    folder = final.parent
+    blocking = next((parent for parent in (folder, *folder.parents) if parent.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise OfflineRLError(f"{where}: {blocking} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise OfflineRLError(f"{where}: cannot write in {folder} ({reason})") from None
+    os.close(fd)
+    return Path(name)
 
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:

@@ -40,6 +40,14 @@ def cache_tianshou_jit() -> None:
 cache_tianshou_jit()
 
 
+def write_buffer_hdf5(buffer: ReplayBuffer, file: Any, compression: str | None = None) -> None:
+    """What Tianshou's `ReplayBuffer.save_hdf5` writes, into a file the caller opened: its body,
+    so that `offline_rl.atomic.atomic_hdf5` chooses how the file is opened."""
+    from tianshou.data.utils.converter import to_hdf5
+
+    to_hdf5(buffer.__dict__, file, compression=compression)
+
+
 def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:
     """Put `buffer` in the state Tianshou's own buffer reaches after exactly `size` adds: full,
     insertion index wrapped to 0, last index on the final transition."""

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import _full_disk_errno, atomic_path, check_output
+from offline_rl.errors import OfflineRLError
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -27,3 +32,98 @@ def test_an_interrupted_write_leaves_nothing(tmp_path: Path) -> None:
         tmp.write_bytes(b"half")
         raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
+
+
+# --- outputs checked before the work that produces them ---------------------------------------------
+
+
+def test_check_output_names_the_flag_and_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "a_folder").mkdir()
+    cases = {
+        "is a folder; expected a file name": dict(path=tmp_path / "a_folder"),
+        "is a file; expected a folder": dict(path=tmp_path / "a_file", directory=True),
+        "already exists (pass --overwrite": dict(path=tmp_path / "a_file", overwrite=False),
+        f"{tmp_path / 'a_file'} is a file, not a folder": dict(path=tmp_path / "a_file" / "deeper" / "out.hdf5"),
+    }
+    for expected, arguments in cases.items():
+        with pytest.raises(OfflineRLError) as caught:
+            check_output(flag="--output", **arguments)  # type: ignore[arg-type]
+        assert str(caught.value).startswith(f"--output {arguments['path']}: ") and expected in str(caught.value)
+
+
+def test_check_output_makes_the_folder_and_leaves_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "kept.hdf5").write_text("x")
+    assert check_output(tmp_path / "kept.hdf5", flag="--output") == tmp_path / "kept.hdf5"  # reused, not refused
+    assert check_output(tmp_path / "kept.hdf5", flag="--output", overwrite=True) == tmp_path / "kept.hdf5"
+    check_output(tmp_path / "new" / "deeper" / "out.hdf5", flag="--output", overwrite=False)
+    check_output(tmp_path / "logs", flag="--logdir", directory=True)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "kept.hdf5",
+        "logs",
+        "new",
+        "new/deeper",
+    ]
+
+
+def test_a_folder_that_cannot_be_written_is_one_line_with_the_reason(tmp_path: Path, monkeypatch) -> None:
+    # As root (CI), permissions do not refuse a write; the refusal is what mkstemp would raise.
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(OfflineRLError, match=r"^--logdir .*: cannot write in .* \(Permission denied\)$"):
+        check_output(tmp_path / "log", flag="--logdir", directory=True)
+
+
+# --- a disk that fills up while a file is written ---------------------------------------------------
+
+_FILL_THE_DISK = """
+import resource, signal, sys
+import numpy as np
+from offline_rl.errors import OfflineRLError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the limit then fails the write with EFBIG, as a full disk does
+resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, resource.RLIM_INFINITY))
+data = np.random.default_rng(0).random(600_000).astype(np.float32)  # 2.4 MB, LZF cannot shrink it
+try:
+    {write}
+except OfflineRLError as error:
+    print("one line:", error)
+"""
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "from offline_rl.atomic import atomic_hdf5\n"
+        "    with atomic_hdf5(sys.argv[1]) as file:\n"
+        "        file.create_dataset('x', data=data, compression='lzf', chunks=(50_000,))",
+        "from tianshou.data import Batch, ReplayBuffer\n"
+        "    from offline_rl.compat import mark_buffer_full\n"
+        "    from offline_rl.data import save_buffer\n"
+        "    obs, flags = data.reshape(-1, 4), np.zeros(len(data) // 4, dtype=bool)\n"
+        "    buffer = ReplayBuffer(len(obs))\n"
+        "    buffer.set_batch(Batch(obs=obs, act=flags.astype(np.int64), rew=flags.astype(np.float32),"
+        " terminated=flags, truncated=flags, done=flags, obs_next=obs, info=Batch()))\n"
+        "    mark_buffer_full(buffer, len(obs))\n"
+        "    save_buffer(buffer, sys.argv[1], compression='gzip')",
+    ],
+    ids=["atomic_hdf5", "save_buffer"],
+)
+def test_a_full_disk_is_one_line_not_a_crash(tmp_path: Path, write: str) -> None:
+    """HDF5 with its chunk cache on crashes the process when the disk fills (h5py issue #914); a file
+    size limit stands in for a full disk, which a test cannot make without mounting one."""
+    script = _FILL_THE_DISK.format(write=write)
+    output = tmp_path / "out.hdf5"
+    result = subprocess.run([sys.executable, "-c", script, str(output)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == f"one line: {output}: not written, File too large (nothing partial was left)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hdf5s_errno_is_read_from_its_message() -> None:
+    message = "Can't decrement id ref count (file write failed: ..., errno = 28, error message = 'No space left')"
+    assert _full_disk_errno(RuntimeError(message)) == errno.ENOSPC
+    assert _full_disk_errno(OSError(errno.EDQUOT, "Disk quota exceeded")) == errno.EDQUOT
+    assert _full_disk_errno(RuntimeError("errno = 2")) is None
+    assert _full_disk_errno(ValueError("errno = 28")) is None

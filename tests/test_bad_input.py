@@ -269,3 +269,105 @@ def test_a_v4_mujoco_task_adds_no_gymnasium_notice_to_a_one_line_error(tmp_path:
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
+
+
+# --- outputs that could not be written are refused before the work --------------------------------
+
+
+def _last_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_every_program_refuses_an_output_it_could_not_write_before_starting(tmp_path: Path) -> None:
+    blocker = tmp_path / "notes.txt"  # a file where a folder would have to be
+    blocker.write_text("x")
+    dataset = write_d4rl_file(tmp_path / "data.hdf5", **_good())
+    cache = tmp_path / "cache"
+    cases = {
+        ("-m", "offline_rl.collect", "--task", "Pendulum-v1", "--size", "50", "--output", f"{blocker}/p.hdf5"): (
+            f"error: --output {blocker}/p.hdf5: {blocker} is a file, not a folder"
+        ),
+        (
+            "-m",
+            "offline_rl.collect",
+            "--task",
+            "Pendulum-v1",
+            "--size",
+            "50",
+            "--output",
+            str(tmp_path),
+            "--overwrite",
+        ): (f"error: --output {tmp_path}: is a folder; expected a file name"),
+        ("converters/d4rl.py", str(dataset), "--output", f"{blocker}/b.hdf5"): (
+            f"error: --output {blocker}/b.hdf5: {blocker} is a file, not a folder"
+        ),
+        ("examples/d4rl_cql.py", "--task", "Pendulum-v1", "--logdir", str(blocker)): (
+            f"error: --logdir {blocker}: is a file; expected a folder"
+        ),
+        (
+            "examples/atari_qrdqn.py",
+            "--task",
+            "CartPole-v1",
+            "--watch",
+            "--buffer-size",
+            "20",
+            "--save-buffer-name",
+            str(blocker),
+        ): (f"error: --save-buffer-name {blocker}: already exists (pass --overwrite to replace it)"),
+    }
+    for args, expected in cases.items():
+        result = run_in_process(
+            " ".join(args[:2]) if args[0] == "-m" else args[0],
+            *(args[2:] if args[0] == "-m" else args[1:]),
+            cwd=tmp_path,
+            env_extra={"OFFLINE_RL_CACHE_DIR": str(cache)},
+        )
+        assert _last_error(result) == expected, args
+    assert blocker.read_text() == "x"
+    assert not cache.exists()  # d4rl_cql refused its --logdir before generating its default dataset
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.hdf5", "notes.txt"]
+
+
+def test_atari_qrdqn_overwrite_replaces_the_buffer(tmp_path: Path) -> None:
+    output = tmp_path / "expert.hdf5"
+    output.write_text("an older buffer")
+    result = run_in_process(
+        "examples/atari_qrdqn.py",
+        *("--task", "CartPole-v1", "--watch", "--buffer-size", "20", "--training-num", "2"),
+        *("--save-buffer-name", str(output), "--overwrite"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(load_buffer(output)) == 20
+
+
+@pytest.mark.parametrize(
+    ("code", "filename", "line"),
+    [
+        (28, "/data/out.hdf5", "error: /data/out.hdf5: No space left on device"),
+        (30, "/mnt/ro/log", "error: /mnt/ro/log: Read-only file system"),
+        (122, None, "error: Disk quota exceeded"),
+    ],
+)
+def test_a_full_disk_or_a_read_only_mount_met_by_a_program_is_one_line(code, filename, line, capsys) -> None:
+    import os
+
+    from offline_rl.apps.cli import run_main
+
+    def main(argv):
+        raise OSError(code, os.strerror(code), filename)
+
+    with pytest.raises(SystemExit) as exit_:
+        run_main(main, [])
+    assert exit_.value.code == 2 and capsys.readouterr().err == line + "\n"
+
+
+def test_other_os_errors_keep_their_traceback() -> None:
+    from offline_rl.apps.cli import run_main
+
+    def main(argv):  # may be a bug: its traceback stays
+        raise FileNotFoundError(2, "No such file or directory", "x")
+
+    with pytest.raises(FileNotFoundError):
+        run_main(main, [])

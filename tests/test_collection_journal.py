@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,6 +58,7 @@ def test_frame_stack_rows_restore_exactly_across_parts(tmp_path: Path) -> None:
     play(builder, game, 6)  # one episode ends at step 7, inside this part
     assert journal.keep([builder], [7.0]) is not None and journal.keep([builder], [7.0]) is None  # nothing new
 
+    journal.release()  # the session ends
     restored = FrameStackBufferBuilder(frame_shape=(2, 2), max_frames=2)
     again = CollectionJournal.open(tmp_path / "x.parts", SETTINGS, [restored])
     assert len(restored) == 11 and again.returns == [7.0] and again.session == 1 and again.transitions == 11
@@ -75,11 +78,13 @@ def test_a_continued_session_starts_new_episodes_and_the_cut_is_kept(tmp_path: P
     play(first, game, 3)
     journal.keep([first], [])  # session 0 stops after 3 steps of an episode
 
+    journal.release()
     second = FrameStackBufferBuilder(frame_shape=(2, 2))
     journal = CollectionJournal.open(directory, SETTINGS, [second])
     assert journal.session == 1
     play(second, FrameGame(), 4)  # a fresh game: its first stack is all 100s again
     journal.keep([second], [])
+    journal.release()
 
     third = FrameStackBufferBuilder(frame_shape=(2, 2))
     CollectionJournal.open(directory, SETTINGS, [third])
@@ -98,6 +103,7 @@ def test_transition_recorder_rows_restore_and_cut(tmp_path: Path) -> None:
         recorder.add(np.full(3, step, np.float32), step % 2, 1.0, False, False, np.full(3, step + 1, np.float32))
     journal = CollectionJournal.open(tmp_path / "v.parts", SETTINGS, [TransitionRecorder(), TransitionRecorder()])
     journal.keep([recorder, TransitionRecorder()], [])  # the second env recorded nothing yet
+    journal.release()
     restored = [TransitionRecorder(), TransitionRecorder()]
     CollectionJournal.open(tmp_path / "v.parts", SETTINGS, restored)
     arrays = restored[0].arrays()
@@ -111,6 +117,7 @@ def test_other_settings_are_refused_naming_the_flag(tmp_path: Path) -> None:
     recorder = TransitionRecorder()
     recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
     journal.keep([recorder], [])
+    journal.release()
     with pytest.raises(OfflineRLError, match=r"x\.parts: .*--eps-test 0\.2, not --eps-test 0\.1; .*delete"):
         CollectionJournal.open(tmp_path / "x.parts", {**SETTINGS, "--eps-test": 0.1}, [TransitionRecorder()])
     with pytest.raises(DatasetError, match="holds 1 envs' rows, expected 2"):
@@ -124,6 +131,7 @@ def test_a_missing_or_damaged_part_is_one_line(tmp_path: Path) -> None:
     for _ in range(2):
         recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
         journal.keep([recorder], [])
+    journal.release()
     (directory / "part-00001.hdf5").write_bytes(b"not hdf5")
     with pytest.raises(DatasetError, match=r"part-00001\.hdf5: unreadable .*delete .*x\.parts"):
         CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
@@ -139,8 +147,64 @@ def test_a_torn_part_is_refused(tmp_path: Path) -> None:
     recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
     recorder._rows["act"].append(np.array(1))  # an add stopped half-way
     journal.keep([recorder], [])
+    journal.release()
     with pytest.raises(DatasetError, match=r"part-00000\.hdf5: env 0's columns differ in length"):
         CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+
+
+def test_one_process_at_a_time_keeps_parts_in_a_folder(tmp_path: Path) -> None:
+    """The same command started twice must not share (and one of them remove) the other's parts."""
+    directory = tmp_path / "x.parts"
+    journal = CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    holder = subprocess.run(  # another process, while this one holds the folder
+        [
+            sys.executable,
+            "-c",
+            "from offline_rl.file_lock import FileLock; import sys; "
+            f"print(FileLock(__import__('pathlib').Path({str(directory / '.lock')!r})).acquire(wait=False))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert holder.stdout.strip() == "False", holder.stderr
+    with pytest.raises(OfflineRLError, match=r"x\.parts: another collection with this output is running"):
+        CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    recorder = TransitionRecorder()
+    recorder.add(np.zeros(2), 0, 0.0, False, False, np.zeros(2))
+    journal.keep([recorder], [])
+    journal.release()
+    again = CollectionJournal.open(directory, SETTINGS, [TransitionRecorder()])
+    assert again.transitions == 1
+    again.release()
+    assert directory.is_dir()  # its part stays for the next run
+    CollectionJournal.open(tmp_path / "y.parts", SETTINGS, [TransitionRecorder()]).release()
+    assert not (tmp_path / "y.parts").exists()  # a folder that kept nothing does not stay
+
+
+def test_runs_started_together_generate_the_default_dataset_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Sweep trials share the cached random dataset: the second waits for the first's file."""
+    import threading
+
+    from offline_rl.apps import dataset_generation
+    from offline_rl.file_lock import FileLock
+
+    monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path))
+    path = dataset_generation.default_dataset_path("Pendulum-v1", 300)
+    generating = FileLock(path.with_name(f".{path.name}.lock"))
+    assert generating.acquire(wait=False)  # the first run, generating
+    found: list[Path] = []
+    waiter = threading.Thread(target=lambda: found.append(dataset_generation.ensure_random_dataset("Pendulum-v1", 300)))
+    waiter.start()
+    waiter.join(timeout=5)
+    assert waiter.is_alive() and not found  # it waits ...
+    dataset_generation.collect_dataset(dataset_generation.CollectConfig(task="Pendulum-v1", output=path, size=300))
+    stamp = path.stat().st_mtime_ns
+    generating.release()
+    waiter.join(timeout=60)
+    assert found == [path] and path.stat().st_mtime_ns == stamp  # ... then reads the file, unchanged
+    out = capsys.readouterr().out
+    assert "another run is generating" in out and "using the cached random-policy dataset" in out
 
 
 def test_ctrl_c_waits_for_the_step_boundary_and_a_second_one_does_not() -> None:
@@ -198,7 +262,7 @@ def test_interrupted_collection_continues_when_run_again(
     printed = capsys.readouterr().out
     # The step Ctrl-C arrived in is completed and recorded; the collection stops before the next one.
     assert "interrupted after 400 of 600 transitions, kept in" in printed and "run the same command again" in printed
-    parts = sorted(path.name for path in journal_directory(output).iterdir())
+    parts = sorted(path.name for path in journal_directory(output).glob("part-*"))
     assert parts == ["part-00000.hdf5", "part-00001.hdf5", "part-00002.hdf5"] and not output.exists()
 
     with pytest.raises(OfflineRLError, match=r"--eps-test 1\.0, not --eps-test 0\.5"):

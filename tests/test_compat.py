@@ -55,6 +55,31 @@ def test_mark_buffer_full_matches_tianshous_own_full_buffer() -> None:
     np.testing.assert_array_equal(compat.buffer_columns(ours).rew, reference.rew)
 
 
+def test_write_buffer_hdf5_writes_what_tianshous_save_hdf5_writes(tmp_path) -> None:
+    import h5py
+
+    buffer = filled_by_tianshou(6)
+    buffer.save_hdf5(str(tmp_path / "tianshou.hdf5"), compression="gzip")
+    with h5py.File(tmp_path / "ours.hdf5", "w") as file:
+        compat.write_buffer_hdf5(buffer, file, compression="gzip")
+
+    def contents(name: str) -> dict:
+        found: dict = {}
+        with h5py.File(tmp_path / name, "r") as file:
+            file.visititems(
+                lambda key, item: found.setdefault(
+                    key, (dict(item.attrs), item[()].tobytes() if isinstance(item, h5py.Dataset) else None)
+                )
+            )
+            found["/"] = (dict(file.attrs), None)
+        return found
+
+    assert contents("ours.hdf5") == contents("tianshou.hdf5")
+    loaded = ReplayBuffer.load_hdf5(str(tmp_path / "ours.hdf5"))
+    np.testing.assert_array_equal(loaded.obs_next, buffer.obs_next)
+    assert len(loaded) == len(buffer)
+
+
 def test_columns_and_attributes_outside_tianshous_reserved_keys() -> None:
     buffer = ReplayBuffer(3)
     columns = Batch(act=np.arange(3), episode_id=np.array([7, 7, 8]))

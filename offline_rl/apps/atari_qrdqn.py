@@ -71,6 +71,7 @@ class AtariQRDQNConfig:
     )
     training_num: int = setting(10, "training envs stepped together", minimum=1)
     save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
+    overwrite: bool = setting(False, "with --save-buffer-name: replace an existing file")
     collect_checkpoint_every: int = setting(
         50_000,
         "with --save-buffer-name: keep what was collected in <name>.parts/ every N transitions (and on Ctrl-C), "
@@ -146,6 +147,7 @@ def collection_plan(config: AtariQRDQNConfig) -> Any:
         seed=config.run.seed,
         output=Path(config.save_buffer_name or "").expanduser(),
         checkpoint_every=config.collect_checkpoint_every,
+        overwrite=config.overwrite,
         settings={
             "--task": config.task,
             "--resume-path": str(policy) if policy else "(none: an untrained policy)",

@@ -15,10 +15,10 @@ from typing import ClassVar
 from tianshou.data import ReplayBuffer
 
 from offline_rl.apps.flags import parse_config
+from offline_rl.atomic import check_output
 from offline_rl.data.buffers import save_buffer
 from offline_rl.data.stats import dataset_stats
 from offline_rl.envs import check_dataset_fits_env
-from offline_rl.errors import OfflineRLError
 from offline_rl.settings import setting
 
 
@@ -57,9 +57,7 @@ def run_conversion(
 ) -> int:
     """Parse flags, load, check against `--task`, save atomically and print the statistics."""
     config = conversion_config_from_args(default, argv, prog=prog, source_help=source_help)
-    output = config.output.expanduser()
-    if output.exists() and not config.overwrite:
-        raise OfflineRLError(f"{output}: already exists (pass --overwrite to replace it)")
+    output = check_output(config.output, flag="--output", overwrite=config.overwrite)
     buffer = load(config.source, bool(getattr(config, "download", False)))
     if config.task:
         check_dataset_fits_env(buffer, config.task, source=config.source)

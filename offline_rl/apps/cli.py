@@ -1,8 +1,11 @@
-"""How the command-line entry points in `examples/` and `converters/` end: user errors become one line
-on stderr and exit status 2, Ctrl-C exit status 130, bugs a traceback."""
+"""How the command-line entry points in `examples/` and `converters/` end: user errors, and a disk
+that is full, read-only or forbidden, become one line on stderr and exit status 2, Ctrl-C exit status
+130, bugs a traceback."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sys
 import warnings
@@ -13,6 +16,10 @@ from offline_rl.apps.flags import EXIT_USER_ERROR
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 EXIT_INTERRUPTED = 130
+
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
+"""OS errors that say what the machine refused (no space, a read-only mount, no permission), never a
+bug in the program: retrying cannot help, and a traceback would hide the one line that matters."""
 
 
 # Known third-party notices that say nothing about the user's run. gymnasium asks to upgrade the
@@ -49,6 +56,12 @@ def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | 
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: nothing partial was written\n")
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as error:
+        if error.errno not in MACHINE_ERRNOS:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        sys.stderr.write(f"error: {where}{os.strerror(error.errno)}\n")
+        sys.exit(EXIT_USER_ERROR)
     sys.exit(result if isinstance(result, int) else 0)
 
 

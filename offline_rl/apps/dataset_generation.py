@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import h5py
 import numpy as np
 
 from offline_rl import __version__
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_hdf5, check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.envs import make_env
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
+from offline_rl.file_lock import FileLock
 from offline_rl.policy_file import load_policy
 from offline_rl.progress import progress_bar
 from offline_rl.settings import check_ranges, setting
@@ -214,14 +214,14 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
     config.validate()
-    output = Path(config.output).expanduser()
-    if output.exists() and not config.overwrite:
-        raise OfflineRLError(f"{output}: already exists (pass --overwrite to replace it)")
+    is_folder = config.output_format == "minari"  # a Minari dataset is a folder
+    output = check_output(config.output, flag="--output", overwrite=config.overwrite, directory=is_folder)
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
     envs = gym.vector.SyncVectorEnv(
         [lambda: make_env(config.task) for _ in range(config.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+    journal = None
     try:
         space = envs.single_action_space
         if not isinstance(space, gym.spaces.Box):
@@ -242,6 +242,8 @@ def collect_dataset(config: CollectConfig) -> Path:
         if journal:
             journal.remove()
     finally:
+        if journal:
+            journal.release()  # the parts stay for the next run of the command
         envs.close()
     return output
 
@@ -329,7 +331,7 @@ def _rollout(
 
 def _write_file(output: Path, writer: _DatasetWriter, config: CollectConfig) -> None:
     size = writer.cursor
-    with atomic_path(output) as tmp, h5py.File(tmp, "w") as file:
+    with atomic_hdf5(output) as file:
         for key, column in writer.columns.columns.items():
             file.create_dataset(key, data=column[:size], compression=config.compression)
         meta = file.create_group("metadata")
@@ -431,11 +433,31 @@ def default_dataset_path(task: str, size: int, seed: int = 0) -> Path:
 
 
 def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int = 1) -> Path:
-    """Return the cached random dataset for `task`, generating it (once) if it is not there yet."""
+    """Return the cached random dataset for `task`, generating it (once) if it is not there yet.
+
+    Runs started together (a sweep's trials) generate it once: the first takes the cache file's
+    lock and generates, the others wait for it and then read its file."""
     path = default_dataset_path(task, size, seed)
     if path.exists():
         print(f"no dataset given: using the cached random-policy dataset {path}")
         return path
-    print(f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)")
-    collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
+    try:
+        check_output(path, flag="the dataset cache's file")
+    except OfflineRLError as error:
+        hint = "give --dataset, or set OFFLINE_RL_CACHE_DIR to a folder you can write"
+        raise OfflineRLError(f"{error}; {hint}") from None
+    lock = FileLock(path.with_name(f".{path.name}.lock"))
+    if not lock.acquire(wait=False):
+        print(f"no dataset given: another run is generating {path}; waiting for it")
+        lock.acquire(wait=True)
+    try:
+        if path.exists():
+            print(f"no dataset given: using the cached random-policy dataset {path}")
+            return path
+        print(
+            f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)"
+        )
+        collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
+    finally:
+        lock.release()
     return path

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_rl.atomic import check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.envs import is_atari_game, make_discrete_env
 from offline_rl.progress import progress_bar
@@ -38,13 +39,14 @@ class CollectionPlan:
     """Transitions between parts kept on disk; 0 keeps nothing, so an interruption loses the run."""
     settings: dict[str, Any]
     """The flags that shape the data, which a continuation must repeat."""
+    overwrite: bool = False
+    """Replace an existing `output`; otherwise it is refused before anything is played."""
 
 
 def collect_buffer(plan: CollectionPlan, policy: Any) -> dict[str, Any]:
     """Play `plan.size` steps with `policy` (its ε already set), write the buffer, and return a
     summary (transitions, finished episodes, their mean return, bytes per transition in RAM)."""
-    from offline_rl.data import save_buffer
-
+    check_output(plan.output, flag="--save-buffer-name", overwrite=plan.overwrite)
     num_envs = min(plan.num_envs, plan.size)
     recorders = _recorders(plan, num_envs)
     journal = None
@@ -52,30 +54,11 @@ def collect_buffer(plan: CollectionPlan, policy: Any) -> dict[str, Any]:
         journal = CollectionJournal.open(
             journal_directory(plan.output), plan.settings, recorders, every=plan.checkpoint_every
         )
-    returns = journal.returns if journal else []
-    session = journal.session if journal else 0
-    if journal and session:
-        print(
-            f"continuing the collection kept in {journal.directory}: {journal.transitions} of {plan.size} "
-            f"transitions were collected; each env starts a new episode"
-        )
-        # Fresh ε draws and fresh games: a continuation repeating the first session's would correlate.
-        np.random.seed(np.random.SeedSequence([plan.seed, session]).generate_state(1)[0])
-    envs = [make_discrete_env(plan.task, plan.frames_stack) for _ in range(num_envs)]
     try:
-        _play(plan, policy, envs, recorders, journal, returns, first_seed=plan.seed + session * num_envs)
+        buffer, returns = _collect_and_write(plan, policy, recorders, journal)
     finally:
-        for env in envs:
-            env.close()
-    buffer = _join(plan, recorders)
-    try:
-        save_buffer(buffer, plan.output, compression="gzip")
-    except KeyboardInterrupt:
         if journal:
-            print(f"interrupted while writing {plan.output}; the same command writes it from {journal.directory}")
-        raise
-    if journal:
-        journal.remove()
+            journal.release()  # the parts stay for the next run of the command
     summary = {
         "transitions": len(buffer),
         "episodes": len(returns),
@@ -92,6 +75,40 @@ def collect_buffer(plan: CollectionPlan, policy: Any) -> dict[str, Any]:
         f"{summary['bytes_per_transition']:.0f} bytes/transition in RAM"
     )
     return summary
+
+
+def _collect_and_write(
+    plan: CollectionPlan, policy: Any, recorders: list[Any], journal: CollectionJournal | None
+) -> tuple[Any, list[float]]:
+    """Continue or start the collection, write the buffer, drop the parts; (buffer, returns)."""
+    from offline_rl.data import save_buffer
+
+    returns = journal.returns if journal else []
+    session = journal.session if journal else 0
+    if journal and session:
+        print(
+            f"continuing the collection kept in {journal.directory}: {journal.transitions} of {plan.size} "
+            f"transitions were collected; each env starts a new episode"
+        )
+        # Fresh ε draws and fresh games: a continuation repeating the first session's would correlate.
+        np.random.seed(np.random.SeedSequence([plan.seed, session]).generate_state(1)[0])
+    num_envs = len(recorders)
+    envs = [make_discrete_env(plan.task, plan.frames_stack) for _ in range(num_envs)]
+    try:
+        _play(plan, policy, envs, recorders, journal, returns, first_seed=plan.seed + session * num_envs)
+    finally:
+        for env in envs:
+            env.close()
+    buffer = _join(plan, recorders)
+    try:
+        save_buffer(buffer, plan.output, compression="gzip")
+    except KeyboardInterrupt:
+        if journal:
+            print(f"interrupted while writing {plan.output}; the same command writes it from {journal.directory}")
+        raise
+    if journal:
+        journal.remove()
+    return buffer, returns
 
 
 def _recorders(plan: CollectionPlan, num_envs: int) -> list[Any]:

@@ -24,6 +24,7 @@ from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
 from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
+from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
 
 
@@ -43,11 +44,24 @@ class Session:
 
 
 def start_session(run: RunConfig) -> Session:
-    """Pick the device, set threads, precision and seeds, and read the checkpoint to resume from."""
+    """Pick the device, set threads, precision and seeds, read the checkpoint to resume from, and
+    make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
+    check_run_folder(run)
     configure_torch(device, run.torch, run.seed)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     return Session(run=run, device=device, checkpoint=checkpoint)
+
+
+def check_run_folder(run: RunConfig) -> None:
+    """A training run writes logs and checkpoints under --logdir, a resumed one beside its checkpoint;
+    `--watch` writes nothing."""
+    if run.watch:
+        return
+    if run.resume_path:
+        check_output(Path(run.resume_path).expanduser().resolve().parent, flag="--resume-path", directory=True)
+    else:
+        check_output(run.logdir, flag="--logdir", directory=True)
 
 
 SUBPROCESS_ENVS_MIN_CORES = 4

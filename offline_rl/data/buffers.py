@@ -14,7 +14,8 @@ import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_hdf5, atomic_path
+from offline_rl.compat import write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.transitions import require_finite
@@ -31,10 +32,21 @@ def is_tianshou_buffer_file(file: h5py.File) -> bool:
 
 
 def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compression: str | None = None) -> Path:
-    """Write `buffer` to `path` in Tianshou's HDF5 format; the file appears only when complete."""
+    """Write `buffer` to `path` in Tianshou's HDF5 format (what its `save_hdf5` writes); the file
+    appears only when complete. The buffers made here are written into a file `atomic_hdf5` opened,
+    so that a full disk is one line rather than a crash; a class with a `save_hdf5` of its own (a
+    subclass of Tianshou's, such as its HER buffer) writes itself, its own way."""
     final = Path(path).expanduser()
-    with atomic_path(final) as tmp:
-        buffer.save_hdf5(str(tmp), compression=compression)
+    writes_itself = type(buffer).save_hdf5
+    if writes_itself is FramePoolBuffer.save_hdf5 or writes_itself is ReplayBuffer.save_hdf5:
+        with atomic_hdf5(final) as file:
+            if isinstance(buffer, FramePoolBuffer):
+                buffer.write_hdf5(file, compression=compression)
+            else:
+                write_buffer_hdf5(buffer, file, compression=compression)
+    else:
+        with atomic_path(final) as tmp:
+            buffer.save_hdf5(str(tmp), compression=compression)
     return final
 
 

@@ -16,7 +16,9 @@ Each part records which session wrote it, and the cut is made again at every cha
 whenever the parts are read.
 
 The settings that shape the data (task, policy, ε, size, envs, seed) are kept with the parts: a
-command with other settings is refused instead of mixing two collections in one file.
+command with other settings is refused instead of mixing two collections in one file. One process
+at a time keeps parts in a folder (`offline_rl.file_lock`): the same command started twice is
+refused while the first runs, rather than the two writing, and one removing, the same parts.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from typing import Any, Protocol
 import h5py
 import numpy as np
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_hdf5
 from offline_rl.errors import DatasetError, OfflineRLError
+from offline_rl.file_lock import FileLock
 
 JOURNAL_FORMAT = "offline_rl.collection_journal/1"
 PART_NAME = re.compile(r"part-(\d{5})\.hdf5")
+LOCK_NAME = ".lock"
 FRAME_KEYS = ("frame_start", "frames")
 """A frame-stacked recorder's own columns, which are not one row per transition."""
 
@@ -72,15 +76,34 @@ class CollectionJournal:
     _next_part: int = field(default=0, init=False)
     _positions: list[tuple[int, ...]] = field(default_factory=list, init=False)
     _returns_kept: int = field(default=0, init=False)
+    _lock: FileLock | None = field(default=None, init=False)
 
     @classmethod
     def open(
         cls, directory: Path, settings: dict[str, Any], recorders: Sequence[Recorder], every: int = 50_000
     ) -> CollectionJournal:
         """Fill the empty `recorders` from the parts in `directory` (if any), closing each session's
-        running episodes, and return the journal that keeps the rest of the collection."""
+        running episodes, and return the journal that keeps the rest of the collection. It holds the
+        folder's lock until `remove` or `release`; a folder another process holds is refused."""
         settings = json.loads(json.dumps(settings, default=str))  # as they read back from a part
         journal = cls(directory, settings, every=every)
+        lock = FileLock(directory / LOCK_NAME)
+        if not lock.acquire(wait=False):
+            raise OfflineRLError(
+                f"{directory}: another collection with this output is running and keeps its parts here; "
+                "wait for it to finish, or choose another output"
+            )
+        journal._lock = lock
+        try:
+            journal._read_parts(recorders)
+        except BaseException:
+            journal.release()
+            raise
+        return journal
+
+    def _read_parts(self, recorders: Sequence[Recorder]) -> None:
+        """Add every kept part to `recorders`, in order, then close the running episodes."""
+        directory = self.directory
         parts = sorted(
             (int(match.group(1)), path)
             for path in (directory.iterdir() if directory.is_dir() else ())
@@ -88,20 +111,19 @@ class CollectionJournal:
         )
         last_session: int | None = None
         for number, path in parts:
-            if number != journal._next_part:
+            if number != self._next_part:
                 raise DatasetError(
-                    f"{directory}: part-{journal._next_part:05d}.hdf5 is missing; "
+                    f"{directory}: part-{self._next_part:05d}.hdf5 is missing; "
                     f"delete {directory} to start the collection again"
                 )
-            last_session = journal._read_part(path, recorders, last_session)
-            journal._next_part = number + 1
+            last_session = self._read_part(path, recorders, last_session)
+            self._next_part = number + 1
         if last_session is not None:
-            journal.session = last_session + 1
+            self.session = last_session + 1
             for recorder in recorders:
                 recorder.close_running_episode()
-        journal._positions = [recorder.position() for recorder in recorders]
-        journal._returns_kept = len(journal.returns)
-        return journal
+        self._positions = [recorder.position() for recorder in recorders]
+        self._returns_kept = len(self.returns)
 
     def _read_part(self, path: Path, recorders: Sequence[Recorder], last_session: int | None) -> int:
         """Add one part's rows to `recorders`, after checking that it belongs here and closing the
@@ -159,7 +181,7 @@ class CollectionJournal:
         if positions == self._positions and len(returns) == self._returns_kept:
             return None
         path = self.directory / f"part-{self._next_part:05d}.hdf5"
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as file:
+        with atomic_hdf5(path) as file:
             file.attrs["format"] = JOURNAL_FORMAT
             file.attrs["settings"] = json.dumps(self.settings)
             file.attrs["session"] = self.session
@@ -175,6 +197,17 @@ class CollectionJournal:
     def remove(self) -> None:
         """Delete the parts once the collection they belong to is written in full."""
         shutil.rmtree(self.directory, ignore_errors=True)
+        self.release()
+
+    def release(self) -> None:
+        """Let another process keep parts in the folder (the parts stay; a folder that holds none
+        goes); the end of the process releases it too."""
+        if self._lock is None:
+            return
+        if self.directory.is_dir() and [path.name for path in self.directory.iterdir()] == [LOCK_NAME]:
+            shutil.rmtree(self.directory, ignore_errors=True)  # while still held: nobody else is in it
+        self._lock.release()
+        self._lock = None
 
 
 def _storage(column: np.ndarray) -> dict[str, Any]:

@@ -106,9 +106,13 @@ class FramePoolBuffer(ReplayBuffer):
 
     def save_hdf5(self, path: str, compression: str | None = None) -> None:
         with h5py.File(path, "w") as file:
-            file.create_dataset("frames", data=self.frames, compression=compression)
-            columns = {key: buffer_columns(self)[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)}
-            write_pool_transitions(file, self.obs_frames, self.obs_next_frames, columns)
+            self.write_hdf5(file, compression=compression)
+
+    def write_hdf5(self, file: h5py.File, compression: str | None = None) -> None:
+        """The buffer into an HDF5 file open for writing (`save_buffer` opens it atomically)."""
+        file.create_dataset("frames", data=self.frames, compression=compression)
+        columns = {key: buffer_columns(self)[key] for key in (*REQUIRED_META_KEYS, *self.extra_keys)}
+        write_pool_transitions(file, self.obs_frames, self.obs_next_frames, columns)
 
     @classmethod
     def load_hdf5(cls, path: str, device: str | None = None) -> FramePoolBuffer:

@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, VectorReplayBuffer
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_hdf5
 
 REPLAY_FORMAT = "offline_rl.online_replay/1"
 RESTORE_CHUNK = 4096
@@ -64,7 +64,7 @@ def save_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> Pat
     per step when the replay stacks frames), atomically. `info` is not kept: the learner never
     reads it."""
     final = Path(path).expanduser()
-    with atomic_path(final) as tmp, h5py.File(tmp, "w") as file:
+    with atomic_hdf5(final) as file:
         file.attrs["format"] = REPLAY_FORMAT
         file.attrs["layout"] = json.dumps(replay_layout(replay))
         for number, sub_buffer in enumerate(replay.buffers):

@@ -31,12 +31,14 @@ def write_results(
     logdirs: Sequence[str | Path], output: str | Path | None = None, *, last_k: int = 1, reps: int = DEFAULT_REPS
 ) -> dict[str, Any]:
     """Read the runs, write the four files, return their paths and the table rows."""
+    from offline_rl.atomic import check_output
     from offline_rl.results.plots import conservatism_figure, save_figure, score_figure
     from offline_rl.results.report import group_rows, markdown_table, write_csv, write_markdown
     from offline_rl.results.runs import read_runs
 
     runs = read_runs(logdirs)
-    folder = Path(output if output is not None else logdirs[0])
+    given = output is not None
+    folder = check_output(output if given else logdirs[0], flag="--output" if given else "LOGDIR", directory=True)
     rows = group_rows(runs, last_k=last_k, reps=reps)
     files = {
         "csv": write_csv(runs, folder / "results.csv"),

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_hdf5
 from offline_rl.data.frame_pool import write_pool_transitions
 from offline_rl.errors import DatasetError
 from offline_rl.rl_unplugged.chains import episode_order, successors
@@ -92,7 +91,7 @@ def convert_shard(
     if not shard_path.is_file():
         raise ShardError(f"{shard_path}: no such file")
     started = time.perf_counter()
-    with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as file:
+    with atomic_hdf5(output_path) as file:
         frames = file.create_dataset(
             "frames",
             shape=(0, *FRAME_SHAPE),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from offline_rl.atomic import check_output
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import check_ranges, setting
 
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{trial.id}: {' '.join(trial.arguments)}")
         print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
         return 0
+    check_output(folder, flag="--logdir", directory=True)
     return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example][0])
 
 
