@@ -18,6 +18,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,9 +48,11 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
             tmp.chmod(0o666 & ~_current_umask())
         os.replace(tmp, final)
     except BaseException as error:
+        code = _full_disk_errno(error)
+        if code is None and isinstance(error, OSError | RuntimeError) and _nearly_full(tmp.parent):
+            code = errno.ENOSPC  # a writer that lost the errno: torch.save says "unexpected pos 1621696"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        code = _full_disk_errno(error)
         if code is not None:
             raise OfflineRLError(f"{final}: not written, {os.strerror(code)} (nothing partial was left)") from None
         raise
@@ -67,6 +70,18 @@ def atomic_hdf5(final_path: str | os.PathLike[str]) -> Iterator[h5py.File]:
     """
     with atomic_path(final_path) as tmp, h5py.File(tmp, "w", rdcc_nbytes=0) as file:
         yield file
+
+
+NEARLY_FULL_BYTES = 1 << 20
+"""Free space below which a failed write is put down to a full disk (read before the unfinished
+file is removed, so a disk it filled reads as full)."""
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
 
 
 def _full_disk_errno(error: BaseException) -> int | None:

@@ -127,3 +127,24 @@ def test_hdf5s_errno_is_read_from_its_message() -> None:
     assert _full_disk_errno(OSError(errno.EDQUOT, "Disk quota exceeded")) == errno.EDQUOT
     assert _full_disk_errno(RuntimeError("errno = 2")) is None
     assert _full_disk_errno(ValueError("errno = 28")) is None
+
+
+def test_a_writer_that_loses_the_errno_on_a_full_disk_is_still_one_line(tmp_path: Path, monkeypatch) -> None:
+    """torch.save on a full disk raises "unexpected pos ..." with no errno: the free space decides."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+
+    def fail(name: str) -> None:
+        with atomic_path(tmp_path / name) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1621696 vs 1621584")
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(2 << 20, (2 << 20) - 4096, 4096))
+    with pytest.raises(OfflineRLError, match=r"checkpoint\.pth: not written, No space left on device"):
+        fail("checkpoint.pth")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 30, 1 << 39))
+    with pytest.raises(RuntimeError, match="unexpected pos"):  # room to spare: not the disk, keep the traceback
+        fail("other.pth")
+    assert list(tmp_path.iterdir()) == []
