@@ -153,3 +153,19 @@ def test_flag_spellings_and_validation() -> None:
         config_from_args(["--temperature", "0"])
     with pytest.raises(OfflineRLError, match="--watch needs --resume-path"):
         config_from_args(["--watch"])
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path, monkeypatch) -> None:
+    import datetime
+
+    from offline_rl.apps import run_folder
+
+    class FrozenClock(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 11, 23, 12, 0, 0)
+
+    monkeypatch.setattr(run_folder.datetime, "datetime", FrozenClock)
+    folders = [run_folder.new_log_path(str(tmp_path), "Pendulum-v1", "cql", 0) for _ in range(3)]
+    assert [folder.name for folder in folders] == ["261123-120000", "261123-120000-2", "261123-120000-3"]
+    assert all(folder.is_dir() for folder in folders)

@@ -169,11 +169,21 @@ def plain(value: Any) -> Any:
 
 
 def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
-    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs."""
+    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs.
+
+    The folder is claimed (created, never reused): two runs of one seed started in the same second
+    get `<timestamp>` and `<timestamp>-2` rather than writing over each other's checkpoints."""
     stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-    path = Path(logdir) / task.replace("/", "_") / algo_name / str(seed) / stamp
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    parent = Path(logdir) / task.replace("/", "_") / algo_name / str(seed)
+    parent.mkdir(parents=True, exist_ok=True)
+    path, attempt = parent / stamp, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            attempt += 1
+            path = parent / f"{stamp}-{attempt}"
 
 
 def progress_output() -> dict[str, bool]:
