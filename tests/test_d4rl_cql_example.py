@@ -169,3 +169,44 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path
     folders = [run_folder.new_log_path(str(tmp_path), "Pendulum-v1", "cql", 0) for _ in range(3)]
     assert [folder.name for folder in folders] == ["261123-120000", "261123-120000-2", "261123-120000-3"]
     assert all(folder.is_dir() for folder in folders)
+
+
+def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Path) -> None:
+    """Two processes on one run folder would interleave its logs and overwrite its checkpoints."""
+    import subprocess
+    import sys
+
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.errors import OfflineRLError
+    from offline_rl.file_lock import FileLock
+
+    folder = tmp_path / "log" / "Pendulum-v1" / "cql" / "0" / "261123-120000"
+    folder.mkdir(parents=True)
+    checkpoint = folder / "checkpoint.pth"
+    checkpoint.write_bytes(b"")
+    holder = subprocess.Popen(  # the run still writing there
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from offline_rl.file_lock import FileLock; from pathlib import Path; "
+            f"FileLock(Path({str(folder / '.lock')!r})).acquire(wait=True); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(OfflineRLError, match=r"another run is writing in .*261123-120000 right now"):
+            RunFolder.open(
+                None,
+                RunConfig(resume_path=str(checkpoint)),
+                lambda writer: None,
+                task="Pendulum-v1",
+                algo_name="cql",
+                saved={},
+            )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert FileLock(folder / ".lock").acquire(wait=False)  # released with the process that held it

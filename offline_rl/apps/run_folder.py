@@ -3,9 +3,11 @@
 The offline trainer (`training.train_offline`) and the online behaviour trainer
 (`atari_qrdqn.train_online`) both run through it, so that every example's run is laid out, saved,
 resumed and summarised alike:
-- a new run gets `<logdir>/<task>/<algo>/<seed>/<timestamp>/`; a resumed one writes on in the folder
-  of the checkpoint it resumes from, where Tianshou's `resume_from_log` reads the epoch and step
-  counters back from the TensorBoard events;
+- a new run gets `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (a folder of its own, `-2` added for
+  a second run started in the same second); a resumed one writes on in the folder of the checkpoint
+  it resumes from, where Tianshou's `resume_from_log` reads the epoch and step counters back from
+  the TensorBoard events; one run at a time writes in a folder (`.lock`), so the same checkpoint
+  resumed twice at once is refused;
 - `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
   whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
   word) and `policy_last.pth` when training ends, all full checkpoints, written atomically;
@@ -31,6 +33,8 @@ from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.errors import OfflineRLError
+from offline_rl.file_lock import FileLock
 from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
 
@@ -47,6 +51,8 @@ class RunFolder:
     on_best: Callable[[Any, Path], None] | None = None
     on_checkpoint: Callable[[Path], dict[str, Any]] | None = None
     started: float = field(default_factory=time.time)
+    lock: FileLock | None = None
+    """Held while the run writes here: the same checkpoint resumed twice at once is refused."""
 
     @classmethod
     def open(
@@ -69,6 +75,12 @@ class RunFolder:
             log_path = Path(settings.resume_path).expanduser().resolve().parent
         else:
             log_path = new_log_path(settings.logdir, task, algo_name, settings.seed)
+        lock = FileLock(log_path / LOCK_NAME)
+        if not lock.acquire(wait=False):
+            raise OfflineRLError(
+                f"--resume-path {settings.resume_path}: another run is writing in {log_path} right now "
+                "(the same checkpoint resumed twice?); wait for it to end"
+            )
         writer = SummaryWriter(str(log_path))
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
@@ -77,7 +89,7 @@ class RunFolder:
             reporter.best = best_evaluation_in(log_path)
         saved = plain(saved)
         write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
-        return cls(algorithm, settings, log_path, writer, reporter, saved, on_best, on_checkpoint)
+        return cls(algorithm, settings, log_path, writer, reporter, saved, on_best, on_checkpoint, lock=lock)
 
     @property
     def resuming(self) -> bool:
@@ -132,6 +144,8 @@ class RunFolder:
             raise
         finally:
             self.writer.close()
+            if self.lock is not None:
+                self.lock.release()
         save_checkpoint(self.log_path / "policy_last.pth", self.algorithm, **self.saved)
 
     def finish(self, summary: dict[str, Any], headline: str, next_step: str = "") -> dict[str, Any]:
@@ -166,6 +180,9 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+LOCK_NAME = ".lock"
 
 
 def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
