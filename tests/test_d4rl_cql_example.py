@@ -91,6 +91,14 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert best_after["return_mean"] == pytest.approx(max(first_return, second_return), abs=0.01)
     assert ((run_dir / "policy.pth").read_bytes() == policy_before) == (second_return <= first_return)
 
+    # Resuming the finished run again trains nothing and leaves its files as they are.
+    files_before = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+    third = run_example("--resume-path", str(run_dir / "checkpoint.pth"), cwd=tmp_path)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert f"the run in {run_dir} already trained its 2 epochs (summary.json); nothing to do" in third.stdout
+    assert "done:" not in third.stdout and "evaluation" not in third.stdout
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == files_before
+
     watched = run_example(
         "--task",
         "Pendulum-v1",

@@ -154,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from offline_rl.discrete_cql import CQLQRDQN
 
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
+    if session.finished is not None:  # resumed a run that already ended: nothing to train
+        return session.finished
 
     # 2. The algorithm, shaped by the game's spaces.
     env = make_evaluation_env(config, padding="reset")

@@ -320,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from offline_rl.apps.training import start_session
 
     session = start_session(config.run)
+    if session.finished is not None:  # resumed a run that already ended: nothing to train
+        return session.finished
 
     # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head (an MLP one for vector tasks).
     env = make_discrete_env(config.task, config.frames_stack)

@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from offline_rl.data import dataset_info
 
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
+    if session.finished is not None:  # resumed a run that already ended: nothing to train
+        return session.finished
 
     # 2. The algorithm, shaped by the task's spaces.
     env = make_continuous_env(config.task)

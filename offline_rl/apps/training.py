@@ -9,6 +9,7 @@ offline and the online trainer alike) is `offline_rl.apps.run_folder`.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
 from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
+from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Session:
     run: RunConfig
     device: str
     checkpoint: dict[str, Any] | None
+    finished: dict[str, Any] | None = None
+    """The summary of the run `--resume-path` continues, when it already trained to its end and this
+    command asks for no more epochs: nothing to do, and its summary is not overwritten."""
 
     def restore(self, algorithm: torch.nn.Module, *, task: str | None = None) -> None:
         """Load the checkpoint's state (networks, optimisers, counters) into `algorithm`, if resuming;
@@ -50,7 +55,24 @@ def start_session(run: RunConfig) -> Session:
     check_run_folder(run)
     configure_torch(device, run.torch, run.seed)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
-    return Session(run=run, device=device, checkpoint=checkpoint)
+    return Session(run=run, device=device, checkpoint=checkpoint, finished=finished_run(run, checkpoint))
+
+
+def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`Session.finished`, saying so in one line. Without this a resumed finished run trained zero
+    epochs and rewrote its summary with no last evaluation (the sweep's score of the trial)."""
+    if checkpoint is None or run.watch or int(checkpoint.get("epoch", 0)) < run.epoch:
+        return None
+    folder = Path(str(run.resume_path)).expanduser().resolve().parent
+    try:
+        summary = json.loads((folder / RUN_SUMMARY_FILE).read_text())
+    except (OSError, ValueError):  # stopped after its last checkpoint, before its summary: finish it
+        return None
+    print(
+        f"the run in {folder} already trained its {run.epoch} epochs ({RUN_SUMMARY_FILE}); nothing to do: "
+        f"give --epoch above {run.epoch} to train it further, or --watch to evaluate it"
+    )
+    return summary
 
 
 def check_run_folder(run: RunConfig) -> None:
