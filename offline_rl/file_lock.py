@@ -4,10 +4,10 @@ Two runs can aim at one output without anyone meaning it: sweep trials started t
 generate the same default dataset in the cache, a collection command started twice shares its
 parts folder, and a checkpoint resumed twice has two processes writing one run folder. Each file
 is written atomically, but a shared folder is not: one process removes the parts while the other
-still writes there, or overwrites the checkpoints and logs the other writes. A lock taken with `flock` is released by the
-operating system when its process ends, however it ends (Ctrl-C, a crash, the OOM killer), so a
-lock file left on disk never blocks a later run. Where `fcntl` does not exist (Windows) the lock
-is not taken and runs behave as before.
+still writes there, or overwrites the checkpoints and logs the other writes. A lock taken with
+`flock` is released by the operating system when its process ends, however it ends (Ctrl-C, a
+crash, the OOM killer), so a lock file left on disk never blocks a later run. Where `fcntl` does
+not exist (Windows) the lock is not taken and runs behave as before.
 """
 
 from __future__ import annotations

@@ -99,6 +99,20 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert "done:" not in third.stdout and "evaluation" not in third.stdout
     assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == files_before
 
+    # Stopped after its last checkpoint but before its last evaluation and summary: the resume
+    # trains nothing, and the evaluation of the (final) resumed weights is the summary's last one.
+    (run_dir / "summary.json").unlink()
+    fourth = run_example("--resume-path", str(run_dir / "checkpoint.pth"), cwd=tmp_path)
+    assert fourth.returncode == 0, fourth.stderr[-2000:]
+    resumed = float(
+        re.search(
+            r"evaluation of the resumed weights \(epoch 2\) \(1 episodes\): return (-?[\d.]+)", fourth.stdout
+        ).group(1)
+    )
+    last = json.loads((run_dir / "summary.json").read_text())["last"]
+    assert last["return_mean"] == pytest.approx(resumed, abs=0.01)
+    assert f"last evaluation return {last['return_mean']:.2f}" in fourth.stdout
+
     watched = run_example(
         "--task",
         "Pendulum-v1",

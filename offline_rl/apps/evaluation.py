@@ -36,6 +36,7 @@ class EvaluationReporter:
     current_is_initial: bool = False
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
     seconds: float = 0.0  # time spent collecting evaluation episodes (the summary reports it apart)
+    initial: dict[str, float] | None = None  # the evaluation before training (of the resumed weights)
     _initial_pending: bool = True
 
     @property
@@ -63,6 +64,7 @@ class EvaluationReporter:
         episodes = int(record["episodes"])
         self.current_is_initial, self._initial_pending = self._initial_pending, False
         if self.current_is_initial:
+            self.initial = record
             what = "before training" if self.first_index == 0 else f"of the resumed weights (epoch {self.first_index})"
             print(f"evaluation {what} ({episodes} episodes): {self.format(record)}", flush=True)
             return self.best_score

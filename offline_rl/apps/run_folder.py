@@ -153,6 +153,10 @@ class RunFolder:
         by the last and the best evaluation, where the checkpoints and curves are, and `next_step`."""
         best = self.reporter.best
         last = self.reporter.history[-1] if self.reporter.history else None
+        if last is None and self.resuming:
+            # Nothing left to train: the run stopped after its last checkpoint, before that epoch's
+            # evaluation and its summary. The evaluation of the resumed weights is of its final ones.
+            last = self.reporter.initial
         summary = {**summary, "last": last, "best_optimistic": best, "log_path": str(self.log_path)}
         write_json(self.log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
         best_text = EvaluationReporter.format(best) if best else "n/a"
