@@ -22,11 +22,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import h5py
+from typing import TYPE_CHECKING, Any
 
 from offline_rl.errors import OfflineRLError
+
+if TYPE_CHECKING:
+    import h5py
 
 FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """Errors of a write that the machine, not the program, caused: the disk, the user's quota or the
@@ -41,7 +42,7 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
     be written, or a disk that fills up, is an `OfflineRLError` naming `final_path`.
     """
     final = Path(final_path).expanduser()
-    tmp = _writable_temporary(final, prefix=f".{final.name}.", suffix=".part")
+    tmp = _writable_temporary(final.parent, prefix=f".{final.name}.", suffix=".part", where=str(final))
     try:
         yield tmp
         if tmp.exists():
@@ -68,6 +69,8 @@ def atomic_hdf5(final_path: str | os.PathLike[str]) -> Iterator[h5py.File]:
     Without it, each chunk is written when it is complete and a full disk is an error raised there.
     The writers here hand HDF5 whole arrays or whole chunks, which a cache would not speed up.
     """
+    import h5py  # here: the command-line entry points import this module before parsing their flags
+
     with atomic_path(final_path) as tmp, h5py.File(tmp, "w", rdcc_nbytes=0) as file:
         yield file
 
@@ -115,15 +118,13 @@ def check_output(
         if overwrite is False:
             raise OfflineRLError(f"{where}: already exists (pass --overwrite to replace it)")
     folder = path if directory else path.parent
-    _writable_temporary(folder / "probe", prefix=".write-check.", suffix="", where=where).unlink()
+    _writable_temporary(folder, prefix=".write-check.", suffix="", where=where).unlink()
     return path
 
 
-def _writable_temporary(final: Path, *, prefix: str, suffix: str, where: str | None = None) -> Path:
-    """An empty temporary file beside `final`, its folder created first; a folder that cannot be
-    made or written is one line naming `where` (default: `final`) and the reason."""
-    where = where or str(final)
-    folder = final.parent
+def _writable_temporary(folder: Path, *, prefix: str, suffix: str, where: str) -> Path:
+    """An empty temporary file in `folder`, created first if missing; a folder that cannot be made
+    or written is one line naming `where` (the output, or the flag and path) and the reason."""
     blocking = next((parent for parent in (folder, *folder.parents) if parent.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise OfflineRLError(f"{where}: {blocking} is a file, not a folder")

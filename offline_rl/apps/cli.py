@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from offline_rl.apps.flags import EXIT_USER_ERROR
+from offline_rl.atomic import FULL_DISK_ERRNOS
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 EXIT_INTERRUPTED = 130
 
-MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
+MACHINE_ERRNOS = FULL_DISK_ERRNOS | {errno.EROFS, errno.EACCES}
 """OS errors that say what the machine refused (no space, a read-only mount, no permission), never a
 bug in the program: retrying cannot help, and a traceback would hide the one line that matters."""
 

@@ -438,9 +438,15 @@ def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int 
     Runs started together (a sweep's trials) generate it once: the first takes the cache file's
     lock and generates, the others wait for it and then read its file."""
     path = default_dataset_path(task, size, seed)
-    if path.exists():
+    if path.exists() or not _generate_once(
+        path, CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs)
+    ):
         print(f"no dataset given: using the cached random-policy dataset {path}")
-        return path
+    return path
+
+
+def _generate_once(path: Path, config: CollectConfig) -> bool:
+    """Generate the cached dataset at `path` under its lock; False when another run made it meanwhile."""
     try:
         check_output(path, flag="the dataset cache's file")
     except OfflineRLError as error:
@@ -452,12 +458,12 @@ def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int 
         lock.acquire(wait=True)
     try:
         if path.exists():
-            print(f"no dataset given: using the cached random-policy dataset {path}")
-            return path
+            return False
         print(
-            f"no dataset given: generating a {size}-step random-policy dataset for {task} at {path} (reused next time)"
+            f"no dataset given: generating a {config.size}-step random-policy dataset for {config.task} at {path} "
+            "(reused next time)"
         )
-        collect_dataset(CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs))
+        collect_dataset(config)
+        return True
     finally:
         lock.release()
-    return path
