@@ -9,6 +9,7 @@ in the application layer.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ def setting(
     positional: bool = False,
     per_invocation: bool = False,
     repeatable: bool = False,
+    infinite: bool = False,
 ) -> Any:
     """A dataclass field with everything the rest of the toolkit needs to know about it.
 
@@ -40,6 +42,8 @@ def setting(
     `positional` ones are given there without a flag. `per_invocation` settings belong to one
     command, not to the run it continues (`--resume-path`, `--device`): resuming does not restore them.
     A `repeatable` list flag may be given several times, its values adding up.
+    A float setting is a finite number unless it is declared `infinite` (a clip or a cap that
+    `inf` switches off): NaN is never a value, since it would silently poison every update.
     """
     metadata = {
         "help": help,
@@ -53,6 +57,7 @@ def setting(
         "positional": positional,
         "per_invocation": per_invocation,
         "repeatable": repeatable,
+        "infinite": infinite,
     }
     if required or default is dataclasses.MISSING:
         return dataclasses.field(default=None, metadata={**metadata, "required": True})
@@ -92,18 +97,27 @@ def leaf_fields(config: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple
         yield from leaf_fields(value, (*path, name))
 
 
+# Seeds reach numpy's legacy `np.random.seed`, which takes 32-bit unsigned integers only.
+SEED_RANGE: dict[str, int] = {"minimum": 0, "maximum": 2**32 - 1}
+
+
+def _number(value: float) -> str:
+    """A bound as the user would type it: integers in full (4294967295, not 4.29497e+09)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _range_text(meta: dict[str, Any]) -> str | None:
     low, above, high = meta.get("minimum"), meta.get("above"), meta.get("maximum")
     if low is not None and high is not None:
-        return f"a value in [{low:g}, {high:g}]"
+        return f"a value in [{_number(low)}, {_number(high)}]"
     if above is not None and high is not None:
-        return f"a value in ({above:g}, {high:g}]"
+        return f"a value in ({_number(above)}, {_number(high)}]"
     if low is not None:
-        return f"at least {low:g}"
+        return f"at least {_number(low)}"
     if above is not None:
-        return "a positive number" if above == 0 else f"more than {above:g}"
+        return "a positive number" if above == 0 else f"more than {_number(above)}"
     if high is not None:
-        return f"at most {high:g}"
+        return f"at most {_number(high)}"
     return None
 
 
@@ -127,6 +141,7 @@ def check_ranges(config: Any) -> None:
         choices = meta.get("choices")
         if choices is not None and value not in choices:
             raise OfflineRLError(f"{flag_of(field)} {value}: expected one of {', '.join(map(str, choices))}")
+        _check_finite(field, value)
         expected = _range_text(meta)
         if expected is None:
             continue
@@ -137,6 +152,15 @@ def check_ranges(config: Any) -> None:
             if not _in_range(item, meta):
                 shown = " ".join(map(str, value)) if isinstance(value, list | tuple) else value
                 raise OfflineRLError(f"{flag_of(field)} {shown}: expected {expected}")
+
+
+def _check_finite(field: dataclasses.Field, value: Any) -> None:
+    items = value if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not isinstance(item, float) or math.isfinite(item):
+            continue
+        if math.isnan(item) or not field.metadata.get("infinite"):
+            raise OfflineRLError(f"{flag_of(field)} {item}: expected a finite number")
 
 
 def require(condition: bool, message: str) -> None:

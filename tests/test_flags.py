@@ -3,6 +3,7 @@ still works, `--help` describes every flag with its default, and preset files me
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -180,6 +181,56 @@ def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].startswith("error: --config")
     result = run_repo_script("examples/atari_cql.py", "--num-quantiles", "1", cwd=tmp_path)
     assert result.returncode == 2 and "--num-quantiles 1: expected at least 2" in result.stderr
+
+
+# (program, the arguments it needs besides the one under test)
+NUMERIC_FLAG_PROGRAMS: list[tuple[Callable[[list[str]], Any], list[str]]] = [
+    (d4rl_cql.config_from_args, []),
+    (atari_cql.config_from_args, []),
+    (atari_qrdqn.config_from_args, []),
+    (collect_config_from_args, ["--task", "Pendulum-v1", "--output", "p.hdf5"]),
+    (lambda argv: parse_config(SweepConfig(), argv, prog="sweep", description=""), ["spec.yaml"]),
+]
+
+
+@pytest.mark.parametrize("program, required", NUMERIC_FLAG_PROGRAMS)
+def test_every_float_flag_refuses_nan_and_infinity_unless_declared(
+    program: Callable[[list[str]], Any], required: list[str]
+) -> None:
+    """A NaN (or inf) learning rate, reward scale or offset would poison every update silently."""
+    default = program(required)
+    floats = [field for _path, field, owner in leaf_fields(default) if isinstance(getattr(owner, field.name), float)]
+    assert floats
+    for field in floats:
+        flag = flag_of(field)
+        with pytest.raises(OfflineRLError, match=rf"^{re.escape(flag)} nan: expected a finite number$"):
+            program([*required, flag, "nan"])
+        if field.metadata.get("infinite"):
+            program([*required, flag, "inf"])
+        else:
+            with pytest.raises(OfflineRLError, match=rf"^{re.escape(flag)} inf: expected a finite number$"):
+                program([*required, flag, "inf"])
+
+
+def test_infinity_switches_off_a_clip_or_a_cap() -> None:
+    config = d4rl_cql.config_from_args(["--clip-diff-max", "inf", "--lagrange-multiplier-max", "inf"])
+    assert config.algorithm.clip_diff_max == math.inf and config.algorithm.lagrange_multiplier_max == math.inf
+
+
+@pytest.mark.parametrize("program, required", [NUMERIC_FLAG_PROGRAMS[0], NUMERIC_FLAG_PROGRAMS[3]])
+def test_seeds_are_the_32_bit_unsigned_integers_numpy_accepts(
+    program: Callable[[list[str]], Any], required: list[str]
+) -> None:
+    assert program([*required, "--seed", str(2**32 - 1)])
+    for seed in ("-1", str(2**32)):
+        with pytest.raises(OfflineRLError, match=rf"^--seed {seed}: expected a value in \[0, 4294967295\]$"):
+            program([*required, "--seed", seed])
+
+
+def test_a_negative_seed_is_one_line_from_the_command_line(tmp_path: Path) -> None:
+    result = run_repo_script("examples/d4rl_cql.py", "--seed", "-1", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "error: --seed -1: expected a value in [0, 4294967295]"
 
 
 def test_booleans_before_a_positional_take_no_value() -> None:

@@ -38,7 +38,7 @@ from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.file_lock import FileLock
 from offline_rl.policy_file import load_policy
 from offline_rl.progress import progress_bar
-from offline_rl.settings import check_ranges, setting
+from offline_rl.settings import SEED_RANGE, check_ranges, setting
 
 RANDOM_POLICY = "random"
 OUTPUT_FORMATS = ("d4rl", "minari")
@@ -59,7 +59,7 @@ class CollectConfig:
         "Gaussian action noise, as a fraction of each dimension's half-range (0.1 on [-1, 1]: N(0, 0.1²))",
         minimum=0,
     )
-    seed: int = setting(0, "seed of the envs (seed, seed + 1, ...) and of all action randomness")
+    seed: int = setting(0, "seed of the envs (seed, seed + 1, ...) and of all action randomness", **SEED_RANGE)
     num_envs: int = setting(1, "environments stepped together", minimum=1)
     compression: str | None = setting(None, "HDF5 compression of the columns", choices=(None, "gzip", "lzf"))
     overwrite: bool = setting(False, "replace an existing output")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from offline_rl.settings import check_ranges, require, setting
+from offline_rl.settings import SEED_RANGE, check_ranges, require, setting
 
 
 @dataclass
@@ -46,7 +46,7 @@ class RunConfig:
 
     FLAG_GROUP: ClassVar[str] = "run"
 
-    seed: int = setting(0, "seed of torch, numpy and the evaluation envs")
+    seed: int = setting(0, "seed of torch, numpy and the evaluation envs", **SEED_RANGE)
     epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1)
     batch_size: int = setting(256, "transitions per gradient step", minimum=1)
     test_num: int = setting(10, "evaluation episodes (one env each)", minimum=1)
