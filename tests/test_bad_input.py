@@ -371,3 +371,41 @@ def test_other_os_errors_keep_their_traceback() -> None:
 
     with pytest.raises(FileNotFoundError):
         run_main(main, [])
+
+
+@pytest.mark.parametrize(
+    "flag, gpus, message",
+    [
+        ("cuda", 0, "--device cuda: no CUDA device is available here (use --device cpu or auto)"),
+        ("cuda:1", 1, "--device cuda:1: this machine has 1 CUDA device(s), cuda:0 to cuda:0"),
+        ("cuda:x", 2, "--device cuda:x: expected auto, cpu, cuda or cuda:N"),
+        ("mps", 0, "--device mps: expected auto, cpu, cuda or cuda:N"),
+        ("cpu:0", 0, "--device cpu:0: expected auto, cpu, cuda or cuda:N"),
+    ],
+)
+def test_a_device_this_machine_lacks_is_one_line_before_any_setup(
+    flag: str, gpus: int, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch itself would fail later, mid-setup, with "invalid device ordinal" or a parse error."""
+    import torch
+
+    from offline_rl.apps.cli import pick_device
+    from offline_rl.errors import OfflineRLError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    with pytest.raises(OfflineRLError) as raised:
+        pick_device(flag)
+    assert str(raised.value) == message
+
+
+def test_a_device_this_machine_has_is_taken_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from offline_rl.apps.cli import pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert [pick_device(flag) for flag in ("auto", "cpu", "cuda", "cuda:1")] == ["cuda", "cpu", "cuda", "cuda:1"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device("auto") == "cpu"

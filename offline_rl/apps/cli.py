@@ -67,13 +67,21 @@ def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | 
 
 
 def pick_device(flag: str) -> str:
-    """`auto` means CUDA when a GPU is visible, else CPU; an explicit `cuda` without one is an error."""
+    """`auto` means CUDA when a GPU is visible, else CPU; an explicit `cuda` without one is an error,
+    and so is a GPU index this machine does not have (torch would fail later, mid-setup)."""
     import torch
 
     if flag == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if flag.startswith("cuda") and not torch.cuda.is_available():
-        raise OfflineRLError(f"--device {flag}: no CUDA device is available here (use --device cpu or auto)")
-    if not (flag == "cpu" or flag.startswith("cuda")):
+    match = re.fullmatch(r"cuda(?::(\d+))?", flag)
+    if flag != "cpu" and match is None:
         raise OfflineRLError(f"--device {flag}: expected auto, cpu, cuda or cuda:N")
+    if match is not None:
+        if not torch.cuda.is_available():
+            raise OfflineRLError(f"--device {flag}: no CUDA device is available here (use --device cpu or auto)")
+        count = torch.cuda.device_count()
+        if match.group(1) is not None and int(match.group(1)) >= count:
+            raise OfflineRLError(
+                f"--device {flag}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+            )
     return flag
