@@ -316,43 +316,6 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize(
-    ("requested", "load", "expected"), [(0, 0.2, 2), (0, 1.1, 1), (0, 6.0, 1), (3, 6.0, 3), (1, 0.0, 1)]
-)
-def test_cpu_threads_leave_busy_cores_alone(
-    requested: int, load: float, expected: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from offline_rl.apps import training
-    from offline_rl.apps.training import cpu_threads
-
-    monkeypatch.setattr(training, "available_cores", lambda: 2)
-    monkeypatch.setattr(training, "busy_cores", lambda cores: load)
-    threads, why = cpu_threads(requested)
-    assert threads == expected and why
-
-
-def test_busy_cores_sees_a_busy_process() -> None:
-    import multiprocessing
-    import os
-
-    from offline_rl.apps.training import busy_cores
-
-    cores = os.cpu_count() or 1
-    quiet = busy_cores(cores)
-    spinner = multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)
-    spinner.start()
-    try:
-        loaded = busy_cores(cores, window_s=0.5)
-    finally:
-        spinner.terminate()
-    assert 0.0 <= quiet <= cores and loaded >= 0.7  # one core spinning
-
-
-def _spin() -> None:
-    while True:
-        pass
-
-
 def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
     import importlib
     import re as regex

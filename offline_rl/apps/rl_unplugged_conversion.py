@@ -18,6 +18,7 @@ from pathlib import Path
 
 from offline_rl.apps.flags import FlagParser
 from offline_rl.atomic import check_output
+from offline_rl.cpu_cores import available_cores
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
 from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for job in todo:  # before any download or conversion
         check_output(job.output, flag="--output" if args.output is not None else "--buffer-dir")
     _fetch_missing(todo)
-    workers = args.workers or min(len(todo), os.cpu_count() or 1)
+    workers = args.workers or min(len(todo), available_cores())
     options = ConversionOptions(skip_corrupt=args.skip_corrupt, compression=args.compression)
     started = time.perf_counter()
     if args.ray_address:

@@ -10,7 +10,6 @@ offline and the online trainer alike) is `offline_rl.apps.run_folder`.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
 from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
+from offline_rl.cpu_cores import available_cores, busy_cores, core_budget
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 
@@ -90,11 +90,6 @@ SUBPROCESS_ENVS_MIN_CORES = 4
 """Envs run in their own processes from this many available cores on (`benchmarks/evaluation_envs.py`,
 10 envs: on 2 cores subprocesses were slower, 0.28× HalfCheetah and 0.85× Pong; on 16 cores faster,
 1.26× and 2.94×)."""
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which containers and schedulers narrow)."""
-    return len(os.sched_getaffinity(0))
 
 
 def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool = False) -> bool:
@@ -266,40 +261,20 @@ def evaluate_or_train(
 
 
 def cpu_threads(requested: int) -> tuple[int, str]:
-    """The CPU threads to train with, and why. `requested` > 0 is taken as given. Otherwise the
-    cores other processes are not using right now: torch's threads spin while waiting for each
-    other, so a thread that shares its core with another busy process stalls all of them (on a
-    busy 2-core machine two threads ran many times slower than one)."""
-    cores = available_cores()
+    """The CPU threads to train with, and why. `requested` > 0 is taken as given. Under a cgroup CPU
+    quota, the cores it allows. Otherwise the cores other processes are not using right now: torch's
+    threads spin while waiting for each other, so a thread that shares its core with another busy
+    process stalls all of them (on a busy 2-core machine two threads ran many times slower than one)."""
     if requested > 0:
         return requested, "--threads"
-    busy = min(cores, round(busy_cores(cores)))
+    cores, quota_note = core_budget()
+    if quota_note is not None:
+        return cores, f"{quota_note}; --threads to choose"
+    busy = min(cores, round(busy_cores()))
     free = max(1, cores - busy)
     if free == cores:
         return cores, f"all {cores} cores are free; --threads to choose"
     return free, f"{busy} of {cores} cores are busy with other work; --threads to choose"
-
-
-def busy_cores(cores: int, window_s: float = 0.3) -> float:
-    """How many cores other processes keep busy now: /proc/stat sampled over `window_s` (this
-    process sleeps meanwhile); elsewhere the 1-minute load average, which lags behind."""
-
-    def sample() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as stat:
-                fields = [int(value) for value in stat.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return sum(fields), idle
-
-    first = sample()
-    if first is None:
-        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    time.sleep(window_s)
-    second = sample()
-    total, idle = second[0] - first[0], second[1] - first[1]  # type: ignore[index]
-    return cores * (total - idle) / total if total > 0 else 0.0
 
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:

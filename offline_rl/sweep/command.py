@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from offline_rl.atomic import check_output
+from offline_rl.cpu_cores import available_cores
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import check_ranges, setting
 
@@ -77,7 +78,7 @@ def default_jobs() -> int:
     if shutil.which("nvidia-smi"):
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
         gpus = sum(line.startswith("GPU ") for line in listed.splitlines())
-    return 2 * gpus if gpus else max(1, (os.cpu_count() or 1) // 2)
+    return 2 * gpus if gpus else max(1, available_cores() // 2)
 
 
 class Display:
@@ -151,7 +152,7 @@ def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, m
     start = time.time()
     state = SweepState(folder, spec, trials)
     workers = config.jobs or default_jobs()
-    threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, available_cores() // workers)
     per_invocation = [] if _threads_given(trials) else ["--threads", str(threads)]
     jobs, skipped = [], 0
     for trial in trials:
