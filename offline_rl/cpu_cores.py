@@ -17,8 +17,8 @@ import os
 import time
 from pathlib import Path
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-PROC_CGROUP = Path("/proc/self/cgroup")
+from offline_rl.cgroups import CGROUP_ROOT, PROC_CGROUP, cgroup_folders, read_number
+
 PROC_STAT = Path("/proc/stat")
 
 
@@ -30,50 +30,21 @@ def affinity_cores() -> set[int]:
 
 
 def cpu_quota(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> float | None:
-    """Cores' worth of CPU time the cgroup quota allows this process (the tightest over its cgroup
-    and their ancestors, cgroup v2 or v1); None without a quota or where cgroups cannot be read."""
-    try:
-        memberships = proc_cgroup.read_text(encoding="ascii").splitlines()
-    except OSError:
-        return None
+    """Cores' worth of CPU time the cgroup quota allows this process (the tightest over its cgroups
+    and their ancestors, v2 or v1); None without a quota or where cgroups cannot be read."""
     quotas = []
-    for line in memberships:
-        hierarchy, controllers, path = [*line.split(":", 2), "", ""][:3]
-        if hierarchy == "0" and controllers == "":  # the unified (v2) hierarchy
-            quotas += [_v2_quota(level) for level in _levels(root, path)]
-        elif "cpu" in controllers.split(","):
-            for mount in (root / "cpu", root / "cpu,cpuacct"):
-                quotas += [_v1_quota(level) for level in _levels(mount, path)]
+    for folder in cgroup_folders("cpu", root, proc_cgroup):
+        try:  # v2: "max 100000" or "200000 100000"
+            quota, period = (folder / "cpu.max").read_text(encoding="ascii").split()[:2]
+            quotas.append(None if quota == "max" else int(quota) / int(period))
+            continue
+        except (OSError, ValueError):
+            pass
+        quota_us, period_us = read_number(folder / "cpu.cfs_quota_us"), read_number(folder / "cpu.cfs_period_us")
+        if quota_us is not None and period_us and quota_us > 0:  # v1: -1 is no quota
+            quotas.append(quota_us / period_us)
     found = [quota for quota in quotas if quota is not None]
     return min(found) if found else None
-
-
-def _levels(mount: Path, path: str) -> list[Path]:
-    """The process's cgroup folder under `mount` and every ancestor up to `mount`, those that exist.
-
-    Inside a container the mount's root is often the container's own cgroup while `path` still
-    names the host's view of it, so the root is always among them.
-    """
-    parts = [part for part in path.strip().split("/") if part]
-    folders = [mount.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
-    return [folder for folder in folders if folder.is_dir()]
-
-
-def _v2_quota(folder: Path) -> float | None:
-    try:
-        quota, period = (folder / "cpu.max").read_text(encoding="ascii").split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
-
-
-def _v1_quota(folder: Path) -> float | None:
-    try:
-        quota = int((folder / "cpu.cfs_quota_us").read_text(encoding="ascii"))
-        period = int((folder / "cpu.cfs_period_us").read_text(encoding="ascii"))
-    except (OSError, ValueError):
-        return None
-    return quota / period if quota > 0 and period > 0 else None
 
 
 def quota_cores(quota: float) -> int:

@@ -165,3 +165,25 @@ def ray_address() -> Iterator[str]:
         yield "auto"
     finally:
         subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=env, timeout=120)
+
+
+def synthetic_frame_stack_buffer(transitions: int, seed: int):
+    """A FrameStackBuffer of noise frames, episodes of 100 steps."""
+    from offline_rl.data.frame_stack import FrameStackBuffer
+
+    rng = np.random.default_rng(seed)
+    episodes = transitions // 100
+    frames = rng.integers(0, 256, size=(transitions + episodes, 84, 84), dtype=np.uint8)
+    first = np.repeat(np.arange(episodes) * 101, 100)
+    newest = first + np.tile(np.arange(100), episodes)
+    terminated = np.zeros(transitions, dtype=bool)
+    terminated[99::100] = True
+    return FrameStackBuffer(
+        frames=frames,
+        frame_index=newest,
+        episode_first_frame=first,
+        act=rng.integers(0, 6, transitions),
+        rew=rng.normal(size=transitions).astype(np.float32),
+        terminated=terminated,
+        truncated=np.zeros(transitions, dtype=bool),
+    )

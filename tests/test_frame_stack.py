@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import ale_py
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from conftest import synthetic_frame_stack_buffer
 from offline_rl.data import (
     FrameStackBufferBuilder,
     dataset_stats,
@@ -100,3 +102,63 @@ def test_several_collections_load_as_one_buffer(pong_rollout, tmp_path: Path) ->
     for key in ("obs", "obs_next", "act", "done"):
         np.testing.assert_array_equal(combined[indices + len(buffer)][key], buffer[indices][key], err_msg=key)
     assert combined.next(np.array([len(buffer) - 1]))[0] == len(buffer) - 1  # the first file's last episode ends
+
+
+def _peak_bytes(work):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = work()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_several_collections_load_with_one_file_beside_the_result(tmp_path: Path) -> None:
+    """Loading 5 files of 1M Atari transitions must not need twice their 35 GB."""
+    from offline_rl.data import load_buffers
+
+    parts = [synthetic_frame_stack_buffer(2000, seed) for seed in range(4)]
+    paths = [save_buffer(part, tmp_path / f"part{i}.hdf5") for i, part in enumerate(parts)]
+    combined, peak = _peak_bytes(lambda: load_buffers(paths))
+    result = combined.frames.nbytes
+    assert peak < result + 1.5 * parts[0].frames.nbytes  # was 2 × result: every file, then their copy
+    offset = len(parts[0].frames) + len(parts[1].frames)
+    np.testing.assert_array_equal(combined.frames[offset : offset + len(parts[2].frames)], parts[2].frames)
+    np.testing.assert_array_equal(combined[np.arange(4000, 6000)].obs, parts[2][np.arange(2000)].obs)
+
+
+def test_a_collection_merges_its_envs_recordings_freeing_each_as_it_goes() -> None:
+    from offline_rl.apps.discrete_collection import _emptied
+    from offline_rl.data.frame_stack import merge_frame_stack_buffers
+
+    builders = []
+    for seed in range(4):
+        builder = FrameStackBufferBuilder(max_frames=2100)
+        part = synthetic_frame_stack_buffer(2000, seed)
+        builder.extend(
+            {
+                "frame_start": np.array(0),
+                "frames": part.frames,
+                "frame_index": part.frame_index,
+                "episode_first_frame": part.episode_first_frame,
+                "act": part.act,
+                "rew": part.rew,
+                "terminated": part.terminated,
+                "truncated": part.truncated,
+            }
+        )
+        builders.append(builder)
+    expected = merge_frame_stack_buffers([builder.build() for builder in builders])
+    frames = sum(builder.position()[1] for builder in builders)
+    alive = [weakref.ref(builder) for builder in builders]
+    del part, builder
+    merged, peak = _peak_bytes(lambda: merge_frame_stack_buffers(_emptied(builders), total_frames=frames))
+    assert not builders and all(ref() is None for ref in alive)  # each dropped once merged
+    # the builders' frames were allocated before tracing: only the result and bookkeeping are new
+    assert peak < 1.1 * merged.frames.nbytes
+    np.testing.assert_array_equal(merged.frames, expected.frames)
+    indices = np.arange(len(expected))
+    for key in ("obs", "obs_next", "act", "rew", "terminated", "truncated"):
+        np.testing.assert_array_equal(merged[indices][key], expected[indices][key], err_msg=key)

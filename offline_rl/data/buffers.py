@@ -20,6 +20,7 @@ from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_ME
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.transitions import require_finite
 from offline_rl.errors import DatasetError
+from offline_rl.host_memory import available_memory, describe_bytes
 
 BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
 FRAME_STACK_KEYS = ("frames", "frame_index", "episode_first_frame", "act", "rew", "terminated", "truncated", "done")
@@ -76,6 +77,35 @@ def _buffer_class(file_path: Path) -> type[ReplayBuffer]:
     return FramePoolBuffer if frame_pool else FrameStackBuffer if frame_stacked else ReplayBuffer
 
 
+def _file_bytes(file_path: Path) -> int:
+    """What the file's arrays take in memory once read (uncompressed)."""
+    total = 0
+
+    def add(_name: str, item: object) -> None:
+        nonlocal total
+        if isinstance(item, h5py.Dataset):
+            total += item.size * item.dtype.itemsize
+
+    with h5py.File(file_path, "r") as file:
+        file.visititems(add)
+    return total
+
+
+def _require_memory(need: int, source: str) -> None:
+    """Refuse a load that would end with the OOM killer's "Killed", minutes in and without a word."""
+    available = available_memory()
+    if available is not None and need > available[0]:
+        raise DatasetError(
+            f"{source}: loading needs {describe_bytes(need)} of memory and {describe_bytes(available[0])} are "
+            f"available ({available[1]}); free memory, load fewer files, or use a machine with more"
+        )
+
+
+def _frame_count(file_path: Path) -> int:
+    with h5py.File(file_path, "r") as file:
+        return int(file["frames"].shape[0])
+
+
 def _checked(buffer: ReplayBuffer, source: str) -> ReplayBuffer:
     if len(buffer) == 0:
         raise DatasetError(f"{source}: buffer holds no transitions")
@@ -89,6 +119,11 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
     conversion), recognised by content."""
     file_path = Path(path).expanduser()
     buffer_class = _buffer_class(file_path)
+    _require_memory(_file_bytes(file_path), str(file_path))
+    return _load(file_path, buffer_class)
+
+
+def _load(file_path: Path, buffer_class: type[ReplayBuffer]) -> ReplayBuffer:
     try:
         buffer = buffer_class.load_hdf5(str(file_path))
     except OSError as error:
@@ -109,8 +144,13 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
                 f"{path}: several buffers combine only when all are RL Unplugged conversions or all are "
                 f"atari_qrdqn.py collections (this one is a {buffer_class.__name__}, the first a {classes[0].__name__})"
             )
-    if classes[0] is FramePoolBuffer:
+    sizes = [_file_bytes(path) for path in file_paths]
+    pooled = classes[0] is FramePoolBuffer  # read straight into the result; stacks load a file at a time beside it
+    _require_memory(sum(sizes) + (0 if pooled else max(sizes)), f"{file_paths[0]} and {len(file_paths) - 1} more")
+    if pooled:
         buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths)
     else:
-        buffer = merge_frame_stack_buffers([load_buffer(path) for path in file_paths])  # type: ignore[misc]
+        frames = sum(_frame_count(path) for path in file_paths)
+        loaded = (_load(path, FrameStackBuffer) for path in file_paths)  # no name holds a file once merged
+        buffer = merge_frame_stack_buffers(loaded, total_frames=frames)  # type: ignore[arg-type]
     return _checked(buffer, " + ".join(map(str, file_paths)))
