@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from offline_rl.cgroups import CGROUP_ROOT, PROC_CGROUP, cgroup_folders, read_number, read_stat
+from offline_rl.errors import OfflineRLError
 
 PROC_MEMINFO = Path("/proc/meminfo")
 _UNLIMITED = 2**62  # cgroup v1 writes "no limit" as a number near 2**63
@@ -52,6 +53,17 @@ def _cgroup_room(folder: Path) -> int | None:
     if limit is None or limit >= _UNLIMITED or used is None:
         return None
     return max(0, limit - (used - (cache or 0)))
+
+
+def require_memory(need: int, subject: str, advice: str) -> None:
+    """Refuse, in one line, work that needs more memory than the process may still take: `subject`
+    ("x.hdf5: loading", "--buffer-size 1000000: the replay") needs N GiB, M are available; `advice`."""
+    available = available_memory()
+    if available is not None and need > available[0]:
+        raise OfflineRLError(
+            f"{subject} needs {describe_bytes(need)} of memory and {describe_bytes(available[0])} are "
+            f"available ({available[1]}); {advice}"
+        )
 
 
 def describe_bytes(count: float) -> str:

@@ -77,9 +77,9 @@ def test_a_buffer_larger_than_the_memory_left_is_refused_before_loading(
 ) -> None:
     from tianshou.data import Batch, ReplayBuffer
 
-    from offline_rl.data import buffers
-    from offline_rl.data.buffers import load_buffer, save_buffer
-    from offline_rl.errors import DatasetError
+    from offline_rl import host_memory
+    from offline_rl.data.buffers import _file_bytes, load_buffer, save_buffer
+    from offline_rl.errors import OfflineRLError
 
     buffer = ReplayBuffer(1000)
     for step in range(1000):
@@ -88,31 +88,55 @@ def test_a_buffer_larger_than_the_memory_left_is_refused_before_loading(
                   obs_next=np.zeros(256, np.float32), info={})
         )  # fmt: skip
     path = save_buffer(buffer, tmp_path / "big.hdf5")
-    need = buffers._file_bytes(path)
+    need = _file_bytes(path)
     assert need >= 2 * 1000 * 256 * 4  # obs and obs_next, as read
-    monkeypatch.setattr(buffers, "available_memory", lambda: (need - 1, "a test's limit"))
-    with pytest.raises(DatasetError) as refused:
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (need - 1, "a test's limit"))
+    with pytest.raises(OfflineRLError) as refused:
         load_buffer(path)
     assert str(refused.value) == (
         f"{path}: loading needs {describe_bytes(need)} of memory and {describe_bytes(need - 1)} are available "
         "(a test's limit); free memory, load fewer files, or use a machine with more"
     )
-    monkeypatch.setattr(buffers, "available_memory", lambda: (need, "a test's limit"))
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (need, "a test's limit"))
     assert len(load_buffer(path)) == 1000
 
 
 def test_several_collections_need_their_sum_plus_the_largest_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from offline_rl.data import buffers
-    from offline_rl.data.buffers import load_buffers, save_buffer
-    from offline_rl.errors import DatasetError
+    from offline_rl import host_memory
+    from offline_rl.data.buffers import _file_bytes, load_buffers, save_buffer
+    from offline_rl.errors import OfflineRLError
 
     parts = {0: synthetic_frame_stack_buffer(300, 0), 1: synthetic_frame_stack_buffer(500, 1)}
     paths = [save_buffer(part, tmp_path / f"{seed}.hdf5") for seed, part in parts.items()]
-    sizes = [buffers._file_bytes(path) for path in paths]
-    monkeypatch.setattr(buffers, "available_memory", lambda: (sum(sizes) + max(sizes) - 1, "a test's limit"))
-    with pytest.raises(DatasetError, match=rf"^{paths[0]} and 1 more: loading needs"):
+    sizes = [_file_bytes(path) for path in paths]
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (sum(sizes) + max(sizes) - 1, "a test's limit"))
+    with pytest.raises(OfflineRLError, match=rf"^{paths[0]} and 1 more: loading needs"):
         load_buffers(paths)
-    monkeypatch.setattr(buffers, "available_memory", lambda: (sum(sizes) + max(sizes), "a test's limit"))
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (sum(sizes) + max(sizes), "a test's limit"))
     assert len(load_buffers(paths)) == 800
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_an_atari_replay_or_recording_that_cannot_fit_once_full_is_refused_at_the_start(
+    watch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training fills its replay for hours; the OOM killer would end the run when it is nearly full."""
+    from offline_rl import host_memory
+    from offline_rl.apps import atari_qrdqn
+    from offline_rl.envs import make_discrete_env
+    from offline_rl.errors import OfflineRLError
+
+    flags = ["--task", "PongNoFrameskip-v4", "--buffer-size", "100000", "--training-num", "10"]
+    if watch:
+        flags += ["--watch", "--save-buffer-name", "x.hdf5"]
+    config = atari_qrdqn.config_from_args(flags)
+    env = make_discrete_env(config.task, config.frames_stack)
+    need = 100_000 * (84 * 84 + 19) * (1.1 if watch else 1.0)  # each frame once, + one env's share to merge
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (int(need) - 1, "a test's limit"))
+    with pytest.raises(OfflineRLError, match=r"^--buffer-size 100000.* needs \d+ MiB of memory and .*smaller --buf"):
+        atari_qrdqn.require_replay_memory(config, env)
+    monkeypatch.setattr(host_memory, "available_memory", lambda: (int(need) + 1, "a test's limit"))
+    atari_qrdqn.require_replay_memory(config, env)
+    env.close()

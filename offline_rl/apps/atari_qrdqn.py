@@ -134,6 +134,29 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     ).to(device)
 
 
+def require_replay_memory(config: AtariQRDQNConfig, env: gym.Env) -> None:
+    """One line now, rather than the OOM killer hours later, when the replay (training) or the
+    recorded dataset (`--save-buffer-name`) cannot fit in memory once full. Counted at least: each
+    step's frame (a game's replay stores each frame once) or observation, plus 19 bytes of action,
+    reward and flags; a collection also holds one env's share twice while its recordings merge."""
+    from offline_rl.host_memory import require_memory
+
+    if config.run.watch and not config.save_buffer_name:
+        return
+    space = env.observation_space
+    shape = tuple(space.shape or ())
+    frame = shape[1:] if is_atari_game(config.task) else shape
+    per_step = int(np.prod(frame)) * np.dtype(space.dtype).itemsize + 19
+    need = config.buffer_size * per_step
+    if config.run.watch:
+        envs = min(config.training_num, config.buffer_size)
+        need += need // envs
+        subject = f"--buffer-size {config.buffer_size} with --save-buffer-name: recording the dataset"
+    else:
+        subject = f"--buffer-size {config.buffer_size}: the replay, once full,"
+    require_memory(need, subject, "give a smaller --buffer-size, or use a machine with more memory")
+
+
 def collection_plan(config: AtariQRDQNConfig) -> Any:
     """`--save-buffer-name`'s collection; a continuation must repeat the flags in its settings."""
     from offline_rl.apps.discrete_collection import CollectionPlan
@@ -325,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head (an MLP one for vector tasks).
     env = make_discrete_env(config.task, config.frames_stack)
+    require_replay_memory(config, env)  # the replay fills for hours: refuse now what cannot fit then
     algorithm = build_qrdqn(config, env, session.device)
     session.restore(algorithm, task=config.task)
 

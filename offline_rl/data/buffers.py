@@ -20,7 +20,7 @@ from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_ME
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.transitions import require_finite
 from offline_rl.errors import DatasetError
-from offline_rl.host_memory import available_memory, describe_bytes
+from offline_rl.host_memory import require_memory
 
 BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
 FRAME_STACK_KEYS = ("frames", "frame_index", "episode_first_frame", "act", "rew", "terminated", "truncated", "done")
@@ -93,12 +93,7 @@ def _file_bytes(file_path: Path) -> int:
 
 def _require_memory(need: int, source: str) -> None:
     """Refuse a load that would end with the OOM killer's "Killed", minutes in and without a word."""
-    available = available_memory()
-    if available is not None and need > available[0]:
-        raise DatasetError(
-            f"{source}: loading needs {describe_bytes(need)} of memory and {describe_bytes(available[0])} are "
-            f"available ({available[1]}); free memory, load fewer files, or use a machine with more"
-        )
+    require_memory(need, f"{source}: loading", "free memory, load fewer files, or use a machine with more")
 
 
 def _frame_count(file_path: Path) -> int:
