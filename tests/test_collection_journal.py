@@ -208,7 +208,7 @@ def test_runs_started_together_generate_the_default_dataset_once(tmp_path: Path,
 
 
 def test_ctrl_c_waits_for_the_step_boundary_and_a_second_one_does_not() -> None:
-    from offline_rl.apps.discrete_collection import interrupts_between_steps
+    from offline_rl.interrupts import interrupts_between_steps
 
     with interrupts_between_steps() as stop_if_interrupted:
         stop_if_interrupted()  # nothing pressed: goes on

@@ -15,6 +15,7 @@ from typing import Any
 from offline_rl.apps.flags import EXIT_USER_ERROR
 from offline_rl.atomic import FULL_DISK_ERRNOS
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
+from offline_rl.interrupts import EXIT_TERMINATED, Terminated, stop_on_sigterm
 
 EXIT_INTERRUPTED = 130
 
@@ -49,14 +50,16 @@ def _one_line_warnings() -> None:
 def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:
     """Run a CLI `main`; a bug still raises with a traceback, since hiding it would make it unreportable."""
     _one_line_warnings()
+    stop_on_sigterm()  # a scheduler's SIGTERM stops the command as Ctrl-C does
     try:
         result = main(argv)
     except OfflineRLError as error:
         sys.stderr.write(f"error: {error}\n")
         sys.exit(EXIT_USER_ERROR)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted: nothing partial was written\n")
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as interrupt:
+        terminated = isinstance(interrupt, Terminated)
+        sys.stderr.write(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}: nothing partial was written\n")
+        sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except OSError as error:
         if error.errno not in MACHINE_ERRNOS:
             raise

@@ -9,10 +9,7 @@ runs again, instead of starting over.
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import numpy as np
 from offline_rl.atomic import check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.envs import is_atari_game, make_discrete_env
+from offline_rl.interrupts import interrupts_between_steps
 from offline_rl.progress import progress_bar
 
 
@@ -171,37 +169,6 @@ def _play(
                     "run the same command again to continue"
                 )
             raise
-
-
-@contextlib.contextmanager
-def interrupts_between_steps() -> Iterator[Callable[[], None]]:
-    """Make Ctrl-C stop the collection where the returned check is called, between two steps.
-
-    A KeyboardInterrupt raised inside a recorder's `add` would leave its columns of unequal
-    lengths, and the part kept on the way out would hold a transition torn in two. A second Ctrl-C
-    before the check (an env that hangs) interrupts at once. Outside the main thread, or where
-    Ctrl-C is ignored (a background job), nothing changes."""
-    pressed: list[int] = []
-
-    def defer(signum: int, frame: Any) -> None:
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(signum)
-
-    def stop_if_interrupted() -> None:
-        if pressed:
-            raise KeyboardInterrupt
-
-    installable = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if installable else None
-    if previous is not signal.default_int_handler:
-        yield stop_if_interrupted
-        return
-    signal.signal(signal.SIGINT, defer)
-    try:
-        yield stop_if_interrupted
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _join(plan: CollectionPlan, recorders: list[Any]) -> Any:

@@ -1,0 +1,76 @@
+"""SIGTERM stops a command as Ctrl-C does, and a collection stops only between two steps.
+
+Cluster schedulers and container runtimes end a job with SIGTERM, then SIGKILL after a grace
+period: Slurm's `scancel`, time limit and preemption, Kubernetes evictions, `timeout`. Python's
+default is to die at once on SIGTERM, so a run said nothing, a collection lost the steps since its
+last kept part, and a file being written left its temporary behind. `stop_on_sigterm()` (every
+command installs it, in `run_main`) makes SIGTERM raise `Terminated`, a KeyboardInterrupt: every
+`except KeyboardInterrupt` on the way out runs as for Ctrl-C (parts kept, temporaries removed,
+"interrupted after ...; continue with --resume-path ..." printed), and the command exits with
+143, the status a shell gives a process that SIGTERM ended. Env worker processes forked after it
+inherit the handler, and Tianshou's workers close on a KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """The KeyboardInterrupt SIGTERM raises: handled wherever Ctrl-C is."""
+
+
+def raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises `Terminated` in this process from now on; where another handler (or none, in a
+    thread) is in place, nothing changes."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
+# signal: (its handler when it stops a command, what that handler raises)
+_STOPPING = {
+    signal.SIGINT: (signal.default_int_handler, KeyboardInterrupt),
+    signal.SIGTERM: (raise_terminated, Terminated),
+}
+
+
+@contextlib.contextmanager
+def interrupts_between_steps() -> Iterator[Callable[[], None]]:
+    """Make Ctrl-C (and SIGTERM) stop a collection where the returned check is called, between steps.
+
+    An interrupt raised inside a recorder's `add` would leave its columns of unequal lengths, and
+    the part kept on the way out would hold a transition torn in two. A second signal before the
+    check (an env that hangs) interrupts at once. Outside the main thread, or for a signal that does
+    not interrupt here (Ctrl-C ignored in a background job), nothing changes."""
+    received: list[int] = []
+
+    def defer(signum: int, frame: Any) -> None:
+        if received:
+            raise _STOPPING[signum][1]
+        received.append(signum)
+
+    def stop_if_interrupted() -> None:
+        if received:
+            raise _STOPPING[received[0]][1]
+
+    deferred: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum, (handler, _) in _STOPPING.items():
+            if signal.getsignal(signum) is handler:
+                deferred[signum] = handler
+                signal.signal(signum, defer)
+    try:
+        yield stop_if_interrupted
+    finally:
+        for signum, handler in deferred.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,113 @@
+"""SIGTERM (a scheduler ending a job: Slurm, Kubernetes, `timeout`) stops a command as Ctrl-C does:
+what it has is kept, it says how to go on, and it exits with 143."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, script_env
+from offline_rl.interrupts import EXIT_TERMINATED, Terminated, interrupts_between_steps, stop_on_sigterm
+
+
+@pytest.fixture
+def sigterm_stops() -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_raises_a_keyboard_interrupt_once_installed(sigterm_stops: None) -> None:
+    with pytest.raises(Terminated) as raised:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs at the next bytecode
+    assert isinstance(raised.value, KeyboardInterrupt)  # every `except KeyboardInterrupt` handles it
+
+
+def test_sigterm_waits_for_the_step_boundary_and_a_second_one_does_not(sigterm_stops: None) -> None:
+    with interrupts_between_steps() as stop_if_interrupted:
+        stop_if_interrupted()
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives "inside a step": deferred
+        with pytest.raises(Terminated):
+            stop_if_interrupted()
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)  # again: at once
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGTERM).__name__ == "raise_terminated"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_without_the_handler_sigterm_is_left_alone() -> None:
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with interrupts_between_steps():
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-u", *args],
+        cwd=cwd,
+        env=script_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _terminate_when(
+    process: subprocess.Popen[str], marker: str, *, after_s: float = 0.0, timeout: float = 300
+) -> tuple[str, str]:
+    """Read stdout until `marker` appears, send SIGTERM `after_s` later, and return (stdout, stderr)."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    for line in process.stdout:
+        seen.append(line)
+        if marker in line:
+            time.sleep(after_s)
+            process.send_signal(signal.SIGTERM)
+            break
+        assert time.monotonic() < deadline, "".join(seen)
+    out, err = process.communicate(timeout=120)
+    return "".join(seen) + out, err
+
+
+def test_a_training_run_ended_by_sigterm_says_how_to_resume_and_resumes(tmp_path: Path) -> None:
+    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+
+    data = tmp_path / "pendulum.hdf5"
+    collect_dataset(CollectConfig(task="Pendulum-v1", output=data, size=400, progress=False))
+    flags = ["--task", "Pendulum-v1", "--dataset", str(data), "--epoch", "1000", "--step-per-epoch", "20"]
+    flags += ["--test-num", "1", "--logdir", str(tmp_path / "log")]
+    run = _start([str(REPO_ROOT / "examples/d4rl_cql.py"), *flags], tmp_path)
+    out, err = _terminate_when(run, "evaluation 2 ")
+    assert run.returncode == EXIT_TERMINATED, err
+    line = next(line for line in out.splitlines() if line.startswith("interrupted after"))
+    checkpoint = line.split("--resume-path ")[1]
+    assert Path(checkpoint).is_file() and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert not [path for path in Path(checkpoint).parent.iterdir() if path.name.startswith(".")][1:]  # the lock only
+    resumed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), "--resume-path", checkpoint, "--epoch", "3"],
+        cwd=tmp_path, env=script_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: Path) -> None:
+    output = tmp_path / "cartpole.hdf5"
+    flags = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "3000000"]
+    flags += ["--training-num", "2", "--num-quantiles", "8", "--save-buffer-name", str(output)]
+    collection = _start([str(REPO_ROOT / "examples/atari_qrdqn.py"), *flags], tmp_path)
+    out, err = _terminate_when(collection, "playing with an untrained policy", after_s=8)
+    assert collection.returncode == EXIT_TERMINATED, err
+    assert "kept in" in out and "run the same command again to continue" in out, out
+    assert (tmp_path / "cartpole.hdf5.parts").is_dir() and not output.exists()
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
