@@ -3,12 +3,12 @@
 Cluster schedulers and container runtimes end a job with SIGTERM, then SIGKILL after a grace
 period: Slurm's `scancel`, time limit and preemption, Kubernetes evictions, `timeout`. Python's
 default is to die at once on SIGTERM, so a run said nothing, a collection lost the steps since its
-last kept part, and a file being written left its temporary behind. `stop_on_sigterm()` (every
-command installs it, in `run_main`) makes SIGTERM raise `Terminated`, a KeyboardInterrupt: every
-`except KeyboardInterrupt` on the way out runs as for Ctrl-C (parts kept, temporaries removed,
-"interrupted after ...; continue with --resume-path ..." printed), and the command exits with
-143, the status a shell gives a process that SIGTERM ended. Env worker processes forked after it
-inherit the handler, and Tianshou's workers close on a KeyboardInterrupt.
+last kept part, and a file being written left its temporary behind. Inside
+`sigterm_stops_like_ctrl_c()` (every command runs in it, in `run_main`) SIGTERM raises
+`Terminated`, a KeyboardInterrupt: every `except KeyboardInterrupt` on the way out runs as for
+Ctrl-C (parts kept, temporaries removed, "interrupted after ...; continue with --resume-path ..."
+printed), and the command exits with 143, the status a shell gives a process that SIGTERM ended.
+Env worker processes forked inside inherit the handler; Tianshou's workers close on a KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -30,11 +30,19 @@ def raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM raises `Terminated` in this process from now on; where another handler (or none, in a
-    thread) is in place, nothing changes."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, raise_terminated)
+@contextlib.contextmanager
+def sigterm_stops_like_ctrl_c() -> Iterator[None]:
+    """Inside, SIGTERM raises `Terminated`; the previous handler is back afterwards. Where another
+    handler is in place (or outside the main thread), nothing changes."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if not in_main_thread or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 # signal: (its handler when it stops a command, what that handler raises)

@@ -8,20 +8,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO_ROOT, script_env
-from offline_rl.interrupts import EXIT_TERMINATED, Terminated, interrupts_between_steps, stop_on_sigterm
+from offline_rl.interrupts import EXIT_TERMINATED, Terminated, interrupts_between_steps, sigterm_stops_like_ctrl_c
 
 
 @pytest.fixture
-def sigterm_stops() -> None:
-    previous = signal.getsignal(signal.SIGTERM)
-    stop_on_sigterm()
-    yield
-    signal.signal(signal.SIGTERM, previous)
+def sigterm_stops() -> Iterator[None]:
+    with sigterm_stops_like_ctrl_c():
+        yield
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
 
 
 def test_sigterm_raises_a_keyboard_interrupt_once_installed(sigterm_stops: None) -> None:

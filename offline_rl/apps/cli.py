@@ -15,7 +15,7 @@ from typing import Any
 from offline_rl.apps.flags import EXIT_USER_ERROR
 from offline_rl.atomic import FULL_DISK_ERRNOS
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
-from offline_rl.interrupts import EXIT_TERMINATED, Terminated, stop_on_sigterm
+from offline_rl.interrupts import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 EXIT_INTERRUPTED = 130
 
@@ -50,23 +50,29 @@ def _one_line_warnings() -> None:
 def run_main(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None = None) -> None:
     """Run a CLI `main`; a bug still raises with a traceback, since hiding it would make it unreportable."""
     _one_line_warnings()
-    stop_on_sigterm()  # a scheduler's SIGTERM stops the command as Ctrl-C does
+    with sigterm_stops_like_ctrl_c():  # a scheduler's SIGTERM stops the command as Ctrl-C does
+        code = _exit_status(main, argv)
+    sys.exit(code)
+
+
+def _exit_status(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None) -> int:
+    """Run `main`: its own status, or 2 after one line for a user's error, 130 (143) after Ctrl-C (SIGTERM)."""
     try:
         result = main(argv)
     except OfflineRLError as error:
         sys.stderr.write(f"error: {error}\n")
-        sys.exit(EXIT_USER_ERROR)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt as interrupt:
         terminated = isinstance(interrupt, Terminated)
         sys.stderr.write(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}: nothing partial was written\n")
-        sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except OSError as error:
         if error.errno not in MACHINE_ERRNOS:
             raise
         where = f"{error.filename}: " if error.filename else ""
         sys.stderr.write(f"error: {where}{os.strerror(error.errno)}\n")
-        sys.exit(EXIT_USER_ERROR)
-    sys.exit(result if isinstance(result, int) else 0)
+        return EXIT_USER_ERROR
+    return result if isinstance(result, int) else 0
 
 
 def pick_device(flag: str) -> str:
