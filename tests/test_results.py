@@ -23,6 +23,7 @@ def write_run(
     cql_weight: float = 10.0,
     normalized: bool = False,
     finished: bool = True,
+    config_update: dict | None = None,
 ) -> Path:
     """A run directory as the training loop writes it: run.json, eval/* and update/q_* scalars."""
     from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
@@ -32,6 +33,7 @@ def write_run(
 
     folder.mkdir(parents=True)
     config = {"dataset": dataset, "run": {"seed": seed, "logdir": str(folder)}, "algorithm": {"cql_weight": cql_weight}}
+    config.update(config_update or {})
     (folder / "run.json").write_text(json.dumps({"config": config, "dataset_info": {"name": dataset}}))
     writer = SummaryWriter(str(folder))
     for index, score in enumerate(scores, start=1):
@@ -123,6 +125,28 @@ def test_settings_that_differ_label_the_groups(tmp_path: Path) -> None:
     runs = read_runs([tmp_path])
     assert sorted({run.setting for run in runs}) == ["cql_weight=1.0", "cql_weight=5.0"]
     assert all(not run.normalized for run in runs)  # no reference returns: the score is the return
+
+
+def test_labels_name_what_differs_within_a_dataset_not_what_follows_the_dataset(tmp_path: Path) -> None:
+    """A sweep over D4RL datasets changes the task with the dataset: `task=...` would label every
+    group and tell nothing. A setting is named alike on every dataset, even one that ran only it."""
+    grid = [("hopper-medium-v2", "Hopper-v4", 1.0), ("hopper-medium-v2", "Hopper-v4", 5.0)]
+    grid += [("walker2d-medium-v2", "Walker2d-v4", 5.0)]
+    for dataset, task, weight in grid:
+        folder = tmp_path / f"{dataset}-{weight}"
+        write_run(folder, dataset=dataset, seed=0, scores=[1.0], cql_weight=weight, config_update={"task": task})
+    assert {(run.dataset, run.setting) for run in read_runs([tmp_path])} == {
+        ("hopper-medium-v2", "cql_weight=1.0"),
+        ("hopper-medium-v2", "cql_weight=5.0"),
+        ("walker2d-medium-v2", "cql_weight=5.0"),
+    }
+
+
+def test_runs_of_different_programs_on_their_own_datasets_are_each_default(tmp_path: Path) -> None:
+    continuous, discrete = {"cql_weight": 5.0, "tau": 0.005}, {"num_quantiles": 200}
+    for name, algorithm in (("pendulum.hdf5", continuous), ("pong.hdf5", discrete)):
+        write_run(tmp_path / name, dataset=name, seed=0, scores=[1.0], config_update={"algorithm": algorithm})
+    assert {run.setting for run in read_runs([tmp_path])} == {"default"}
 
 
 def test_the_figures_have_a_panel_per_dataset_with_labels_and_legends(logs: Path) -> None:

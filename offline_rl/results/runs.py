@@ -143,9 +143,18 @@ def _shown(value: Any) -> str:
 
 
 def label_settings(runs: list[Run]) -> None:
-    """Name each run's setting by the values that differ between runs (seed and dataset aside)."""
+    """Name each run's setting by the values that tell runs of one dataset apart (seed aside), named
+    alike on every dataset. A value that only follows the dataset (its task, or a whole other
+    algorithm's settings in a log folder shared by two programs) labels nothing."""
     keys = sorted({key for run in runs for key in run.settings} - _NOT_SETTINGS)
-    varying = [key for key in keys if len({_shown(run.settings.get(key)) for run in runs}) > 1]
+    by_dataset: dict[str, list[Run]] = {}
+    for run in runs:
+        by_dataset.setdefault(run.dataset, []).append(run)
+
+    def varies_within_a_dataset(key: str) -> bool:
+        return any(len({_shown(run.settings.get(key)) for run in group}) > 1 for group in by_dataset.values())
+
+    varying = [key for key in keys if varies_within_a_dataset(key)]
     for run in runs:
         parts = [f"{key}={_shown(run.settings.get(key))}" for key in varying]
         run.setting = " ".join(parts) or "default"
