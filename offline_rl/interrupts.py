@@ -19,11 +19,19 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
+STOPPED_STATUSES = (EXIT_INTERRUPTED, EXIT_TERMINATED, -signal.SIGINT, -signal.SIGTERM)
+"""Exit statuses of a command that was told to stop (Ctrl-C, SIGTERM), rather than one that failed."""
 
 
 class Terminated(KeyboardInterrupt):
     """The KeyboardInterrupt SIGTERM raises: handled wherever Ctrl-C is."""
+
+
+def exit_status(interrupt: KeyboardInterrupt) -> int:
+    """130 after Ctrl-C, 143 after SIGTERM: what a shell reports for a process the signal ended."""
+    return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
 
 
 def raise_terminated(signum: int, frame: Any) -> None:

@@ -111,3 +111,14 @@ def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: P
     assert "kept in" in out and "run the same command again to continue" in out, out
     assert (tmp_path / "cartpole.hdf5.parts").is_dir() and not output.exists()
     assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+
+
+@pytest.mark.parametrize("code", [130, 143])
+def test_a_sweep_trial_told_to_stop_is_not_retried(code: int, tmp_path: Path) -> None:
+    """A scheduler ending the job sends SIGTERM to every process: a trial that stops on it is
+    interrupted (resumed by the next run of the sweep), not a crash to retry at once."""
+    from offline_rl.sweep.trial import run_trial
+
+    (tmp_path / "stops.py").write_text(f"import sys\nsys.exit({code})\n")
+    outcome = run_trial("stops", "t", [], str(tmp_path / "trial"), max_retries=2, cwd=str(tmp_path))
+    assert (outcome.status, outcome.attempts) == ("interrupted", 1)

@@ -15,9 +15,7 @@ from typing import Any
 from offline_rl.apps.flags import EXIT_USER_ERROR
 from offline_rl.atomic import FULL_DISK_ERRNOS
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
-from offline_rl.interrupts import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
-
-EXIT_INTERRUPTED = 130
+from offline_rl.interrupts import Terminated, exit_status, sigterm_stops_like_ctrl_c
 
 MACHINE_ERRNOS = FULL_DISK_ERRNOS | {errno.EROFS, errno.EACCES}
 """OS errors that say what the machine refused (no space, a read-only mount, no permission), never a
@@ -63,9 +61,9 @@ def _exit_status(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str
         sys.stderr.write(f"error: {error}\n")
         return EXIT_USER_ERROR
     except KeyboardInterrupt as interrupt:
-        terminated = isinstance(interrupt, Terminated)
-        sys.stderr.write(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}: nothing partial was written\n")
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        stopped = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        sys.stderr.write(f"{stopped}: nothing partial was written\n")
+        return exit_status(interrupt)
     except OSError as error:
         if error.errno not in MACHINE_ERRNOS:
             raise

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from offline_rl.atomic import check_output
 from offline_rl.cpu_cores import available_cores
 from offline_rl.errors import OfflineRLError
+from offline_rl.interrupts import exit_status
 from offline_rl.settings import check_ranges, setting
 
 PROG = "python -m offline_rl.sweep"
@@ -189,10 +190,10 @@ def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, m
             )
         elif jobs:
             run_locally(jobs, workers, started, finished)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         display.close()
         print(f"interrupted: trials stopped at their last checkpoint; run the same command to continue ({state.path})")
-        raise SystemExit(130) from None
+        raise SystemExit(exit_status(interrupt)) from None
     display.close()
     return report(config, spec, state, folder, time.time() - start)
 

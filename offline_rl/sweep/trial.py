@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from offline_rl.interrupts import STOPPED_STATUSES
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 TRIAL_FILE = "trial.json"
 OUTPUT_FILE = "output.log"
 EXIT_USER_ERROR = 2  # the examples' status for a mistake in their flags or data: retrying cannot help
-EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -118,8 +118,9 @@ def run_trial(
     A finished trial (its `summary.json` exists) starts nothing. Otherwise each attempt starts the
     example afresh or, when the folder holds a checkpoint, as `--resume-path CHECKPOINT`, which
     restores the run's own settings and continues to its original end. Exit status 2 (a user error)
-    fails at once with the example's one-line message; 130 (interrupted) stops; anything else (killed,
-    crashed) is retried up to `max_retries` times.
+    fails at once with the example's one-line message; 130 or 143 (told to stop: Ctrl-C, or SIGTERM
+    from a scheduler ending the job) stops; anything else (killed, crashed) is retried up to
+    `max_retries` times.
     """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -157,7 +158,7 @@ def run_trial(
             outcome = done_outcome(trial_id, folder, finished_summary(folder) or {}, resumed=resumed)
         elif code == EXIT_USER_ERROR:
             outcome = TrialOutcome(trial_id, "failed", total, resumed, _last_error(folder / OUTPUT_FILE))
-        elif code in (EXIT_INTERRUPTED, -signal.SIGINT):
+        elif code in STOPPED_STATUSES:  # told to stop (Ctrl-C, or a scheduler's SIGTERM): not retried
             outcome = TrialOutcome(trial_id, "interrupted", total, resumed, "interrupted")
         elif attempts > max_retries:
             message = f"exited with status {code} in each of {attempts} attempts; see {folder / OUTPUT_FILE}"
