@@ -35,7 +35,14 @@ def exit_status(interrupt: KeyboardInterrupt) -> int:
 
 
 def raise_terminated(signum: int, frame: Any) -> None:
+    # Once: a second SIGTERM (a scheduler signals every process, and a parent passes it on to its
+    # workers) must not interrupt the clean-up the first one started. SIGKILL follows if it hangs.
+    signal.signal(signal.SIGTERM, _already_stopping)
     raise Terminated
+
+
+def _already_stopping(signum: int, frame: Any) -> None:
+    """SIGTERM while a command is already stopping on one: nothing more to do."""
 
 
 @contextlib.contextmanager

@@ -122,3 +122,30 @@ def test_a_sweep_trial_told_to_stop_is_not_retried(code: int, tmp_path: Path) ->
     (tmp_path / "stops.py").write_text(f"import sys\nsys.exit({code})\n")
     outcome = run_trial("stops", "t", [], str(tmp_path / "trial"), max_retries=2, cwd=str(tmp_path))
     assert (outcome.status, outcome.attempts) == ("interrupted", 1)
+
+
+def test_a_conversion_sigterm_reaches_its_workers_which_stop_their_shards(tmp_path: Path) -> None:
+    """Kubernetes signals a container's first process only: the converter passes SIGTERM on, so its
+    workers stop now (leaving no temporary file) rather than finish their shards first."""
+    import numpy as np
+
+    from offline_rl.rl_unplugged.testing import random_episode, serialize, shuffled_records, write_shard
+
+    rng = np.random.default_rng(0)
+    shards = []
+    for index in range(2):
+        episodes = [random_episode(rng, episode, 1000, terminal=True) for episode in range(4)]
+        shards.append(tmp_path / f"shard{index}")
+        write_shard(shards[-1], (serialize(record) for record in shuffled_records(episodes, seed=index)))
+    output = tmp_path / "out"
+    command = [str(REPO_ROOT / "converters/rl_unplugged_atari.py"), "--shard-file", *map(str, shards)]
+    conversion = _start([*command, "--output", str(output), "--workers", "2"], tmp_path)
+    deadline = time.monotonic() + 120
+    while not (output.is_dir() and len(list(output.iterdir())) == 2):  # both workers write their temporaries
+        assert conversion.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    conversion.send_signal(signal.SIGTERM)  # to the converter alone
+    _, err = conversion.communicate(timeout=120)
+    assert conversion.returncode == EXIT_TERMINATED, err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert list(output.iterdir()) == []  # neither finished shards nor temporaries
