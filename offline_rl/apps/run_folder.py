@@ -11,7 +11,9 @@ resumed and summarised alike:
 - `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
   whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
   word) and `policy_last.pth` when training ends, all full checkpoints, written atomically;
-- a resumed run keeps numbering its evaluations and keeps its best (`policy.pth` records it);
+- a resumed run keeps numbering its evaluations and keeps its best (`policy.pth` records it), and
+  trains on exactly as the uninterrupted run would have: `checkpoint.pth` holds the random
+  generators' states (`offline_rl.random_state`), put back as training starts again;
 - Ctrl-C says how far the run got and how to continue;
 - one summary line whose headline is the last evaluation, with the best labelled optimistic.
 """
@@ -35,6 +37,12 @@ from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
 from offline_rl.errors import OfflineRLError
 from offline_rl.file_lock import FileLock
+from offline_rl.random_state import (
+    RANDOM_STATE_KEY,
+    capture_random_state,
+    preserved_random_state,
+    restore_random_state,
+)
 from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
 
@@ -53,6 +61,8 @@ class RunFolder:
     started: float = field(default_factory=time.time)
     lock: FileLock | None = None
     """Held while the run writes here: the same checkpoint resumed twice at once is refused."""
+    random_state: dict[str, Any] | None = None
+    """The generators' states in the checkpoint resumed from, restored as training starts."""
 
     @classmethod
     def open(
@@ -89,7 +99,19 @@ class RunFolder:
             reporter.best = best_evaluation_in(log_path)
         saved = plain(saved)
         write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
-        return cls(algorithm, settings, log_path, writer, reporter, saved, on_best, on_checkpoint, lock=lock)
+        random_state = checkpoint.get(RANDOM_STATE_KEY) if checkpoint is not None else None
+        return cls(
+            algorithm,
+            settings,
+            log_path,
+            writer,
+            reporter,
+            saved,
+            on_best,
+            on_checkpoint,
+            lock=lock,
+            random_state=random_state,
+        )
 
     @property
     def resuming(self) -> bool:
@@ -114,18 +136,23 @@ class RunFolder:
         best = plain(self.reporter.best)
         save_checkpoint(self.log_path / "policy.pth", algorithm, best_evaluation=best, **self.saved)
         if self.on_best is not None:
-            self.on_best(algorithm, self.log_path)
+            with preserved_random_state():  # what it draws must not depend on which epochs were best
+                self.on_best(algorithm, self.log_path)
 
     def save_last(self, epoch: int, env_step: int, gradient_step: int) -> str:
-        """`checkpoint.pth` after each epoch; `on_checkpoint(folder)` first writes what else the run
-        keeps and returns the fields to add to the checkpoint."""
-        extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
+        """`checkpoint.pth` after each epoch's updates (Tianshou's trainer calls it before the epoch's
+        evaluation, which a resumed run makes again first); `on_checkpoint(folder)` first writes
+        what else the run keeps and returns the fields to add to the checkpoint."""
+        random_state = capture_random_state()  # as the next epoch's evaluation and updates find it
+        with preserved_random_state():
+            extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
         path = save_checkpoint(
             self.log_path / "checkpoint.pth",
             self.algorithm,
             epoch=epoch,
             gradient_step=gradient_step,
             env_step=env_step,
+            **{RANDOM_STATE_KEY: random_state},
             **extra,
             **self.saved,
         )
@@ -134,7 +161,11 @@ class RunFolder:
     @contextlib.contextmanager
     def training(self, progress: Callable[[], str]) -> Iterator[None]:
         """Around the trainer: on Ctrl-C say how far the run got (`progress()`) and how to go on;
-        close the logs in any case; write `policy_last.pth` when training ends."""
+        close the logs in any case; write `policy_last.pth` when training ends. A resumed run's
+        generators are put back here, after its data and networks are set up, so the evaluation of
+        the resumed weights and the updates after it draw what the uninterrupted run drew."""
+        if self.random_state is not None:
+            restore_random_state(self.random_state)
         try:
             yield
         except KeyboardInterrupt:

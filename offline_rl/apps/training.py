@@ -99,6 +99,12 @@ def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool 
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
 
 
+def evaluation_seed(seed: int) -> int:
+    """The seed of a run's first evaluation env (`--seed` + 10 000), so evaluation episodes never
+    replay the starts of the training envs an online run seeds from `--seed`."""
+    return seed + 10_000
+
+
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
     """`num` envs from `make`, seeded `seed, seed + 1, ...`: in subprocesses where that is faster
     (`envs_in_subprocesses`), else in Tianshou's `DummyVectorEnv`."""
@@ -232,13 +238,12 @@ def evaluate_or_train(
     `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
     `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
     """
-    from tianshou.data import Collector
+    from offline_rl.apps.evaluation_collector import EvaluationCollector
 
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
-    envs = vector_envs(
-        lambda: make_test_env(**render_kwargs), settings.test_num, settings.seed + 10_000, rendering=bool(render_kwargs)
-    )
-    test_collector = Collector(algorithm.policy, envs)
+    seed = evaluation_seed(settings.seed)
+    envs = vector_envs(lambda: make_test_env(**render_kwargs), settings.test_num, seed, rendering=bool(render_kwargs))
+    test_collector = EvaluationCollector(algorithm.policy, envs, seed)
     if settings.watch:
         return watch(
             algorithm,

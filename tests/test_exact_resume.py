@@ -1,0 +1,181 @@
+"""A stopped and resumed run trains exactly as the run that was never stopped, and an evaluation's
+score depends on the weights and `--seed` alone (`offline_rl.random_state`,
+`offline_rl.apps.evaluation_collector`)."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from test_d4rl_cql_example import TINY
+
+from conftest import run_in_process
+from offline_rl.apps.evaluation_collector import EvaluationCollector
+from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.random_state import capture_random_state, preserved_random_state, restore_random_state
+
+
+def draws() -> tuple[float, float, float, float]:
+    return random.random(), float(np.random.rand()), float(np.random.randn()), float(torch.rand(()))
+
+
+def test_the_generators_come_back_from_a_checkpoint_as_they_were(tmp_path: Path) -> None:
+    np.random.randn()  # numpy keeps the second of each pair of normal draws: part of its state
+    saved = capture_random_state()
+    expected = draws()
+    assert draws() != expected  # the generators moved on
+    save_checkpoint(tmp_path / "c.pth", torch.nn.Linear(1, 1), random_state=saved)
+    restore_random_state(load_checkpoint(tmp_path / "c.pth")["random_state"])  # weights_only=True
+    assert draws() == expected
+
+
+def test_work_beside_training_does_not_shift_its_draws() -> None:
+    state = capture_random_state()
+    expected = draws()
+    restore_random_state(state)
+    with preserved_random_state():
+        torch.nn.Linear(64, 64)  # initialisation draws, as exporting a policy file does
+        draws()
+    assert draws() == expected
+
+
+def cartpole_policy(eps: float):
+    """A discrete CQL policy that always prefers action 0, playing ε-greedy at `eps` when evaluated."""
+    from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+
+    env = gym.make("CartPole-v1")
+    algorithm = CQLQRDQN.build(
+        env.observation_space, env.action_space, DiscreteCQLConfig(num_quantiles=4, eps_test=eps, hidden_sizes=[8])
+    )
+    last = [m for m in algorithm.model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([1.0] * 4 + [0.0] * 4))  # quantiles of action 0 above action 1's
+    algorithm.eval()
+    return algorithm.policy
+
+
+def evaluation_collector(policy, num_envs: int = 3) -> EvaluationCollector:
+    from tianshou.env import DummyVectorEnv
+
+    return EvaluationCollector(policy, DummyVectorEnv([lambda: gym.make("CartPole-v1")] * num_envs), seed=10_000)
+
+
+def test_an_evaluation_plays_eps_test() -> None:
+    """Tianshou applies ε only in a collector made with `exploration_noise=True`; before, the
+    discrete examples' evaluations and `--watch` were greedy whatever `--eps-test` said."""
+    greedy = evaluation_collector(cartpole_policy(0.0))
+    greedy.reset()
+    greedy.collect(n_step=60)
+    assert set(greedy.buffer.act[greedy.buffer.sample_indices(0)].tolist()) == {0}
+    random_play = evaluation_collector(cartpole_policy(1.0))
+    random_play.reset()
+    random_play.collect(n_step=60)
+    actions = random_play.buffer.act[random_play.buffer.sample_indices(0)]
+    assert len(actions) == 60 and 0.25 < actions.mean() < 0.75  # uniform over both actions
+
+
+def test_every_evaluation_replays_the_same_episodes_and_leaves_training_draws_alone() -> None:
+    collector = evaluation_collector(cartpole_policy(0.5))
+    results = []
+    for _ in range(2):
+        np.random.seed(len(results))  # training left numpy's generator somewhere else each time
+        collector.reset(reset_stats=False)  # as Tianshou's trainer does before each evaluation
+        training_state = np.random.get_state()
+        result = collector.collect(n_episode=3)
+        assert np.random.get_state()[2] == training_state[2]  # handed back as it was found
+        np.testing.assert_array_equal(np.random.get_state()[1], training_state[1])
+        results.append((sorted(result.returns.tolist()), sorted(result.lens.tolist())))
+    assert results[0] == results[1]
+    assert len(set(results[0][1])) > 1  # the three envs start differently: each is seeded on its own
+
+
+def checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
+    """The algorithm's tensors and the generators' states a checkpoint holds, flattened."""
+    flat: dict[str, torch.Tensor] = {}
+
+    def visit(value, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, f"{name}/{key}")
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                visit(item, f"{name}/{index}")
+        else:
+            flat[name] = value if isinstance(value, torch.Tensor) else torch.tensor(float(value or 0))
+
+    payload = torch.load(path, weights_only=True)
+    visit(payload["algorithm"], "algorithm")
+    visit(payload["random_state"], "random_state")
+    return flat
+
+
+def assert_same_checkpoints(first: Path, second: Path) -> None:
+    a, b = checkpoint_state(first), checkpoint_state(second)
+    assert a.keys() == b.keys()
+    differing = [name for name in a if not torch.equal(a[name], b[name])]
+    assert not differing, differing[:5]
+
+
+def evaluations(stdout: str) -> dict[str, str]:
+    return dict(re.findall(r"^evaluation (.+?) \(\d+ episodes\): (return .+)$", stdout, flags=re.MULTILINE))
+
+
+def run_folder(log: Path) -> Path:
+    (folder,) = [path.parent for path in log.rglob("checkpoint.pth")]
+    return folder
+
+
+def run_ok(script: str, *args: str, cwd: Path) -> str:
+    """`script`'s output, after checking that it succeeded."""
+    done = run_in_process(script, *args, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def assert_resume_is_exact(script: str, flags: list[str], cwd: Path) -> Path:
+    """Two epochs straight, and one epoch then a resume to two: the same evaluations, the same
+    weights, optimiser states and generators at the end. Returns the stopped run's folder."""
+    flags = [*flags, "--threads", "1"]  # one thread: the same float sums in every run
+    straight = run_ok(script, *flags, "--epoch", "2", "--logdir", "straight", cwd=cwd)
+    first = run_ok(script, *flags, "--epoch", "1", "--logdir", "stopped", cwd=cwd)
+    stopped = run_folder(cwd / "stopped")
+    resumed = run_ok(
+        script, "--resume-path", str(stopped / "checkpoint.pth"), "--epoch", "2", "--threads", "1", cwd=cwd
+    )
+
+    uninterrupted = evaluations(straight)
+    assert evaluations(first)["1"] == uninterrupted["1"]
+    # The resumed weights score what they scored when saved, and the epoch after is the same epoch.
+    assert evaluations(resumed)["of the resumed weights (epoch 1)"] == uninterrupted["1"]
+    assert evaluations(resumed)["2"] == uninterrupted["2"]
+    assert_same_checkpoints(run_folder(cwd / "straight") / "checkpoint.pth", stopped / "checkpoint.pth")
+    return stopped
+
+
+def test_a_continuous_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Path) -> None:
+    """Before, the resumed run reseeded its generators from --seed and its evaluation envs afresh,
+    and the export of each new best policy drew from the run's generator: the same two epochs gave
+    other weights and other scores when stopped after the first."""
+    stopped = assert_resume_is_exact("examples/d4rl_cql.py", TINY, tmp_path)
+
+    # `--watch` of the best policy prints the score the run printed for it.
+    best = torch.load(stopped / "policy.pth", weights_only=True)["best_evaluation"]
+    watched = run_ok(
+        "examples/d4rl_cql.py", "--watch", "--resume-path", str(stopped / "policy.pth"), "--test-num", "1", cwd=tmp_path
+    )
+    assert f"return {best['return_mean']:.2f} ± " in watched
+
+
+def test_a_discrete_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Path) -> None:
+    """Discrete CQL with ε-greedy evaluations (whose coins used to come from training's generator)."""
+    collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "400"]
+    run_ok("examples/atari_qrdqn.py", *collect, "--save-buffer-name", "cartpole.hdf5", cwd=tmp_path)
+    budget = ["--task", "CartPole-v1", "--load-buffer-name", "cartpole.hdf5", "--update-per-epoch", "20"]
+    assert_resume_is_exact(
+        "examples/atari_cql.py", [*budget, "--test-num", "2", "--num-quantiles", "8", "--eps-test", "0.3"], tmp_path
+    )
