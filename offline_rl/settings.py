@@ -31,7 +31,7 @@ def setting(
     positional: bool = False,
     per_invocation: bool = False,
     repeatable: bool = False,
-    infinite: bool = False,
+    infinite: float | None = None,
 ) -> Any:
     """A dataclass field with everything the rest of the toolkit needs to know about it.
 
@@ -42,8 +42,9 @@ def setting(
     `positional` ones are given there without a flag. `per_invocation` settings belong to one
     command, not to the run it continues (`--resume-path`, `--device`): resuming does not restore them.
     A `repeatable` list flag may be given several times, its values adding up.
-    A float setting is a finite number unless it is declared `infinite` (a clip or a cap that
-    `inf` switches off): NaN is never a value, since it would silently poison every update.
+    A float setting is a finite number, or the one infinity declared as `infinite` (`math.inf` or
+    `-math.inf`: the side on which a clip or a cap is off; the other one would clip every value to
+    infinity). NaN is never a value, since it would silently poison every update.
     """
     metadata = {
         "help": help,
@@ -159,8 +160,10 @@ def _check_finite(field: dataclasses.Field, value: Any) -> None:
     for item in items:
         if not isinstance(item, float) or math.isfinite(item):
             continue
-        if math.isnan(item) or not field.metadata.get("infinite"):
-            raise OfflineRLError(f"{flag_of(field)} {item}: expected a finite number")
+        off = field.metadata.get("infinite")
+        if math.isnan(item) or item != off:
+            allowed = f" or {off} (off)" if off is not None else ""
+            raise OfflineRLError(f"{flag_of(field)} {item}: expected a finite number{allowed}")
 
 
 def require(condition: bool, message: str) -> None:

@@ -203,13 +203,18 @@ def test_every_float_flag_refuses_nan_and_infinity_unless_declared(
     assert floats
     for field in floats:
         flag = flag_of(field)
-        with pytest.raises(OfflineRLError, match=rf"^{re.escape(flag)} nan: expected a finite number$"):
+        off = field.metadata.get("infinite")  # the infinity that switches a clip or a cap off
+        allowed = f" or {off} \\(off\\)" if off is not None else ""
+        with pytest.raises(OfflineRLError, match=rf"^{re.escape(flag)} nan: expected a finite number{allowed}$"):
             program([*required, flag, "nan"])
-        if field.metadata.get("infinite"):
-            program([*required, flag, "inf"])
-        else:
-            with pytest.raises(OfflineRLError, match=rf"^{re.escape(flag)} inf: expected a finite number$"):
-                program([*required, flag, "inf"])
+        for infinity in (math.inf, -math.inf):
+            if infinity == off:
+                program([*required, f"{flag}={infinity}"])
+            else:  # --clip-diff-min inf would clip every gap to +inf
+                with pytest.raises(
+                    OfflineRLError, match=rf"^{re.escape(flag)} {infinity}: expected a finite number{allowed}$"
+                ):
+                    program([*required, f"{flag}={infinity}"])
 
 
 def test_infinity_switches_off_a_clip_or_a_cap() -> None:

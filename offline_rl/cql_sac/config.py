@@ -91,13 +91,13 @@ class CQLSACConfig:
     )
     lagrange_multiplier_min: float = setting(0.0, "lower clamp of α′", minimum=0, group=CONSERVATIVE)
     lagrange_multiplier_max: float = setting(
-        1e6, "upper clamp of α′ (inf: none)", above=0, infinite=True, group=CONSERVATIVE
+        1e6, "upper clamp of α′ (inf: none)", above=0, infinite=math.inf, group=CONSERVATIVE
     )
     lagrange_lr: float = setting(
         3e-4, "learning rate of log α′", aliases=("--cql-alpha-lr",), above=0, group=CONSERVATIVE
     )
-    clip_diff_min: float = setting(-math.inf, "lower clip of the per-state gap", infinite=True, group=CONSERVATIVE)
-    clip_diff_max: float = setting(math.inf, "upper clip of the per-state gap", infinite=True, group=CONSERVATIVE)
+    clip_diff_min: float = setting(-math.inf, "lower clip of the per-state gap", infinite=-math.inf, group=CONSERVATIVE)
+    clip_diff_max: float = setting(math.inf, "upper clip of the per-state gap", infinite=math.inf, group=CONSERVATIVE)
     calibrated: bool = setting(
         False, "Cal-QL: floor the policy actions' Q-values in the gap at the data's Monte-Carlo return",
         aliases=("--cal-ql",), group=CONSERVATIVE,
