@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from test_d4rl_cql_example import TINY
 
@@ -59,10 +60,11 @@ def cartpole_policy(eps: float):
     return algorithm.policy
 
 
-def evaluation_collector(policy, num_envs: int = 3) -> EvaluationCollector:
-    from tianshou.env import DummyVectorEnv
+def evaluation_collector(policy, num_envs: int = 3, subprocesses: bool = False) -> EvaluationCollector:
+    from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
-    return EvaluationCollector(policy, DummyVectorEnv([lambda: gym.make("CartPole-v1")] * num_envs), seed=10_000)
+    vector_env = SubprocVectorEnv if subprocesses else DummyVectorEnv
+    return EvaluationCollector(policy, vector_env([lambda: gym.make("CartPole-v1")] * num_envs), seed=10_000)
 
 
 def test_an_evaluation_plays_eps_test() -> None:
@@ -79,8 +81,9 @@ def test_an_evaluation_plays_eps_test() -> None:
     assert len(actions) == 60 and 0.25 < actions.mean() < 0.75  # uniform over both actions
 
 
-def test_every_evaluation_replays_the_same_episodes_and_leaves_training_draws_alone() -> None:
-    collector = evaluation_collector(cartpole_policy(0.5))
+@pytest.mark.parametrize("subprocesses", [False, True], ids=["one process", "a process per env"])
+def test_every_evaluation_replays_the_same_episodes_and_leaves_training_draws_alone(subprocesses: bool) -> None:
+    collector = evaluation_collector(cartpole_policy(0.5), subprocesses=subprocesses)
     results = []
     for _ in range(2):
         np.random.seed(len(results))  # training left numpy's generator somewhere else each time
@@ -92,6 +95,7 @@ def test_every_evaluation_replays_the_same_episodes_and_leaves_training_draws_al
         results.append((sorted(result.returns.tolist()), sorted(result.lens.tolist())))
     assert results[0] == results[1]
     assert len(set(results[0][1])) > 1  # the three envs start differently: each is seeded on its own
+    collector.close()
 
 
 def checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
