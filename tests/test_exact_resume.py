@@ -174,6 +174,19 @@ def test_a_continuous_run_stopped_and_resumed_trains_as_the_one_never_stopped(tm
     )
     assert f"return {best['return_mean']:.2f} ± " in watched
 
+    # Training goes on from checkpoint.pth only: a policy file is one evaluation's weights, without
+    # the epoch, counters and generators of where the run stopped (it used to restart the numbering).
+    for policy_file in ("policy.pth", "policy_last.pth"):
+        refused = run_in_process(
+            "examples/d4rl_cql.py", "--resume-path", str(stopped / policy_file), "--epoch", "3", cwd=tmp_path
+        )
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert refused.stderr.strip().splitlines()[-1] == (
+            f"error: --resume-path {stopped / policy_file}: the weights of one evaluation (policy.pth or "
+            "policy_last.pth), not where the run stopped; continue training from the checkpoint.pth beside it, "
+            "or evaluate this file with --watch"
+        )
+
 
 def test_a_discrete_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Path) -> None:
     """Discrete CQL with ε-greedy evaluations (whose coins used to come from training's generator)."""

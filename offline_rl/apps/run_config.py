@@ -56,7 +56,8 @@ class RunConfig:
     )
     resume_path: str | None = setting(
         None,
-        "checkpoint.pth or policy.pth to continue from, with the settings of its run (flags given here override them)",
+        "checkpoint.pth to continue training from, with the settings of its run (flags given here override "
+        "them); with --watch, policy.pth or policy_last.pth too",
         per_invocation=True,
     )
     watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)

@@ -27,6 +27,7 @@ from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
 from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
 from offline_rl.cpu_cores import available_cores, busy_cores, core_budget
+from offline_rl.errors import OfflineRLError
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 
@@ -53,9 +54,23 @@ def start_session(run: RunConfig) -> Session:
     make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
     check_run_folder(run)
-    configure_torch(device, run.torch, run.seed)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
+    if checkpoint is not None and not run.watch:
+        require_training_checkpoint(checkpoint, str(run.resume_path))
+    configure_torch(device, run.torch, run.seed)
     return Session(run=run, device=device, checkpoint=checkpoint, finished=finished_run(run, checkpoint))
+
+
+def require_training_checkpoint(checkpoint: dict[str, Any], path: str) -> None:
+    """Training goes on from `checkpoint.pth` only. `policy.pth` and `policy_last.pth` hold the
+    weights of one evaluation, without the epoch, counters and random generators of the moment the
+    run stopped: continuing from the best epoch's weights under the counters of the run's last
+    epoch would number its evaluations from 1 again and mix two points of the run in one folder."""
+    if "epoch" not in checkpoint:
+        raise OfflineRLError(
+            f"--resume-path {path}: the weights of one evaluation (policy.pth or policy_last.pth), not where "
+            f"the run stopped; continue training from the checkpoint.pth beside it, or evaluate this file with --watch"
+        )
 
 
 def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
