@@ -23,8 +23,8 @@ RANDOM_STATE_KEY = "random_state"
 """Checkpoint field holding `capture_random_state()`."""
 
 
-def capture_random_state() -> dict[str, Any]:
-    """The state of every global generator a training run draws from."""
+def capture_random_state(*, cuda: bool = True) -> dict[str, Any]:
+    """The state of every global generator a training run draws from (without `cuda`, the host's only)."""
     version, internal, gauss = random.getstate()
     numpy_state = np.random.get_state(legacy=False)
     state: dict[str, Any] = {
@@ -37,7 +37,7 @@ def capture_random_state() -> dict[str, Any]:
         },
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
@@ -66,13 +66,14 @@ def restore_random_state(state: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def preserved_random_state() -> Iterator[None]:
-    """Whatever the block draws, the generators leave it as they entered it.
+    """Whatever the block draws from the host's generators, they leave it as they entered it.
 
-    For the work a run does beside training (exporting a policy file builds a network, whose
-    initialisation draws): without it an epoch that set a new best would shift every later draw,
-    and a resumed run, whose first evaluation is never a new best, would part from the run it
-    continues."""
-    state = capture_random_state()
+    For the work a run does beside training (exporting a policy file builds a network on the CPU,
+    whose initialisation draws): without it an epoch that set a new best would shift every later
+    draw, and a resumed run, whose first evaluation is never a new best, would part from the run it
+    continues. CUDA generators are left alone: a captured update's CUDA graph replays against them
+    mid-run, and nothing beside training draws on the GPU."""
+    state = capture_random_state(cuda=False)
     try:
         yield
     finally:
