@@ -1,9 +1,10 @@
 """What `examples/d4rl_cql.py` is made of: its settings, and the steps around the algorithm.
 
 Layout of a run (as Tianshou's examples): `<logdir>/<task>/cql/<seed>/<timestamp>/` holds the
-TensorBoard events, `policy.pth` (best evaluation) and `checkpoint.pth` (last epoch). Both are full
-checkpoints (`offline_rl.checkpoint`); `--resume-path` continues from one, `--watch` only
-evaluates it. The actor is also exported as `behaviour_policy.pt` (`offline_rl.policy_file`), so
+TensorBoard events, `policy.pth` (best evaluation) and `checkpoint.pth` (last epoch). Both hold
+everything the networks need (`offline_rl.checkpoint`); `--resume-path checkpoint.pth` continues
+training, with the random generators where they were, and `--watch` only evaluates either. The
+actor is also exported as `behaviour_policy.pt` (`offline_rl.policy_file`), so
 `python -m offline_rl.collect --policy` can roll it out to make medium/expert-style datasets.
 """
 
