@@ -98,6 +98,16 @@ def test_every_evaluation_replays_the_same_episodes_and_leaves_training_draws_al
     collector.close()
 
 
+def test_the_largest_seed_evaluates() -> None:
+    """--seed 4294967295 is valid; its evaluation seed (+ 10 000) is past numpy's 32 bits."""
+    from tianshou.env import DummyVectorEnv
+
+    envs = DummyVectorEnv([lambda: gym.make("CartPole-v1")])
+    collector = EvaluationCollector(cartpole_policy(0.5), envs, seed=2**32 - 1 + 10_000)
+    collector.reset()
+    assert collector.collect(n_episode=1).n_collected_episodes == 1
+
+
 def checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
     """The algorithm's tensors and the generators' states a checkpoint holds, flattened."""
     flat: dict[str, torch.Tensor] = {}

@@ -41,7 +41,7 @@ class EvaluationCollector(Collector):
 
     def collect(self, *args: Any, **kwargs: Any) -> Any:
         training_state = np.random.get_state()
-        np.random.seed(self.seeds[0])
+        np.random.seed(self.seeds[0] % 2**32)  # numpy's legacy seeding takes 32 bits; --seed + 10 000 may not fit
         try:
             return super().collect(*args, **kwargs)
         finally:
