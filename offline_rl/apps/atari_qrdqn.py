@@ -186,8 +186,7 @@ def collection_plan(config: AtariQRDQNConfig) -> Any:
 def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
     from offline_rl.apps.discrete_collection import collect_buffer
-    from offline_rl.apps.evaluation_collector import EvaluationCollector
-    from offline_rl.apps.training import evaluation_seed, vector_envs, watch
+    from offline_rl.apps.training import evaluation_collector, watch
 
     policy = algorithm.policy
     policy.set_eps_inference(config.eps_test)
@@ -195,11 +194,13 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         print("no --resume-path: playing with an untrained policy")
     if config.save_buffer_name:
         return collect_buffer(collection_plan(config), policy)
-    seed = evaluation_seed(config.run.seed)
-    envs = vector_envs(lambda: make_discrete_env(config.task, config.frames_stack), config.run.test_num, seed)
+
+    def make_env() -> gym.Env:
+        return make_discrete_env(config.task, config.frames_stack)
+
     return watch(
         algorithm,
-        EvaluationCollector(policy, envs, seed),
+        evaluation_collector(policy, make_env, config.run.test_num, config.run.seed),
         task=config.task,
         episodes=config.run.test_num,
         render=config.run.render,
@@ -220,9 +221,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils import TensorboardLogger
 
-    from offline_rl.apps.evaluation_collector import EvaluationCollector
     from offline_rl.apps.run_folder import RunFolder
-    from offline_rl.apps.training import evaluation_seed, vector_envs
+    from offline_rl.apps.training import evaluation_collector, vector_envs
     from offline_rl.apps.update_rate import pause_at_evaluations, update_rate_monitor
     from offline_rl.compat import set_target_update_counter, target_update_counter
     from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer, save_replay
@@ -269,8 +269,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
-    test_seed = evaluation_seed(run.seed)
-    test_collector = EvaluationCollector(policy, vector_envs(make_test_env, run.test_num, test_seed), test_seed)
+    test_collector = evaluation_collector(policy, make_test_env, run.test_num, run.seed)
     first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
     env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
 

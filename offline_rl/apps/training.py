@@ -114,10 +114,16 @@ def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool 
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
 
 
-def evaluation_seed(seed: int) -> int:
-    """The seed of a run's first evaluation env (`--seed` + 10 000), so evaluation episodes never
-    replay the starts of the training envs an online run seeds from `--seed`."""
-    return seed + 10_000
+def evaluation_collector(
+    policy: Any, make_env: Callable[[], Any], num: int, run_seed: int, *, rendering: bool = False
+) -> Any:
+    """The evaluation collector of a run: `num` envs from `make_env` (`vector_envs`), reseeded
+    `--seed` + 10 000 + i before every evaluation (`EvaluationCollector`); the offset keeps their
+    episodes apart from the training envs an online run seeds from `--seed`."""
+    from offline_rl.apps.evaluation_collector import EvaluationCollector
+
+    seed = run_seed + 10_000
+    return EvaluationCollector(policy, vector_envs(make_env, num, seed, rendering=rendering), seed)
 
 
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
@@ -253,12 +259,14 @@ def evaluate_or_train(
     `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
     `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
     """
-    from offline_rl.apps.evaluation_collector import EvaluationCollector
-
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
-    seed = evaluation_seed(settings.seed)
-    envs = vector_envs(lambda: make_test_env(**render_kwargs), settings.test_num, seed, rendering=bool(render_kwargs))
-    test_collector = EvaluationCollector(algorithm.policy, envs, seed)
+    test_collector = evaluation_collector(
+        algorithm.policy,
+        lambda: make_test_env(**render_kwargs),
+        settings.test_num,
+        settings.seed,
+        rendering=bool(render_kwargs),
+    )
     if settings.watch:
         return watch(
             algorithm,
