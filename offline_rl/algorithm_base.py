@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
@@ -19,6 +20,7 @@ from tianshou.data import ReplayBuffer
 from tianshou.utils.torch_utils import torch_train_mode
 
 from offline_rl.data.staging import buffer_fingerprint
+from offline_rl.errors import TrainingDiverged
 
 Stats = TypeVar("Stats", bound=TrainingStats)
 PolicyT = TypeVar("PolicyT")
@@ -81,8 +83,10 @@ class StatisticsWindow(Generic[Stats]):
         self._count += 1
         if updates_done % self.interval == 0 and self._sum is not None:
             numbers = (self._sum / self._count).tolist()
+            first = updates_done - self._count + 1
             self._sum.zero_()
             self._count = 0
+            require_finite_statistics(stat_names(self.stats_class), numbers, first, updates_done)
             self.latest = stats_from_numbers(self.stats_class, numbers)
             self.fresh = True
         return dataclasses.replace(self.latest)
@@ -91,6 +95,32 @@ class StatisticsWindow(Generic[Stats]):
         """Whether a window closed since the last call (the logger writes only those)."""
         fresh, self.fresh = self.fresh, False
         return fresh
+
+
+def require_finite_statistics(names: Sequence[str], numbers: Sequence[float], first: int, last: int) -> None:
+    """Stop at the first window whose figures hold a NaN or an infinity (`TrainingDiverged`).
+
+    Why here: the window's figures are already on the host, so the check costs nothing, and it runs
+    every `--log-interval` updates rather than after hours of updates on NaN weights."""
+    bad = [f"{name} {value}" for name, value in zip(names, numbers, strict=True) if not math.isfinite(value)]
+    if bad:
+        span = f"update {last}" if first == last else f"updates {first}-{last}"
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise TrainingDiverged(f"training diverged: {', '.join(bad[:3])}{more} (mean of {span})")
+
+
+def non_finite_tensors(module: torch.nn.Module) -> list[str]:
+    """The names of `module`'s floating-point parameters and buffers holding a NaN or +inf, read in
+    one device-to-host transfer. (−inf is allowed: log α = −inf is how α = 0 is stored.)"""
+    named = [
+        (name, tensor)
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]
+        if tensor.is_floating_point()
+    ]
+    if not named:
+        return []
+    broken = torch.stack([(tensor.isnan() | tensor.isposinf()).any() for _, tensor in named]).tolist()
+    return [name for (name, _), bad in zip(named, broken, strict=True) if bad]
 
 
 class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # type: ignore[type-var]

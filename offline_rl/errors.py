@@ -26,3 +26,10 @@ class OfflineRLWarning(UserWarning):
 
 class IgnoredFlagWarning(OfflineRLWarning):
     """A setting was given that has no effect with the others (named in the message)."""
+
+
+class TrainingDiverged(OfflineRLError):
+    """The update produced NaN or infinite values. Every update after such a value is meaningless
+    (one NaN gradient makes every weight NaN), and a run resumes exactly, so running on or retrying
+    with the same settings cannot help: the run stops with the settings to change. Usually a learning
+    rate too high, or rewards too large for float32 (`--reward-scale`)."""

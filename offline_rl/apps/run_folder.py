@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from offline_rl.algorithm_base import non_finite_tensors
 from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import OfflineRLError, TrainingDiverged
 from offline_rl.file_lock import FileLock
 from offline_rl.random_state import (
     RANDOM_STATE_KEY,
@@ -142,7 +143,12 @@ class RunFolder:
     def save_last(self, epoch: int, env_step: int, gradient_step: int) -> str:
         """`checkpoint.pth` after each epoch's updates (Tianshou's trainer calls it before the epoch's
         evaluation, which a resumed run makes again first); `on_checkpoint(folder)` first writes
-        what else the run keeps and returns the fields to add to the checkpoint."""
+        what else the run keeps and returns the fields to add to the checkpoint. Weights holding a
+        NaN stop the run before they are written, so `checkpoint.pth` keeps the last sound epoch."""
+        broken = non_finite_tensors(self.algorithm)
+        if broken:
+            which = f"{broken[0]} and {len(broken) - 1} more tensors" if len(broken) > 1 else broken[0]
+            raise TrainingDiverged(f"training diverged: the weights hold NaN or inf after epoch {epoch} ({which})")
         random_state = capture_random_state()  # as the next epoch's evaluation and updates find it
         with preserved_random_state():
             extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
@@ -173,11 +179,23 @@ class RunFolder:
             hint = f"; continue with --resume-path {last}" if last.exists() else ""
             print(f"interrupted after {progress()}{hint}")
             raise
+        except TrainingDiverged as error:
+            raise TrainingDiverged(f"{error}; {self._before_divergence()}") from None
         finally:
             self.writer.close()
             if self.lock is not None:
                 self.lock.release()
         save_checkpoint(self.log_path / "policy_last.pth", self.algorithm, **self.saved)
+
+    def _before_divergence(self) -> str:
+        """What is left of a diverged run and how to go on: resuming with the same settings would
+        diverge again (a resume is exact), so the advice names settings to change."""
+        change = "lower learning rates or smaller rewards (--reward-scale)"
+        last = self.log_path / "checkpoint.pth"
+        if not last.exists():
+            return f"no checkpoint was written; start again with {change}"
+        epoch = load_checkpoint(last).get("epoch", "?")
+        return f"{last} holds epoch {epoch}, before it: resume from it with {change}, or start again"
 
     def finish(self, summary: dict[str, Any], headline: str, next_step: str = "") -> dict[str, Any]:
         """Complete `summary` (the evaluations, the folder), write it, and print `headline` followed
