@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 from pathlib import Path
 
@@ -233,3 +234,47 @@ def test_command_lines_print_our_warnings_as_one_line() -> None:
     lines = done.stderr.splitlines()
     assert lines[0] == "warning: data.hdf5: no 'timeouts' key"
     assert "UserWarning: not ours" in done.stderr  # other warnings keep Python's format
+
+
+def ant_v2_file(tmp_path: Path, name: str, *, contact_forces: float = 0.0) -> tuple[Path, dict[str, np.ndarray]]:
+    """A D4RL Ant file as D4RL's are: gymnasium Ant-v4 rollouts (its 27 observations) with 84 contact
+    columns appended, zero as in D4RL's files unless `contact_forces` says otherwise."""
+    import h5py
+
+    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+
+    recorded = collect_dataset(CollectConfig(task="Ant-v4", output=tmp_path / "ant27.hdf5", size=300, progress=False))
+    with h5py.File(recorded, "r") as file:
+        columns = {key: file[key][()] for key in ("observations", "actions", "rewards", "terminals", "timeouts")}
+        columns["next_observations"] = file["next_observations"][()]
+    state = {key: columns[key] for key in ("observations", "next_observations")}
+    padded = {key: np.pad(value, ((0, 0), (0, 84)), constant_values=contact_forces) for key, value in state.items()}
+    return write_d4rl_file(tmp_path / "d4rl" / name, **{**columns, **padded}), state
+
+
+def test_d4rl_ant_files_observe_what_ant_v4_observes(tmp_path: Path) -> None:
+    _, state = ant_v2_file(tmp_path, "ant_random-v2.hdf5")
+    buffer = load_d4rl("ant-random-v2", download=False)
+    np.testing.assert_array_equal(buffer.obs[: len(buffer)], state["observations"])
+    np.testing.assert_array_equal(buffer.obs_next[: len(buffer)], state["next_observations"])
+    assert "84 contact forces" in dataset_info(buffer)["observations"]
+
+
+@pytest.mark.parametrize("case", ["forces recorded", "not a D4RL Ant name"])
+def test_contact_forces_are_kept_where_recorded_or_the_file_is_not_d4rls_ant(tmp_path: Path, case: str) -> None:
+    name, forces = ("ant_medium-v2.hdf5", 0.5) if case == "forces recorded" else ("my_ant.hdf5", 0.0)
+    path, _ = ant_v2_file(tmp_path, name, contact_forces=forces)
+    buffer = load_d4rl(path)
+    assert buffer.obs.shape[1:] == (111,) and "observations" not in dataset_info(buffer)
+
+
+def test_the_example_trains_on_a_d4rl_ant_dataset_and_evaluates_it_on_ant_v4(tmp_path: Path) -> None:
+    from conftest import run_in_process
+
+    ant_v2_file(tmp_path, "ant_medium-v2.hdf5")
+    args = ["--task", "Ant-v4", "--dataset", "ant-medium-v2", "--epoch", "1", "--step-per-epoch", "2"]
+    small = ["--test-num", "1", "--batch-size", "16", "--hidden-sizes", "16", "--critic-layers", "1"]
+    result = run_in_process("examples/d4rl_cql.py", *args, *small, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "observations: the first 27 of 111 (Ant-v4's)" in result.stdout
+    assert re.search(r"last evaluation return -?[\d.]+ ± [\d.]+, normalized score -?[\d.]+", result.stdout)

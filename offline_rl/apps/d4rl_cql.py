@@ -66,11 +66,12 @@ def load_training_data(config: D4RLCQLConfig) -> Any:
     source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
     check_dataset_fits_env(buffer, config.task, source=source)
-    stats = dataset_stats(buffer)
+    stats, info = dataset_stats(buffer), dataset_info(buffer)
     print(
-        f"dataset {dataset_info(buffer).get('name', source)}: {stats.transitions} transitions, "
+        f"dataset {info.get('name', source)}: {stats.transitions} transitions, "
         f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
         f"max {stats.return_max:.1f}), {stats.terminated} terminated / {stats.truncated} truncated"
+        + (f"; observations: {info['observations']}" if info.get("observations") else "")
     )
     return buffer
 

@@ -13,6 +13,13 @@ silent bugs of offline RL; this loader does neither:
   the next episode's first observation.
 - float64 arrays are read as float32 by HDF5 itself, chunk by chunk, so memory peaks at the size of
   the float32 arrays.
+- D4RL's Ant datasets (`ant-*-v2`) were recorded on gym's Ant-v2, whose 111 observations are
+  qpos[2:] and qvel (27) and 84 contact forces; under MuJoCo 2, mujoco-py never computed those
+  forces, so they are zero throughout the files (D4RL issue #143), and the rewards carry no contact
+  cost. That is gymnasium's Ant-v4 at its defaults (27 observations, no contact cost), so when the
+  84 columns are all zero they are dropped: `--task Ant-v4` evaluates the D4RL Ant datasets as
+  recorded. A network reading the zero columns would compute the same function (zero inputs add
+  nothing), so scores stay comparable with implementations that keep them.
 - A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
   `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
   episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
@@ -57,6 +64,10 @@ _ANTMAZE_FILES = {
     "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
 }
 _COMPACT_CHUNK = 1 << 16
+ANT_STATE_DIMS = 27
+"""qpos[2:] and qvel of MuJoCo's ant: the observation of gymnasium's Ant-v4 at its defaults; D4RL's
+Ant files append 84 contact forces to it (zero throughout, see the module docstring)."""
+ANT_V2_OBSERVATION_DIMS = 111
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py).
 _D4RL_EPISODE_STEPS = {"antmaze-umaze-v2": 700, "antmaze-umaze-diverse-v2": 700}
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
@@ -175,6 +186,7 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
         "ref_min_score": scores[0] if scores else None,
         "ref_max_score": scores[1] if scores else None,
     }
+    _drop_zero_contact_forces(arrays, name, info)
     if "timeouts" in arrays:
         info["timeouts_from"] = "file"
     else:
@@ -191,6 +203,22 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
                 stacklevel=2,
             )
     return _build_buffer(arrays, path, info)
+
+
+def _drop_zero_contact_forces(arrays: dict[str, np.ndarray], name: str | None, info: dict[str, Any]) -> None:
+    """A D4RL Ant dataset's observations become Ant-v4's, when its contact forces are zero throughout."""
+    match = _LOCOMOTION.fullmatch(name or "")
+    if match is None or match.group(1) != "ant" or arrays["observations"].shape[1:] != (ANT_V2_OBSERVATION_DIMS,):
+        return
+    keys = [key for key in ("observations", "next_observations") if key in arrays]
+    if any(arrays[key][:, ANT_STATE_DIMS:].any() for key in keys):
+        return  # recorded with contact forces: kept, and an env observing them is needed
+    for key in keys:
+        arrays[key] = np.ascontiguousarray(arrays[key][:, :ANT_STATE_DIMS])
+    info["observations"] = (
+        f"the first {ANT_STATE_DIMS} of {ANT_V2_OBSERVATION_DIMS} (Ant-v4's); the 84 contact forces "
+        "after them are zero throughout D4RL's Ant files and were dropped"
+    )
 
 
 def _task_episode_steps(task: Any) -> int | None:
