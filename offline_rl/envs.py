@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 if TYPE_CHECKING:
     from tianshou.data import ReplayBuffer
@@ -100,6 +100,25 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
                 )
     finally:
         env.close()
+
+
+class TaskMismatchWarning(OfflineRLWarning):
+    """A dataset that records the env it was recorded on is evaluated on another one."""
+
+
+def warn_if_recorded_elsewhere(recorded: str | None, task: str, *, source: str) -> None:
+    """One line when a dataset records another env id than `--task`: same shapes, so it trains, but
+    another version of an env can differ in dynamics or rewards (Minari's MuJoCo datasets were made
+    on the v5 envs; the v4 Hopper and Walker2d also pay the healthy reward on the unhealthy step that
+    ends an episode), and the scores would not be those of the data's own task. A warning, not an
+    error: evaluating elsewhere can be meant."""
+    if recorded and recorded != task:
+        warnings.warn(
+            f"{source} was recorded on {recorded} but is evaluated on --task {task}; "
+            f"give --task {recorded} to evaluate where the data came from",
+            TaskMismatchWarning,
+            stacklevel=2,
+        )
 
 
 STICKY_ACTION_PROBABILITY = 0.25

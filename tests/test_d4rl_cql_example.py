@@ -232,3 +232,27 @@ def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Pa
         holder.kill()
         holder.wait()
     assert FileLock(folder / ".lock").acquire(wait=False)  # released with the process that held it
+
+
+def test_a_dataset_recorded_on_another_env_version_is_named_in_a_warning(tmp_path: Path) -> None:
+    import warnings
+
+    from offline_rl.envs import TaskMismatchWarning
+
+    data = collect_dataset(
+        CollectConfig(task="InvertedPendulum-v5", output=tmp_path / "ip.hdf5", size=200, progress=False)
+    )
+    small = ["--dataset", str(data), "--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "8"]
+    mismatches = {}
+    for task in ("InvertedPendulum-v4", "InvertedPendulum-v5"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = run_example("--task", task, *small, "--hidden-sizes", "8", "--critic-layers", "1", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        mismatches[task] = [str(w.message) for w in caught if issubclass(w.category, TaskMismatchWarning)]
+    assert mismatches["InvertedPendulum-v5"] == []  # evaluated where it was recorded
+    (message,) = mismatches["InvertedPendulum-v4"]
+    assert message == (
+        f"{data} was recorded on InvertedPendulum-v5 but is evaluated on --task InvertedPendulum-v4; "
+        "give --task InvertedPendulum-v5 to evaluate where the data came from"
+    )

@@ -19,7 +19,7 @@ import gymnasium as gym
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.cql_sac.config import CQLSACConfig
-from offline_rl.envs import check_dataset_fits_env, episode_limit, make_env
+from offline_rl.envs import check_dataset_fits_env, episode_limit, make_env, warn_if_recorded_elsewhere
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import reference_scores
 from offline_rl.settings import setting
@@ -67,6 +67,7 @@ def load_training_data(config: D4RLCQLConfig) -> Any:
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
     check_dataset_fits_env(buffer, config.task, source=source)
     stats, info = dataset_stats(buffer), dataset_info(buffer)
+    warn_if_recorded_elsewhere(info.get("task"), config.task, source=source)
     print(
         f"dataset {info.get('name', source)}: {stats.transitions} transitions, "
         f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
