@@ -3,6 +3,7 @@ checkpoint: the statistics window's figures and the weights about to be checkpoi
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.algorithm_base import non_finite_tensors, require_finite_statistics
 from offline_rl.errors import OfflineRLError, TrainingDiverged
+from offline_rl.results.command import write_results
+from offline_rl.results.runs import RUN_DIVERGED_FILE
 
 
 def test_a_window_with_a_nan_or_an_infinity_stops_training_and_names_them() -> None:
@@ -74,6 +77,11 @@ def test_a_diverged_example_exits_2_in_one_line_and_writes_no_checkpoint(tmp_pat
     assert "no checkpoint was written; start again with lower learning rates" in line
     (run_dir,) = (tmp_path / "log" / "Pendulum-v1" / "cql" / "0").iterdir()
     assert not {"checkpoint.pth", "policy.pth", "policy_last.pth"} & {p.name for p in run_dir.iterdir()}
+    # The results table counts the run as diverged instead of leaving it out.
+    record = json.loads((run_dir / RUN_DIVERGED_FILE).read_text())
+    assert record["message"] == line.removeprefix("error: ") and record["stopped_after"] == "5 updates"
+    table = write_results([tmp_path / "log"], tmp_path / "results", reps=10)["table"]
+    assert "| 1 (0; 1 diverged) | - | - | diverged | diverged | diverged |" in table
 
 
 def test_a_run_diverging_between_windows_keeps_its_last_sound_checkpoint(tmp_path: Path) -> None:
@@ -92,7 +100,9 @@ def test_a_run_diverging_between_windows_keeps_its_last_sound_checkpoint(tmp_pat
     (line,) = diverged.stderr.strip().splitlines()
     assert "hold NaN or inf after epoch 2" in line and f"{checkpoint} holds epoch 1, before it: resume from it" in line
     assert (checkpoint.read_bytes(), (run_dir / "policy_last.pth").read_bytes()) == before  # nothing NaN written
-    # ...and resuming from it with sound settings trains on.
+    assert (run_dir / RUN_DIVERGED_FILE).is_file()
+    # ...and resuming from it with sound settings trains on, no longer a diverged run.
     resumed = run_example("--resume-path", str(checkpoint), "--epoch", "2", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "evaluation 2 (" in resumed.stdout
+    assert "evaluation 2 (" in resumed.stdout and not (run_dir / RUN_DIVERGED_FILE).exists()
+    assert "| 1 (1) | 30 |" in write_results([tmp_path / "log"], tmp_path / "results", reps=10)["table"]

@@ -177,3 +177,25 @@ def test_no_runs_is_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(OfflineRLError, match="no run with an evaluation found"):
         write_results([tmp_path])
+
+
+def test_diverged_runs_are_counted_and_left_out_of_the_scores(tmp_path: Path) -> None:
+    for seed, final in enumerate([10.0, 20.0, 99.0]):
+        folder = write_run(tmp_path / "a" / f"s{seed}", dataset="d", seed=seed, scores=[5.0, final], finished=seed < 2)
+        if seed == 2:  # stopped by divergence after two evaluations: its last one is not where it ended
+            (folder / "diverged.json").write_text(json.dumps({"message": "training diverged: td_loss inf"}))
+    for seed in range(2):  # a setting whose every run diverged, one of them before any evaluation
+        folder = write_run(
+            tmp_path / "b" / f"s{seed}", dataset="d", seed=seed, scores=[1.0] * seed, cql_weight=1.0, finished=False
+        )
+        (folder / "diverged.json").write_text("{}")
+    result = write_results([tmp_path], tmp_path / "out", reps=50)
+    scored, all_diverged = sorted(result["rows"], key=lambda row: row.setting, reverse=True)
+    assert scored.setting == "cql_weight=10.0" and (scored.runs, scored.finished, scored.diverged) == (3, 2, 1)
+    assert scored.final.runs == 2 and scored.final.mean == pytest.approx(150.0) and scored.best.mean == 150.0
+    assert all_diverged.final is None and (all_diverged.runs, all_diverged.diverged) == (2, 2)
+    table = result["table"]
+    assert "| d | cql_weight=10.0 | 3 (2; 1 diverged) | 200 | return | 150.0 ± 50.0 |" in table
+    assert "| d | cql_weight=1.0 | 2 (0; 2 diverged) | - | - | diverged | diverged | diverged |" in table
+    assert "left out of the scores" in table
+    assert (tmp_path / "out" / "scores.png").stat().st_size > 0

@@ -44,7 +44,7 @@ from offline_rl.random_state import (
     preserved_random_state,
     restore_random_state,
 )
-from offline_rl.results.runs import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
 
 @dataclass
@@ -100,6 +100,7 @@ class RunFolder:
             reporter.best = best_evaluation_in(log_path)
         saved = plain(saved)
         write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
+        (log_path / RUN_DIVERGED_FILE).unlink(missing_ok=True)  # a diverged run resumed trains on
         random_state = checkpoint.get(RANDOM_STATE_KEY) if checkpoint is not None else None
         return cls(
             algorithm,
@@ -180,7 +181,10 @@ class RunFolder:
             print(f"interrupted after {progress()}{hint}")
             raise
         except TrainingDiverged as error:
-            raise TrainingDiverged(f"{error}; {self._before_divergence()}") from None
+            message = f"{error}; {self._before_divergence()}"
+            # For `offline_rl.results`: the run is counted as diverged, not scored by its last evaluation.
+            write_json(self.log_path / RUN_DIVERGED_FILE, {"message": message, "stopped_after": progress()})
+            raise TrainingDiverged(message) from None
         finally:
             self.writer.close()
             if self.lock is not None:

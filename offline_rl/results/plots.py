@@ -50,12 +50,13 @@ Groups = list[tuple[str, list[Run]]]  # (setting, its runs), settings in order
 
 
 def _panel_per_dataset(runs: list[Run]) -> tuple[Any, list[tuple[Any, str, Groups]]]:
-    """A figure with one panel per dataset, and each panel's runs grouped by setting."""
+    """A figure with one panel per dataset, and each panel's scored runs grouped by setting (a run
+    stopped by divergence would cut its group's curve at its last evaluation)."""
     datasets = sorted({run.dataset for run in runs})
     figure, axes = _panels(_pyplot(), len(datasets))
     panels = []
     for ax, dataset in zip(axes, datasets, strict=True):
-        members = [run for run in runs if run.dataset == dataset]
+        members = [run for run in runs if run.dataset == dataset and run.scored]
         settings = sorted({run.setting for run in members})
         panels.append((ax, dataset, [(s, [r for r in members if r.setting == s]) for s in settings]))
     return figure, panels
@@ -84,7 +85,8 @@ def score_figure(runs: list[Run]) -> Any:
             mean, low, high = mean_curve_interval(values)
             (line,) = ax.plot(steps, mean, label=f"{setting} ({len(group)} seeds)")
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
-        ax.legend(fontsize="small", title="mean, 95% CI", title_fontsize="small")
+        if ax.get_lines():
+            ax.legend(fontsize="small", title="mean, 95% CI", title_fontsize="small")
         labels.append((ax, dataset, "D4RL normalised score" if normalized else "return"))
     return _finish(figure, labels, "Evaluation score during training")
 

@@ -46,24 +46,32 @@ class GroupRow:
     dataset: str
     setting: str
     score_name: str
-    final: Aggregate
-    best: Aggregate
-    updates: int
+    final: Aggregate | None
+    """Over the scored runs; None when every run of the group diverged."""
+    best: Aggregate | None
+    updates: int | None
     finished: int
+    runs: int
+    diverged: int
 
 
 def group_rows(runs: list[Run], *, last_k: int = 1, reps: int = DEFAULT_REPS) -> list[GroupRow]:
+    """One row per dataset and setting. Runs stopped by divergence are counted, not scored: their
+    last evaluation before the NaN is not where they ended, and a score for them would hide it."""
     rows = []
     for dataset, setting, members in groups(runs):
+        scored = [r for r in members if r.scored]
         rows.append(
             GroupRow(
                 dataset=dataset,
                 setting=setting,
-                score_name="normalized score" if all(r.normalized for r in members) else "return",
-                final=aggregate(np.array([final_score(r, last_k) for r in members]), reps=reps),
-                best=aggregate(np.array([best_score(r) for r in members]), reps=reps),
-                updates=min(r.evaluations[-1].updates for r in members),
+                score_name="normalized score" if all(r.normalized for r in scored) else "return",
+                final=aggregate(np.array([final_score(r, last_k) for r in scored]), reps=reps) if scored else None,
+                best=aggregate(np.array([best_score(r) for r in scored]), reps=reps) if scored else None,
+                updates=min(r.evaluations[-1].updates for r in scored) if scored else None,
                 finished=sum(r.finished for r in members),
+                runs=len(members),
+                diverged=sum(r.diverged is not None for r in members),
             )
         )
     return rows
@@ -88,6 +96,11 @@ def markdown_table(rows: Sequence[GroupRow], *, last_k: int = 1) -> str:
         f"Final score: the {final} of each run; mean ± std over seeds, and the interquartile mean with its "
         "95% stratified-bootstrap CI (rliable). Score: D4RL normalised score where the dataset has "
         "reference returns, else the return. Best: the best evaluation during training (optimistic).",
+        *(
+            ["Runs whose training diverged (stopped on NaN or inf) are counted, and left out of the scores."]
+            if any(row.diverged for row in rows)
+            else []
+        ),
         "",
         "| dataset | setting | runs (finished) | updates | score | final: mean ± std | final: IQM [95% CI] "
         "| best (optimistic): mean ± std |",
@@ -95,8 +108,12 @@ def markdown_table(rows: Sequence[GroupRow], *, last_k: int = 1) -> str:
     ]
     for row in rows:
         f, b = row.final, row.best
+        counts = f"{row.runs} ({row.finished}" + (f"; {row.diverged} diverged)" if row.diverged else ")")
+        if f is None or b is None:
+            lines.append(f"| {row.dataset} | {row.setting} | {counts} | - | - | diverged | diverged | diverged |")
+            continue
         lines.append(
-            f"| {row.dataset} | {row.setting} | {f.runs} ({row.finished}) | {row.updates} | {row.score_name} "
+            f"| {row.dataset} | {row.setting} | {counts} | {row.updates} | {row.score_name} "
             f"| {f.mean:.1f} ± {f.std:.1f} | {f.iqm:.1f} [{f.ci_low:.1f}, {f.ci_high:.1f}] "
             f"| {b.mean:.1f} ± {b.std:.1f} |"
         )

@@ -19,6 +19,9 @@ RUN_SETTINGS_FILE = "run.json"
 """A run's settings and dataset (JSON), written by the training loop when it starts: readable without torch."""
 RUN_SUMMARY_FILE = "summary.json"
 """Written when a run has trained to its end: the figures of its summary line."""
+RUN_DIVERGED_FILE = "diverged.json"
+"""Written when a run stopped because its training diverged (NaN or inf): the one-line reason. A resumed
+run removes it; tables count such runs and leave them out of the scores."""
 CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
 # Settings that never tell runs apart as "settings": where a run is, how it runs, and its data/seed.
 _NOT_SETTINGS = {
@@ -61,6 +64,14 @@ class Run:
     evaluations: list[Evaluation] = field(default_factory=list)
     conservatism: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     setting: str = "default"  # filled in by `label_settings`: what tells it apart from other runs
+    diverged: str | None = None
+    """Why the run stopped, when its training diverged (`RUN_DIVERGED_FILE`)."""
+
+    @property
+    def scored(self) -> bool:
+        """Whether the run has a score: evaluated, and not stopped by divergence (its last evaluation
+        before the NaN is not where it ended)."""
+        return bool(self.evaluations) and self.diverged is None
 
     @property
     def normalized(self) -> bool:
@@ -133,7 +144,20 @@ def read_run(run_dir: Path) -> Run:
         finished=(run_dir / RUN_SUMMARY_FILE).is_file(),
         evaluations=evaluations,
         conservatism=conservatism,
+        diverged=_diverged(run_dir),
     )
+
+
+def _diverged(run_dir: Path) -> str | None:
+    if (run_dir / RUN_SUMMARY_FILE).is_file():
+        return None
+    try:
+        record = json.loads((run_dir / RUN_DIVERGED_FILE).read_text())
+    except OSError:
+        return None
+    except ValueError:
+        return "diverged"
+    return str(record.get("message") or "diverged") if isinstance(record, dict) else "diverged"
 
 
 def _shown(value: Any) -> str:
@@ -161,8 +185,8 @@ def label_settings(runs: list[Run]) -> None:
 
 
 def read_runs(logdirs: Iterable[str | Path]) -> list[Run]:
-    """Every run under `logdirs` with at least one evaluation, labelled by its setting."""
-    runs = [run for run in map(read_run, find_run_dirs(logdirs)) if run.evaluations]
+    """Every run under `logdirs` with at least one evaluation or stopped by divergence, labelled by its setting."""
+    runs = [run for run in map(read_run, find_run_dirs(logdirs)) if run.evaluations or run.diverged]
     if not runs:
         raise OfflineRLError(
             f"{' '.join(map(str, logdirs))}: no run with an evaluation found (runs write run.json next to their "
