@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU measurements and CUDA tests issue #10 still waits for, in a few device calls.
+#
+# A lent GPU machine starts bare (no Tianshou, gymnasium, MuJoCo, ALE) and goes back 30 s after each
+# call, so every call pays its start and its install: the checks are grouped into parts that each
+# fit one call's 10 minutes, every check under its own time limit, so one that hangs or overruns
+# still leaves the others' figures. Prepare here, once per checkout (ignored files are not cloned):
+#
+#   bash ../shared/tools/device-wheels.sh
+#   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 -d .whl torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
+#
+# then, with `.whl` carried, one device call per line (each ~6-9 minutes):
+#
+#   bash benchmarks/gpu_session.sh throughput tests
+#   bash benchmarks/gpu_session.sh concurrent
+#   bash benchmarks/gpu_session.sh end-to-end
+#
+# Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
+# line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
+# machine with the project installed), nothing is installed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-session}
+mkdir -p "$out"
+
+if ! python3 -c "import tianshou" 2>/dev/null; then
+  if ! ls .whl/*.whl >/dev/null 2>&1; then
+    echo "no Tianshou here and no .whl/ to install it from: run ../shared/tools/device-wheels.sh and carry .whl" >&2
+    exit 2
+  fi
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+
+# check NAME SECONDS COMMAND...: run COMMAND under a time limit, its output to the terminal and $out/NAME.log
+check() {
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee "$out/$name.log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$out/$name.log"
+  echo "== $name: exit ${PIPESTATUS[0]}" | tee -a "$out/$name.log"
+}
+
+for part in "$@"; do
+  case $part in
+    throughput)  # float32; TorchRL's three modes as columns when its wheels were carried
+      check cql_sac_throughput 270 python3 benchmarks/cql_sac_throughput.py --device cuda --paths compiled \
+        --updates 300 --rounds 3
+      check discrete_cql_throughput 180 python3 benchmarks/discrete_cql_throughput.py --device cuda \
+        --paths captured,host-fed --updates 300 --rounds 2 --transitions 20000
+      ;;
+    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA
+      check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
+        tests/test_discrete_staging.py tests/test_update_paths.py -k "captured or cuda or checkpoint"
+      check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
+        tests/test_exact_resume.py -k cuda
+      ;;
+    concurrent)  # total updates/s of 1 and 4 runs on one GPU, without and with MPS
+      check concurrent_runs 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 40000
+      check concurrent_runs_mps 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 40000 --mps
+      ;;
+    end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
+      for precision in high highest; do
+        check "d4rl_cql_$precision" 270 python3 examples/d4rl_cql.py --task HalfCheetah-v4 --dataset-size 20000 \
+          --test-num 2 --epoch 1 --step-per-epoch 120000 --matmul-precision "$precision" --logdir /tmp/gpu-session-log
+      done
+      ;;
+    *)
+      echo "unknown part '$part'; expected throughput, tests, concurrent or end-to-end" >&2
+      exit 2
+      ;;
+  esac
+done
