@@ -53,6 +53,9 @@ setup(
         "results": ["rliable>=1.2", "matplotlib>=3.8"],
         # Sweeps and RL Unplugged conversion on a Ray cluster (`--ray-address`); the local engine never imports it.
         "ray": ["ray>=2.9"],
+        # Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen): the evaluation envs of
+        # Minari's D4RL datasets; registered on first use by offline_rl.envs.make_env.
+        "robotics": ["gymnasium-robotics>=1.4"],
         "test": ["pytest>=8", "ruff>=0.5"],
     },
 )

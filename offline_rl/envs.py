@@ -50,16 +50,53 @@ def _route_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(handle)
 
 
-def make_env(task: str, **kwargs: Any) -> gym.Env:
-    """`gymnasium.make(task)`, with a one-line error naming `--task` for an unknown id."""
+@functools.cache
+def _register_robotics() -> bool:
+    """Register Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen: the envs of
+    Minari's D4RL datasets) when it is installed. It is optional: `pip install gymnasium-robotics`.
+    Its import prints a note on Adroit's reward versions to stderr, which is not about the user's run."""
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            import gymnasium_robotics
+    except ImportError:
+        return False
+    gym.register_envs(gymnasium_robotics)
+    return True
+
+
+def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **kwargs: Any) -> gym.Env:
+    """`gymnasium.make(task)`, with a one-line error naming `--task` for an unknown id. `spec` (an
+    EnvSpec for `task`, e.g. the one a Minari dataset records) is made instead of the registered one,
+    its keyword arguments included. Gymnasium-Robotics' ids work when that package is installed."""
     if "NoFrameskip" in task or task.startswith("ALE/"):
         _register_atari()
     else:
         _route_mujoco_warnings()
+    target = spec if spec is not None else task
     try:
-        return gym.make(task, **kwargs)
+        try:
+            return gym.make(target, **kwargs)
+        except gym.error.NameNotFound:
+            if not _register_robotics():  # not registered yet, or not installed
+                raise
+            return gym.make(target, **kwargs)
+    except gym.error.NameNotFound as error:
+        hint = ""
+        if _is_robotics(task) and not _register_robotics():
+            hint = "; its envs come with Gymnasium-Robotics: pip install gymnasium-robotics"
+        raise OfflineRLError(f"--task '{task}': {error}{hint}") from None
     except gym.error.Error as error:
         raise OfflineRLError(f"--task '{task}': {error}") from None
+
+
+_ROBOTICS_PREFIXES = ("AntMaze", "PointMaze", "Adroit", "FrankaKitchen", "Fetch", "HandManipulate", "HandReach")
+
+
+def _is_robotics(task: str) -> bool:
+    return task.startswith(_ROBOTICS_PREFIXES)
 
 
 def episode_limit(task: str) -> int | None:
@@ -69,12 +106,19 @@ def episode_limit(task: str) -> int | None:
     try:
         return gym.spec(task).max_episode_steps
     except gym.error.Error:
+        if not _register_robotics():
+            return None
+    try:
+        return gym.spec(task).max_episode_steps
+    except gym.error.Error:
         return None
 
 
-def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> None:
-    """Refuse a dataset whose observation or action shape differs from `task`'s env."""
-    env = make_env(task)
+def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str, env: gym.Env | None = None) -> None:
+    """Refuse a dataset whose observation or action shape differs from `task`'s env (`env`, the one
+    the run will evaluate on, when given: it is left open)."""
+    made = env is None
+    env = make_env(task) if env is None else env
     try:
         # Through indexing, not `buffer.obs`: frame buffers rebuild observations and store none.
         obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])
@@ -99,7 +143,27 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str) -> N
                     f"{tuple(act.shape[1:])}), as --task {task} expects"
                 )
     finally:
-        env.close()
+        if made:
+            env.close()
+
+
+def env_spec_from_json(text: str | None) -> gym.envs.registration.EnvSpec | None:
+    """An EnvSpec from the JSON a Minari dataset records (`env_spec`, `eval_env_spec`), or None when
+    there is none or it cannot be read. Fields this gymnasium does not know (older versions wrote
+    `order_enforce`, `apply_api_compatibility`, `autoreset`) are left out."""
+    import dataclasses
+    import json
+
+    from gymnasium.envs.registration import EnvSpec
+
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        known = {field.name for field in dataclasses.fields(EnvSpec)}
+        return EnvSpec.from_json(json.dumps({key: value for key, value in data.items() if key in known}))
+    except (ValueError, TypeError, AttributeError, gym.error.Error):
+        return None
 
 
 class TaskMismatchWarning(OfflineRLWarning):

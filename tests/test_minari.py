@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import minari
@@ -137,3 +138,105 @@ def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch:
         load_minari("mujoco/hopper/medium-v0", download=True)
     message = str(caught.value)
     assert "cannot reach huggingface.co" in message and "mujoco/hopper/medium-v0" in message and "\n" not in message
+
+
+def _record(dataset_id: str, env: gym.Env, steps: int, eval_env: Any, seed: int = 0) -> None:
+    """A dataset recorded from `env` with random actions, written by Minari's own
+    `create_dataset_from_buffers` with `env` and `eval_env` as its specs (Minari's DataCollector
+    would need jax)."""
+
+    def stacked(observations: list[Any]) -> Any:
+        if isinstance(observations[0], dict):
+            return {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+        return np.stack(observations)
+
+    episodes: list[EpisodeBuffer] = []
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
+    for step in range(steps):
+        action = env.action_space.sample()
+        obs, reward, terminated, truncated, _ = env.step(action)
+        actions.append(action)
+        observations.append(obs)
+        rewards.append(float(reward))
+        terminations.append(terminated)
+        truncations.append(truncated or step == steps - 1)
+        if terminated or truncations[-1]:
+            episodes.append(
+                EpisodeBuffer(
+                    id=len(episodes),
+                    observations=stacked(observations),
+                    actions=np.stack(actions),
+                    rewards=np.array(rewards),
+                    terminations=np.array(terminations),
+                    truncations=np.array(truncations),
+                    infos={},
+                )
+            )
+            obs, _ = env.reset()
+            observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        minari.create_dataset_from_buffers(
+            dataset_id, episodes, env=env.spec, eval_env=eval_env, algorithm_name="random"
+        )
+
+
+def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
+    import dataclasses
+
+    from offline_rl.apps.d4rl_cql import make_continuous_env, recorded_evaluation_spec
+
+    low_gravity = dataclasses.replace(gym.spec("Pendulum-v1"), kwargs={"g": 3.0})
+    _record("test/pendulum/low-gravity-v0", gym.make("Pendulum-v1"), 60, low_gravity)
+    info = dataset_info(load_minari("test/pendulum/low-gravity-v0"))
+    spec = recorded_evaluation_spec("Pendulum-v1", info)
+    assert spec is not None and spec.kwargs == {"g": 3.0}
+    assert make_continuous_env("Pendulum-v1", spec).unwrapped.g == 3.0
+    assert recorded_evaluation_spec("InvertedPendulum-v4", info) is None  # another task: its registered settings
+    assert make_continuous_env("Pendulum-v1").unwrapped.g == 10.0
+
+
+def test_the_example_evaluates_a_minari_maze_on_its_recorded_env(tmp_path: Path) -> None:
+    """Minari's D4RL mazes are Gymnasium-Robotics envs with dict observations, and their evaluation
+    env fixes the start and the goal (`r` and `g` cells) where the registered id draws both."""
+    import dataclasses
+
+    from conftest import run_in_process
+    from offline_rl.envs import make_env
+
+    make_env("AntMaze_UMaze-v5")  # registers Gymnasium-Robotics (a test dependency)
+    fixed = [[1, 1, 1, 1, 1], [1, "r", 0, 0, 1], [1, 1, 1, 0, 1], [1, "g", 0, 0, 1], [1, 1, 1, 1, 1]]
+    spec = gym.spec("AntMaze_UMaze-v5")
+    evaluation = dataclasses.replace(spec, kwargs={**spec.kwargs, "maze_map": fixed, "continuing_task": True})
+    recording = gym.wrappers.FlattenObservation(gym.make("AntMaze_UMaze-v5"))
+    recording.reset(seed=1)
+    flat = recording.step(np.zeros(8, np.float32))[0]
+    _record("D4RL/antmaze/test-v0", gym.make("AntMaze_UMaze-v5"), 120, evaluation)
+    buffer = load_minari("D4RL/antmaze/test-v0")
+    assert buffer.obs.shape[1:] == flat.shape  # achieved goal, desired goal, observation: FlattenObservation's layout
+    result = run_in_process(
+        "examples/d4rl_cql.py",
+        *("--task", "AntMaze_UMaze-v5", "--dataset", "D4RL/antmaze/test-v0", "--epoch", "1", "--step-per-epoch", "2"),
+        *("--test-num", "1", "--batch-size", "16", "--hidden-sizes", "16", "--critic-layers", "1"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "evaluation env: AntMaze_UMaze-v5 as the dataset records it (" in result.stdout
+    assert "'g'" in result.stdout and "continuing_task=True" in result.stdout
+    assert "last evaluation return" in result.stdout
+    # --watch has no data: the checkpoint's record of it gives the same evaluation env.
+    (policy,) = (tmp_path / "log").rglob("policy.pth")
+    watched = run_in_process("examples/d4rl_cql.py", "--watch", "--resume-path", str(policy), cwd=tmp_path)
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    assert "evaluation env: AntMaze_UMaze-v5 as the dataset records it (" in watched.stdout
+    # Another version of the maze does not fit, and the error names the one the data records.
+    other = run_in_process(
+        "examples/d4rl_cql.py", "--task", "AntMaze_UMaze-v4", "--dataset", "D4RL/antmaze/test-v0", cwd=tmp_path
+    )
+    assert other.returncode == 2 and "Traceback" not in other.stderr
+    assert other.stderr.strip().splitlines()[-1] == (
+        "error: D4RL/antmaze/test-v0: observations have shape (109,), but --task AntMaze_UMaze-v4 observes (31,); "
+        "it was recorded on AntMaze_UMaze-v5: give --task AntMaze_UMaze-v5"
+    )

@@ -15,11 +15,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.cql_sac.config import CQLSACConfig
-from offline_rl.envs import check_dataset_fits_env, episode_limit, make_env, warn_if_recorded_elsewhere
+from offline_rl.envs import (
+    check_dataset_fits_env,
+    env_spec_from_json,
+    episode_limit,
+    make_env,
+    warn_if_recorded_elsewhere,
+)
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import reference_scores
 from offline_rl.settings import setting
@@ -50,24 +57,47 @@ def config_from_args(argv: Sequence[str] | None) -> D4RLCQLConfig:
     return parse_config(D4RLCQLConfig(), argv, prog=PROG, description=DESCRIPTION)
 
 
-def make_continuous_env(task: str, **kwargs: Any) -> gym.Env:
-    """The evaluation env; a one-line error when its actions are not continuous."""
-    env = make_env(task, **kwargs)
+def make_continuous_env(task: str, spec: EnvSpec | None = None, **kwargs: Any) -> gym.Env:
+    """The evaluation env (`spec`, the dataset's own record of `task`, when given); a one-line error
+    when its actions are not continuous. Dict observations (goal-conditioned mazes: observation,
+    achieved and desired goal) are flattened in the order the Minari loader flattens them."""
+    env = make_env(task, spec=spec, **kwargs)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise OfflineRLError(f"--task {task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}")
+    if isinstance(env.observation_space, gym.spaces.Dict):
+        env = gym.wrappers.FlattenObservation(env)
     return env
 
 
+def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> EnvSpec | None:
+    """The env spec a dataset records for evaluation (Minari's), when it is of `--task`: evaluating
+    there keeps the settings the data was recorded under (a maze's fixed start and goal, where the
+    registered id would draw both at random)."""
+    spec = env_spec_from_json(info.get("eval_env_spec"))
+    return spec if spec is not None and spec.id == task else None
+
+
 def load_training_data(config: D4RLCQLConfig) -> Any:
-    """The dataset named by --dataset (or the generated default), checked against --task, described."""
+    """The dataset named by --dataset (or the generated default), checked against the env the run
+    evaluates on, described."""
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
 
     source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
-    check_dataset_fits_env(buffer, config.task, source=source)
     stats, info = dataset_stats(buffer), dataset_info(buffer)
-    warn_if_recorded_elsewhere(info.get("task"), config.task, source=source)
+    spec = env_spec_from_json(info.get("eval_env_spec"))
+    recorded = spec.id if spec is not None else info.get("task")
+    env = make_continuous_env(config.task, recorded_evaluation_spec(config.task, info))
+    try:
+        check_dataset_fits_env(buffer, config.task, source=source, env=env)
+    except OfflineRLError as error:
+        if recorded and recorded != config.task:  # the fix is usually the env the data names
+            raise OfflineRLError(f"{error}; it was recorded on {recorded}: give --task {recorded}") from None
+        raise
+    finally:
+        env.close()
+    warn_if_recorded_elsewhere(recorded, config.task, source=source)
     print(
         f"dataset {info.get('name', source)}: {stats.transitions} transitions, "
         f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
@@ -101,21 +131,27 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if session.finished is not None:  # resumed a run that already ended: nothing to train
         return session.finished
 
-    # 2. The algorithm, shaped by the task's spaces.
-    env = make_continuous_env(config.task)
-    algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
-    session.restore(algorithm, task=config.task)
-
-    # 3. The data (not needed to only watch a trained policy).
+    # 2. The data (not needed to only watch a trained policy: the checkpoint describes it). Loading
+    #    draws nothing from the run's generators, so it may come before the networks.
     buffer = None if config.run.watch else load_training_data(config)
     info = dataset_info(buffer) if buffer is not None else dict((session.checkpoint or {}).get("dataset_info", {}))
     ref_min, ref_max = reference_range(config.task, info)
+
+    # 3. The algorithm, shaped by the spaces of the env it is evaluated on: the dataset's own record
+    #    of --task where it keeps one (a maze's fixed goal), else the registered id.
+    spec = recorded_evaluation_spec(config.task, info)
+    if spec is not None and spec.kwargs:
+        settings = ", ".join(f"{key}={value}" for key, value in spec.kwargs.items())
+        print(f"evaluation env: {config.task} as the dataset records it ({settings})"[:400])
+    env = make_continuous_env(config.task, spec)
+    algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=config.task)
 
     # 4. Tianshou's offline trainer: evaluations, checkpoints, TensorBoard logs, a summary line.
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_continuous_env(config.task, **kwargs),
+        lambda **kwargs: make_continuous_env(config.task, spec, **kwargs),
         config.run,
         lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer),
         task=config.task,

@@ -146,6 +146,9 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
         "task": _env_id(dataset),
         "ref_min_score": _optional_float(metadata.get("ref_min_score")),
         "ref_max_score": _optional_float(metadata.get("ref_max_score")),
+        # The env to evaluate on, as the dataset records it (keyword arguments included: a maze's
+        # fixed goal, a task's settings), JSON as Minari stores it; read by `envs.env_spec_from_json`.
+        "eval_env_spec": metadata.get("eval_env_spec") or metadata.get("env_spec"),
     }
     return make_replay_buffer(
         obs=obs[:cursor],
