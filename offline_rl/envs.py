@@ -84,12 +84,20 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
                 raise
             return gym.make(target, **kwargs)
     except gym.error.NameNotFound as error:
-        hint = ""
-        if _is_robotics(task) and not _register_robotics():
-            hint = "; its envs come with Gymnasium-Robotics: pip install gymnasium-robotics"
-        raise OfflineRLError(f"--task '{task}': {error}{hint}") from None
+        hint = _robotics_hint(task)
+        raise OfflineRLError(f"--task '{task}': {str(error).rstrip('.') if hint else error}{hint}") from None
+    except ImportError as error:  # a recorded spec's entry point, in a package not installed here
+        raise OfflineRLError(
+            f"--task '{task}': its env's module is not installed ({error}){_robotics_hint(task)}"
+        ) from None
     except gym.error.Error as error:
         raise OfflineRLError(f"--task '{task}': {error}") from None
+
+
+def _robotics_hint(task: str) -> str:
+    if _is_robotics(task) and not _register_robotics():
+        return "; its envs come with Gymnasium-Robotics: pip install gymnasium-robotics"
+    return ""
 
 
 _ROBOTICS_PREFIXES = ("AntMaze", "PointMaze", "Adroit", "FrankaKitchen", "Fetch", "HandManipulate", "HandReach")

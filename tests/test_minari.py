@@ -240,3 +240,14 @@ def test_the_example_evaluates_a_minari_maze_on_its_recorded_env(tmp_path: Path)
         "error: D4RL/antmaze/test-v0: observations have shape (109,), but --task AntMaze_UMaze-v4 observes (31,); "
         "it was recorded on AntMaze_UMaze-v5: give --task AntMaze_UMaze-v5"
     )
+
+
+def test_a_recorded_env_whose_module_is_missing_is_one_line() -> None:
+    import dataclasses
+
+    from offline_rl.envs import make_env
+    from offline_rl.errors import OfflineRLError
+
+    elsewhere = dataclasses.replace(gym.spec("Pendulum-v1"), entry_point="no_such_package.envs:PendulumEnv")
+    with pytest.raises(OfflineRLError, match=r"--task 'Pendulum-v1': its env's module is not installed \(No module"):
+        make_env("Pendulum-v1", spec=elsewhere)
