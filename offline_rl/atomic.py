@@ -98,15 +98,23 @@ def _full_disk_errno(error: BaseException) -> int | None:
 
 
 def check_output(
-    path: str | os.PathLike[str], *, flag: str, overwrite: bool | None = None, directory: bool = False
+    path: str | os.PathLike[str],
+    *,
+    flag: str,
+    overwrite: bool | None = None,
+    directory: bool = False,
+    appears_whole: bool = False,
 ) -> Path:
     """Refuse, before the work that produces it, an output that could not be written at the end.
 
     `flag` names where the path came from in the message (`--output`, or a sentence). `overwrite`
-    False refuses an existing output; None (outputs that are skipped or reused when present) does not.
-    `directory` says whether the output is a folder (run logs, a Minari dataset) or a file. The
-    folder it goes in is created and a probe file written there and removed: the one test that
-    answers for permissions, read-only mounts and access lists alike.
+    False refuses an existing output (an empty folder holds nothing to lose and is not one); None
+    (outputs that are skipped or reused when present) does not. `directory` says whether the output
+    is a folder (run logs, a Minari dataset) or a file. The folder it goes in is created and a probe
+    file written there and removed: the one test that answers for permissions, read-only mounts and
+    access lists alike. A folder that `appears_whole` (built aside and renamed into place, as a
+    Minari dataset is) goes in its parent like a file: creating it here would leave an empty folder
+    at its path if the work then failed or was interrupted.
     """
     path = Path(path).expanduser()
     where = f"{flag} {path}"
@@ -115,9 +123,9 @@ def check_output(
             raise OfflineRLError(f"{where}: is a file; expected a folder")
         if not directory and path.is_dir():
             raise OfflineRLError(f"{where}: is a folder; expected a file name")
-        if overwrite is False:
+        if overwrite is False and not (directory and not any(path.iterdir())):
             raise OfflineRLError(f"{where}: already exists (pass --overwrite to replace it)")
-    folder = path if directory else path.parent
+    folder = path if directory and not appears_whole else path.parent
     _writable_temporary(folder, prefix=".write-check.", suffix="", where=where).unlink()
     return path
 

@@ -148,3 +148,14 @@ def test_a_writer_that_loses_the_errno_on_a_full_disk_is_still_one_line(tmp_path
     with pytest.raises(RuntimeError, match="unexpected pos"):  # room to spare: not the disk, keep the traceback
         fail("other.pth")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_appears_whole_is_not_made_and_an_empty_one_is_not_an_output(tmp_path: Path) -> None:
+    dataset = tmp_path / "deeper" / "dataset"
+    assert check_output(dataset, flag="--output", overwrite=False, directory=True, appears_whole=True) == dataset
+    assert not dataset.exists() and dataset.parent.is_dir()  # its parent is probed, its own path left free
+    dataset.mkdir()
+    check_output(dataset, flag="--output", overwrite=False, directory=True, appears_whole=True)  # empty: nothing lost
+    (dataset / "data").mkdir()
+    with pytest.raises(OfflineRLError, match="already exists"):
+        check_output(dataset, flag="--output", overwrite=False, directory=True, appears_whole=True)

@@ -348,3 +348,29 @@ def test_interrupted_continuous_collection_continues_with_whole_episodes(
     without_parts = collect_dataset(config(output=tmp_path / "plain.hdf5", collect_checkpoint_every=0))
     with h5py.File(uninterrupted, "r") as one, h5py.File(without_parts, "r") as other:
         np.testing.assert_array_equal(one["observations"][()], other["observations"][()])  # parts change nothing
+
+
+def test_an_interrupted_minari_collection_leaves_no_folder_and_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Minari dataset is a folder that appears whole: an interrupted collection leaves nothing at
+    --output (before, an empty folder there made the same command refuse: "already exists"), and
+    --output may be relative (Minari doubled a relative folder: a traceback after the collection)."""
+    from offline_rl.apps import dataset_generation
+    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.data import load_minari
+
+    monkeypatch.chdir(tmp_path)
+    config = CollectConfig(
+        task="Hopper-v4", output=Path("hopper-minari"), output_format="minari", size=600, seed=3,
+        collect_checkpoint_every=100, progress=False,
+    )  # fmt: skip
+    with monkeypatch.context() as patched:
+        patched.setattr(dataset_generation, "make_env", InterruptAfter(dataset_generation.make_env, 400))
+        with pytest.raises(KeyboardInterrupt):
+            collect_dataset(config)
+    assert not (tmp_path / "hopper-minari").exists() and journal_directory(tmp_path / "hopper-minari").is_dir()
+    (tmp_path / "hopper-minari").mkdir()  # what the code before left there: an empty folder holds nothing to lose
+    collect_dataset(config)
+    buffer = load_minari(tmp_path / "hopper-minari")
+    assert len(buffer) == 600 and not journal_directory(tmp_path / "hopper-minari").exists()

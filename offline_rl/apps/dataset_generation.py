@@ -215,7 +215,9 @@ def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
     config.validate()
     is_folder = config.output_format == "minari"  # a Minari dataset is a folder
-    output = check_output(config.output, flag="--output", overwrite=config.overwrite, directory=is_folder)
+    output = check_output(
+        config.output, flag="--output", overwrite=config.overwrite, directory=is_folder, appears_whole=is_folder
+    )
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
     envs = gym.vector.SyncVectorEnv(
         [lambda: make_env(config.task) for _ in range(config.num_envs)],
@@ -381,7 +383,9 @@ def write_minari_directory(
     kind = RANDOM_POLICY if config.policy == RANDOM_POLICY else "policy"
     dataset_id = f"local/{environment_key(config.task)}/{kind}-v0"
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent))
+    # Absolute: Minari sizes a dataset by joining its folder to paths that already contain it, which
+    # doubles a relative folder (a traceback after the whole collection, with --output relative).
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent)).resolve()
     previous_root = os.environ.get("MINARI_DATASETS_PATH")
     try:
         os.environ["MINARI_DATASETS_PATH"] = str(staging)
