@@ -41,7 +41,11 @@ class D4RLCQLConfig:
 
     FLAG_GROUP: ClassVar[str] = "data"
 
-    task: str = setting("HalfCheetah-v4", "gymnasium id with a Box action space (the evaluation task)")
+    task: str = setting(
+        "HalfCheetah-v4",
+        "gymnasium id with a Box action space, the evaluation task (the env a Minari dataset records, with its "
+        "recorded settings, when this is its id; Gymnasium-Robotics ids when that package is installed)",
+    )
     dataset: str | None = setting(
         None,
         "D4RL name or HDF5 file, Minari id or directory, or Tianshou buffer; "
