@@ -170,6 +170,29 @@ def test_a_trial_with_a_user_error_fails_once_with_its_message(
     assert entry["status"] == "failed" and entry["attempts"] == 1  # a user error is not retried
 
 
+def test_a_diverged_trial_fails_with_its_line_and_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    tiny = ["task=Pendulum-v1", "dataset_size=300", "epoch=1", "step_per_epoch=4", "log_interval=2"]
+    args = ["--example", "d4rl_cql", "--grid", "reward_scale=1e38", "--name", "nan", "--jobs", "1"]
+    args += [item for setting in tiny for item in ("--set", setting)]
+    assert sweep_main([*args, "--set", "hidden_sizes=8"]) == 1
+    out = capsys.readouterr().out
+    assert "trial reward_scale=1e+38: failed: training diverged: " in out and "(mean of updates 1-2)" in out
+    trial = tmp_path / "log/sweeps/nan/reward_scale=1e+38"
+    assert attempts(trial) == 1
+    # Run again: with the same flags it would diverge again, so nothing starts, and the table says so.
+    assert sweep_main([*args, "--set", "hidden_sizes=8"]) == 1
+    out = capsys.readouterr().out
+    assert "diverged in an earlier run of the sweep, not run again: delete" in out and attempts(trial) == 1
+    assert "| 1 (0; 1 diverged) | - | - | diverged |" in (tmp_path / "log/sweeps/nan/results.md").read_text()
+
+
+def attempts(trial: Path) -> int:
+    return (trial / "output.log").read_text().count("[sweep] attempt ")
+
+
 @pytest.mark.parametrize(
     ("sweep_file", "message"),
     [

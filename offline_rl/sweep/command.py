@@ -14,6 +14,7 @@ from offline_rl.atomic import check_output
 from offline_rl.cpu_cores import available_cores
 from offline_rl.errors import OfflineRLError
 from offline_rl.interrupts import exit_status
+from offline_rl.results.runs import RUN_DIVERGED_FILE
 from offline_rl.settings import check_ranges, setting
 
 PROG = "python -m offline_rl.sweep"
@@ -202,7 +203,7 @@ def report(config: SweepConfig, spec: Any, state: Any, folder: Path, seconds: fl
     done, failed = state.count("done"), state.count("failed")
     resumed = sum(1 for entry in state.trials.values() if entry.get("resumed"))
     files = ""
-    if done:
+    if done or next(folder.rglob(RUN_DIVERGED_FILE), None) is not None:  # a diverged trial has a row too
         try:
             from offline_rl.results.command import write_results
 

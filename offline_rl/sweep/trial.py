@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_rl.interrupts import STOPPED_STATUSES
-from offline_rl.results.runs import RUN_SUMMARY_FILE
+from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE
 
 TRIAL_FILE = "trial.json"
 OUTPUT_FILE = "output.log"
@@ -45,6 +45,17 @@ def finished_summary(directory: Path) -> dict[str, Any] | None:
             return json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+    return None
+
+
+def diverged_message(directory: Path) -> str | None:
+    """Why the run under `directory` stopped, when its training diverged (and was not resumed since)."""
+    for path in sorted(directory.rglob(RUN_DIVERGED_FILE)):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return "training diverged"
+        return str(record.get("message") or "training diverged") if isinstance(record, dict) else "training diverged"
     return None
 
 
@@ -115,7 +126,9 @@ def run_trial(
 ) -> TrialOutcome:
     """Run the example `module` with `arguments` into `directory` until it has trained to its end.
 
-    A finished trial (its `summary.json` exists) starts nothing. Otherwise each attempt starts the
+    A finished trial (its `summary.json` exists) starts nothing, and neither does one whose training
+    diverged (`diverged.json`): with the same flags it would diverge again, a resume being exact, so
+    it stays failed until its folder is deleted. Otherwise each attempt starts the
     example afresh or, when the folder holds a checkpoint, as `--resume-path CHECKPOINT`, which
     restores the run's own settings and continues to its original end. Exit status 2 (a user error)
     fails at once with the example's one-line message; 130 or 143 (told to stop: Ctrl-C, or SIGTERM
@@ -127,6 +140,12 @@ def run_trial(
     summary = finished_summary(folder)
     if summary is not None:
         return done_outcome(trial_id, folder, summary)
+    diverged = diverged_message(folder)
+    if diverged is not None:
+        message = f"{diverged} [diverged in an earlier run of the sweep, not run again: delete {folder} to retry it]"
+        outcome = TrialOutcome(trial_id, "failed", attempts_logged(folder), False, message)
+        _write_status(folder, **asdict(outcome))
+        return outcome
     attempts, resumed = 0, False  # attempts: by this call, for --max-retries
     while True:
         checkpoint = latest_checkpoint(folder)
