@@ -30,7 +30,7 @@ if ! python3 -c "import tianshou" 2>/dev/null; then
     exit 2
   fi
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
-  export PYTHONPATH=/tmp/site:$PWD
+  export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 

@@ -123,7 +123,8 @@ def check_output(
             raise OfflineRLError(f"{where}: is a file; expected a folder")
         if not directory and path.is_dir():
             raise OfflineRLError(f"{where}: is a folder; expected a file name")
-        if overwrite is False and not (directory and not any(path.iterdir())):
+        empty_folder = directory and not any(path.iterdir())
+        if overwrite is False and not empty_folder:
             raise OfflineRLError(f"{where}: already exists (pass --overwrite to replace it)")
     folder = path if directory and not appears_whole else path.parent
     _writable_temporary(folder, prefix=".write-check.", suffix="", where=where).unlink()

@@ -75,14 +75,8 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         _register_atari()
     else:
         _route_mujoco_warnings()
-    target = spec if spec is not None else task
     try:
-        try:
-            return gym.make(target, **kwargs)
-        except gym.error.NameNotFound:
-            if not _register_robotics():  # not registered yet, or not installed
-                raise
-            return gym.make(target, **kwargs)
+        return _make_registering_robotics(spec if spec is not None else task, kwargs)
     except gym.error.NameNotFound as error:
         hint = _robotics_hint(task)
         raise OfflineRLError(f"--task '{task}': {str(error).rstrip('.') if hint else error}{hint}") from None
@@ -92,6 +86,16 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         ) from None
     except gym.error.Error as error:
         raise OfflineRLError(f"--task '{task}': {error}") from None
+
+
+def _make_registering_robotics(target: Any, kwargs: dict[str, Any]) -> gym.Env:
+    """`gym.make`, again after registering Gymnasium-Robotics when the id was unknown."""
+    try:
+        return gym.make(target, **kwargs)
+    except gym.error.NameNotFound:
+        if not _register_robotics():  # not installed: the id stays unknown
+            raise
+    return gym.make(target, **kwargs)
 
 
 def _robotics_hint(task: str) -> str:

@@ -144,11 +144,13 @@ def read_run(run_dir: Path) -> Run:
         finished=(run_dir / RUN_SUMMARY_FILE).is_file(),
         evaluations=evaluations,
         conservatism=conservatism,
-        diverged=_diverged(run_dir),
+        diverged=diverged_reason(run_dir),
     )
 
 
-def _diverged(run_dir: Path) -> str | None:
+def diverged_reason(run_dir: Path) -> str | None:
+    """Why the run in `run_dir` stopped, when its training diverged and it has not finished since
+    (`RUN_DIVERGED_FILE`); None otherwise. Read by the tables and by sweeps."""
     if (run_dir / RUN_SUMMARY_FILE).is_file():
         return None
     try:

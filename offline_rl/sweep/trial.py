@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_rl.interrupts import STOPPED_STATUSES
-from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE
+from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, diverged_reason
 
 TRIAL_FILE = "trial.json"
 OUTPUT_FILE = "output.log"
@@ -50,13 +50,8 @@ def finished_summary(directory: Path) -> dict[str, Any] | None:
 
 def diverged_message(directory: Path) -> str | None:
     """Why the run under `directory` stopped, when its training diverged (and was not resumed since)."""
-    for path in sorted(directory.rglob(RUN_DIVERGED_FILE)):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return "training diverged"
-        return str(record.get("message") or "training diverged") if isinstance(record, dict) else "training diverged"
-    return None
+    reasons = (diverged_reason(path.parent) for path in sorted(directory.rglob(RUN_DIVERGED_FILE)))
+    return next((reason for reason in reasons if reason is not None), None)
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
