@@ -6,6 +6,7 @@ ale-py's environments are registered on demand, so Atari ids (`PongNoFrameskip-v
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from typing import TYPE_CHECKING, Any, SupportsFloat
@@ -163,7 +164,6 @@ def env_spec_from_json(text: str | None) -> gym.envs.registration.EnvSpec | None
     """An EnvSpec from the JSON a Minari dataset records (`env_spec`, `eval_env_spec`), or None when
     there is none or it cannot be read. Fields this gymnasium does not know (older versions wrote
     `order_enforce`, `apply_api_compatibility`, `autoreset`) are left out."""
-    import dataclasses
     import json
 
     from gymnasium.envs.registration import EnvSpec
@@ -179,19 +179,51 @@ def env_spec_from_json(text: str | None) -> gym.envs.registration.EnvSpec | None
 
 
 class TaskMismatchWarning(OfflineRLWarning):
-    """A dataset that records the env it was recorded on is evaluated on another one."""
+    """A dataset that says which env it belongs to is evaluated on another one."""
 
 
-def warn_if_recorded_elsewhere(recorded: str | None, task: str, *, source: str) -> None:
-    """One line when a dataset records another env id than `--task`: same shapes, so it trains, but
-    another version of an env can differ in dynamics or rewards (Minari's MuJoCo datasets were made
-    on the v5 envs; the v4 Hopper and Walker2d also pay the healthy reward on the unhealthy step that
-    ends an episode), and the scores would not be those of the data's own task. A warning, not an
-    error: evaluating elsewhere can be meant."""
-    if recorded and recorded != task:
+@dataclasses.dataclass(frozen=True)
+class DatasetEnv:
+    """The env a dataset belongs to, as the dataset itself says, and how it says it (for messages)."""
+
+    task: str
+    origin: str  # completes "<dataset> ...": "was recorded on Hopper-v5"
+
+
+def dataset_env(info: dict[str, Any]) -> DatasetEnv | None:
+    """The env a loaded dataset belongs to: the evaluation env a Minari dataset records (else the env
+    it was recorded on), the task of a file `offline_rl.collect` wrote, or the gymnasium env of a named
+    D4RL dataset (whose files record none). None when nothing says."""
+    spec = env_spec_from_json(info.get("eval_env_spec"))
+    recorded = spec.id if spec is not None else info.get("task")
+    if recorded:
+        return DatasetEnv(str(recorded), f"was recorded on {recorded}")
+    if info.get("gymnasium_task"):
+        task = str(info["gymnasium_task"])
+        return DatasetEnv(task, f"is D4RL data of gym's {task.split('-')[0]} (gymnasium: {task})")
+    return None
+
+
+def same_task(recorded: str, task: str) -> bool:
+    """Whether evaluating on `task` evaluates where data recorded on `recorded` came from: the same
+    id, or for Atari the same game (an Atari evaluation's settings come from its protocol,
+    `--eval-env`, not from how the id is spelled)."""
+    if recorded == task:
+        return True
+    return is_atari_game(recorded) and is_atari_game(task) and atari_game(recorded) == atari_game(task)
+
+
+def warn_if_recorded_elsewhere(belongs_to: DatasetEnv | None, task: str, *, source: str) -> None:
+    """One line when a dataset belongs to another env id than `--task`. With other shapes it would
+    not train, so the shapes agree: another version of the same env (which can differ in dynamics or
+    rewards: Minari's MuJoCo datasets were made on the v5 envs, and the v4 Hopper and Walker2d also
+    pay the healthy reward on the unhealthy step that ends an episode), or another robot of the same
+    sizes (D4RL's walker2d data fits HalfCheetah), and the scores would not be those of the data's own
+    task. A warning, not an error: evaluating elsewhere can be meant."""
+    if belongs_to is not None and not same_task(belongs_to.task, task):
         warnings.warn(
-            f"{source} was recorded on {recorded} but is evaluated on --task {task}; "
-            f"give --task {recorded} to evaluate where the data came from",
+            f"{source} {belongs_to.origin} but is evaluated on --task {task}; "
+            f"give --task {belongs_to.task} to evaluate where the data came from",
             TaskMismatchWarning,
             stacklevel=2,
         )

@@ -12,7 +12,7 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 
-from offline_rl.data import load_buffer
+from offline_rl.data import dataset_info, load_buffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
@@ -32,10 +32,16 @@ def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.Mo
     buffer = load_buffer(buffer_path)
     assert len(buffer) == 1000 and buffer[np.array([0])].obs.shape == (1, 4, 84, 84)
 
+    assert dataset_info(buffer)["task"] == "PongNoFrameskip-v4"  # the collection says what it played
+
     budget = ["--epoch", "1", "--update-per-epoch", "100", "--test-num", "1", "--num-quantiles", "8"]
-    data = ["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(buffer_path), "--min-q-weight", "50"]
+    data = ["--load-buffer-name", str(buffer_path), "--min-q-weight", "50"]  # the README's command: no --task
     result = atari_cql.main([*data, *budget, "--logdir", str(tmp_path / "log")])
-    assert result["updates"] == 100 and result["last"] is not None
+    assert result["updates"] == 100 and result["last"] is not None and result["task"] == "PongNoFrameskip-v4"
+
+    # Breakout has 4 of Pong's 6 actions: the fix named is the buffer's own game, not a new collection.
+    with pytest.raises(OfflineRLError, match=r"but ALE/Breakout-v5 has 4 actions; it was recorded on Pong"):
+        atari_cql.main(["--task", "ALE/Breakout-v5", *data, *budget])
 
     with pytest.raises(OfflineRLError, match=r"create one with: python examples/atari_qrdqn\.py"):
         atari_cql.main(["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(tmp_path / "absent.hdf5")])
@@ -105,6 +111,7 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     learns from it with CartPole's own rewards (no clipping by default) and evaluates on CartPole."""
     from offline_rl.apps import atari_cql, atari_qrdqn
     from offline_rl.discrete_cql.algorithm import clips_rewards
+    from offline_rl.errors import OfflineRLError
 
     monkeypatch.chdir(tmp_path)
     buffer_path = tmp_path / "cartpole.hdf5"
@@ -120,7 +127,8 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     config = atari_cql.config_from_args(["--task", "CartPole-v1", "--load-buffer-name", str(buffer_path)])
     assert not clips_rewards(config.algorithm, gym.make("CartPole-v1").observation_space)
     budget = ["--epoch", "1", "--update-per-epoch", "50", "--test-num", "2", "--num-quantiles", "8"]
-    result = atari_cql.main(
-        ["--task", "CartPole-v1", "--load-buffer-name", str(buffer_path), *budget, "--logdir", str(tmp_path / "log")]
-    )
+    result = atari_cql.main(["--load-buffer-name", str(buffer_path), *budget, "--logdir", str(tmp_path / "log")])
     assert result["updates"] == 50 and result["last"] is not None
+    assert result["task"] == "CartPole-v1"  # the buffer's own task, not the default Pong
+    with pytest.raises(OfflineRLError, match=r"observes \(6,\); it was recorded on CartPole-v1: give --task CartPole"):
+        atari_cql.main(["--task", "Acrobot-v1", "--load-buffer-name", str(buffer_path), *budget])

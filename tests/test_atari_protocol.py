@@ -27,7 +27,8 @@ def preprocessing_of(env: gym.Env) -> AtariPreprocessing:
 def test_the_default_evaluation_is_dqn_replays_sticky_action_protocol() -> None:
     config = atari_cql.config_from_args([])
     assert config.eval_env == "sticky"
-    env = atari_cql.make_evaluation_env(config, padding="zero")
+    assert config.task is None and atari_cql.DEFAULT_TASK == "PongNoFrameskip-v4"  # a buffer's own game, else Pong
+    env = atari_cql.make_evaluation_env(config, atari_cql.DEFAULT_TASK, padding="zero")
     ale = env.unwrapped.ale  # type: ignore[attr-defined]
     assert env.unwrapped.spec.id == "ALE/Pong-v5"  # type: ignore[union-attr]
     assert ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
@@ -41,7 +42,7 @@ def test_the_default_evaluation_is_dqn_replays_sticky_action_protocol() -> None:
 
 def test_noframeskip_keeps_tianshous_classic_protocol() -> None:
     config = atari_cql.config_from_args(["--eval-env", "NoFrameskip", "--task", "ALE/Breakout-v5"])
-    env = atari_cql.make_evaluation_env(config, padding="reset")
+    env = atari_cql.make_evaluation_env(config, "ALE/Breakout-v5", padding="reset")
     assert env.unwrapped.spec.id == "BreakoutNoFrameskip-v4"  # type: ignore[union-attr]
     assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0  # type: ignore[attr-defined]
     assert preprocessing_of(env).noop_max == 30
@@ -72,7 +73,8 @@ def test_rl_unplugged_data_and_its_evaluation_start_episodes_alike(tmp_path: Pat
     assert frame_padding_of(buffer) == "zero"
     padding = atari_cql.evaluation_padding(buffer, None)
     # ... and so does the evaluation env built for this data
-    env = atari_cql.make_evaluation_env(atari_cql.config_from_args(["--buffer-from-rl-unplugged"]), padding)
+    config = atari_cql.config_from_args(["--buffer-from-rl-unplugged"])
+    env = atari_cql.make_evaluation_env(config, "PongNoFrameskip-v4", padding)
     first_stack, _ = env.reset(seed=1)
     start = buffer[np.array([0])].obs[0]
     assert stack_padding(first_stack) == stack_padding(start) == "zero"

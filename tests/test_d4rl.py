@@ -278,3 +278,20 @@ def test_the_example_trains_on_a_d4rl_ant_dataset_and_evaluates_it_on_ant_v4(tmp
     assert result.returncode == 0, result.stderr[-2000:]
     assert "observations: the first 27 of 111 (Ant-v4's)" in result.stdout
     assert re.search(r"last evaluation return -?[\d.]+ ± [\d.]+, normalized score -?[\d.]+", result.stdout)
+
+
+def test_named_d4rl_datasets_say_which_gymnasium_env_evaluates_them(tmp_path: Path) -> None:
+    from offline_rl.data.d4rl import d4rl_gymnasium_task
+
+    assert [d4rl_gymnasium_task(f"{env}-medium-v2") for env in ("halfcheetah", "hopper", "walker2d", "ant")] == [
+        "HalfCheetah-v4",
+        "Hopper-v4",
+        "Walker2d-v4",
+        "Ant-v4",
+    ]
+    assert d4rl_gymnasium_task("antmaze-umaze-v2") is None and d4rl_gymnasium_task("my_file") is None
+    ant_v2_file(tmp_path, "ant_random-v2.hdf5")
+    assert dataset_info(load_d4rl("ant-random-v2", download=False))["gymnasium_task"] == "Ant-v4"
+    renamed = tmp_path / "mine.hdf5"
+    (tmp_path / "d4rl" / "ant_random-v2.hdf5").rename(renamed)
+    assert "gymnasium_task" not in dataset_info(load_d4rl(renamed))  # not a D4RL name: nothing is guessed

@@ -256,3 +256,97 @@ def test_a_dataset_recorded_on_another_env_version_is_named_in_a_warning(tmp_pat
         f"{data} was recorded on InvertedPendulum-v5 but is evaluated on --task InvertedPendulum-v4; "
         "give --task InvertedPendulum-v5 to evaluate where the data came from"
     )
+
+
+def d4rl_named_file(tmp_path: Path, task: str, name: str) -> Path:
+    """A file under D4RL's name as D4RL's own are: `task` rollouts in D4RL's keys, recording no env."""
+    import h5py
+
+    from conftest import write_d4rl_file
+
+    recorded = collect_dataset(CollectConfig(task=task, output=tmp_path / "rollouts.hdf5", size=200, progress=False))
+    keys = ("observations", "actions", "rewards", "terminals", "timeouts", "next_observations")
+    with h5py.File(recorded, "r") as file:
+        columns = {key: file[key][()] for key in keys}
+    return write_d4rl_file(tmp_path / "d4rl" / name, **columns)
+
+
+def test_without_task_a_d4rl_dataset_is_evaluated_on_its_own_env_not_the_default(tmp_path: Path) -> None:
+    """Walker2d's observations and actions have HalfCheetah's sizes (17, 6): before, `--dataset
+    walker2d-medium-v2` alone trained on Walker2d data and evaluated it on the default HalfCheetah."""
+    d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")
+    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
+    result = run_example("--dataset", "walker2d-medium-v2", *small, "--critic-layers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "task: Walker2d-v4, the env walker2d-medium-v2 belongs to (--task to evaluate on another)" in result.stdout
+    assert "done: Walker2d-v4 on walker2d-medium-v2" in result.stdout
+    (run_dir,) = (tmp_path / "log" / "Walker2d-v4" / "cql" / "0").iterdir()
+    assert torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]["task"] == "Walker2d-v4"
+
+    result = run_example("--resume-path", str(run_dir / "checkpoint.pth"), "--epoch", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "done: Walker2d-v4 on walker2d-medium-v2" in result.stdout and "task:" not in result.stdout
+
+
+def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:
+    from offline_rl.apps.task_choice import evaluation_task
+    from offline_rl.envs import DatasetEnv
+
+    walker = DatasetEnv("Walker2d-v4", "is D4RL data of gym's Walker2d (gymnasium: Walker2d-v4)")
+    assert evaluation_task(None, walker, "walker2d-medium-v2", default="HalfCheetah-v4") == "Walker2d-v4"
+    assert evaluation_task("Walker2d-v5", walker, "walker2d-medium-v2", default="HalfCheetah-v4") == "Walker2d-v5"
+    assert evaluation_task(None, None, "my_buffer.hdf5", default="HalfCheetah-v4") == "HalfCheetah-v4"
+
+
+def test_scores_are_normalised_by_the_evaluated_envs_references() -> None:
+    """A dataset's reference returns are its own env's: they score runs on any version of that env
+    (Minari's v5 data on Hopper-v4), not runs on another robot."""
+    from offline_rl.apps.d4rl_cql import reference_range
+    from offline_rl.scores import reference_scores
+
+    walker = {"gymnasium_task": "Walker2d-v4", "ref_min_score": 1.6, "ref_max_score": 4592.3}
+    assert reference_range("Walker2d-v4", walker) == (1.6, 4592.3)
+    assert reference_range("HalfCheetah-v4", walker) == reference_scores("HalfCheetah-v4")
+    minari = {"task": "Hopper-v5", "ref_min_score": -1.0, "ref_max_score": 3000.0}
+    assert reference_range("Hopper-v4", minari) == (-1.0, 3000.0)
+    assert reference_range("Pendulum-v1", {"ref_min_score": -1.0, "ref_max_score": 2.0}) == (-1.0, 2.0)
+    assert reference_range("Pendulum-v1", {"task": "Hopper-v5", "ref_min_score": -1.0, "ref_max_score": 2.0}) == (
+        None,
+        None,
+    )
+
+
+def test_another_robot_of_the_same_sizes_is_named_in_a_warning(tmp_path: Path) -> None:
+    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
+    from offline_rl.envs import TaskMismatchWarning
+
+    d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")
+    config = D4RLCQLConfig(task="HalfCheetah-v4", dataset="walker2d-medium-v2")
+    with pytest.warns(TaskMismatchWarning) as caught:
+        _, task = load_training_data(config)
+    assert task == "HalfCheetah-v4"
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, TaskMismatchWarning)]
+    assert message == (
+        "walker2d-medium-v2 is D4RL data of gym's Walker2d (gymnasium: Walker2d-v4) but is evaluated on "
+        "--task HalfCheetah-v4; give --task Walker2d-v4 to evaluate where the data came from"
+    )
+
+
+def test_an_atari_game_is_the_same_task_whatever_its_spelling_and_other_ids_must_match() -> None:
+    from offline_rl.envs import same_task
+
+    assert same_task("ALE/Breakout-v5", "BreakoutNoFrameskip-v4")  # --eval-env sets the settings, not the id
+    assert not same_task("BreakoutNoFrameskip-v4", "PongNoFrameskip-v4")
+    assert same_task("Hopper-v5", "Hopper-v5") and not same_task("Hopper-v5", "Hopper-v4")  # versions differ
+
+
+def test_files_loaded_together_keep_the_metadata_they_agree_on() -> None:
+    from offline_rl.data.transitions import combined_info
+
+    a = {"name": "a.hdf5", "task": "ALE/Pong-v5", "skipped": 0}
+    assert combined_info([a]) == a
+    assert combined_info([a, {**a, "name": "b.hdf5"}]) == {**a, "name": "a.hdf5 + b.hdf5"}
+    assert combined_info([a, {"name": "b.hdf5", "task": "ALE/Breakout-v5", "skipped": 0}]) == {
+        "name": "a.hdf5 + b.hdf5",
+        "skipped": 0,
+    }

@@ -461,6 +461,23 @@ def test_several_shards_load_as_one_buffer_with_episodes_intact(tmp_path: Path) 
         load_buffers([outputs[0], tmp_path / "plain.hdf5"])
 
 
+def test_shards_in_a_game_folder_record_their_game_for_atari_cql(tmp_path: Path) -> None:
+    """RL Unplugged lays shards out as `atari/<Game>/run_...`: a conversion keeps that game, and so
+    does a buffer of several shards, so `atari_cql.py` without --task evaluates on it (Breakout's 4
+    actions fit in Pong's 6: before, such a buffer was silently evaluated on the default Pong)."""
+    from offline_rl.data import dataset_info, load_buffers
+
+    outputs = []
+    for i, folder in enumerate(["Breakout", "Breakout", "elsewhere"]):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        shard = write_fields(tmp_path / folder / f"run_1-0000{i}-of-00100", shuffled_records(episodes(i, [(5, True)])))
+        outputs.append(convert_shard(shard, tmp_path / f"s{i}.hdf5").output)
+    assert dataset_info(load_buffer(outputs[0]))["task"] == "ALE/Breakout-v5"
+    assert "task" not in dataset_info(load_buffer(outputs[2]))
+    assert dataset_info(load_buffers(outputs[:2]))["task"] == "ALE/Breakout-v5"
+    assert "task" not in dataset_info(load_buffers(outputs))  # the files disagree: none is claimed
+
+
 def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:
     from offline_rl.data import save_buffer
     from offline_rl.envs import check_dataset_fits_env

@@ -10,7 +10,7 @@ checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,12 +19,22 @@ import numpy as np
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
+from offline_rl.apps.task_choice import evaluation_task
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
-from offline_rl.envs import EVAL_PROTOCOLS, atari_game, is_atari_game, make_discrete_env
+from offline_rl.envs import (
+    EVAL_PROTOCOLS,
+    atari_game,
+    dataset_env,
+    is_atari_game,
+    make_discrete_env,
+    same_task,
+    warn_if_recorded_elsewhere,
+)
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import setting
 
 PROG = "examples/atari_cql.py"
+DEFAULT_TASK = "PongNoFrameskip-v4"  # Tianshou's classic Atari example's; used when the buffer names no env
 DESCRIPTION = "Discrete CQL (QR-DQN head) trained offline on an Atari buffer."
 
 
@@ -34,9 +44,11 @@ class AtariCQLConfig:
 
     FLAG_GROUP: ClassVar[str] = "data"
 
-    task: str = setting(
-        "PongNoFrameskip-v4",
-        "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1)",
+    task: str | None = setting(
+        None,
+        "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1); "
+        "none: the env the buffer records (an atari_qrdqn.py collection's task, an RL Unplugged shard's game), "
+        f"else {DEFAULT_TASK}",
     )
     frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
     load_buffer_name: tuple[str, ...] = setting(
@@ -75,37 +87,53 @@ def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False)
     )
 
 
-def load_atari_buffer(config: AtariCQLConfig, env: gym.Env) -> Any:
-    """The offline buffer, checked against the task; a one-line error with the fix if it does not fit."""
+def load_atari_buffer(config: AtariCQLConfig) -> Any:
+    """The offline buffer(s) named by --load-buffer-name; a one-line error with the fix if missing."""
     from offline_rl.data import load_buffers
     from offline_rl.data.frame_pool import FramePoolBuffer
 
     paths = [Path(name).expanduser() for name in config.load_buffer_name]
-    how = create_buffer_command(config.task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
     for path in paths:
         if not path.is_file():
+            how = create_buffer_command(
+                config.task or DEFAULT_TASK, config.load_buffer_name[0], config.buffer_from_rl_unplugged
+            )
             raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
     buffer = load_buffers(paths)
-    where = " ".join(map(str, paths))
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
-            f"--buffer-from-rl-unplugged: {where} is not a buffer written by the RL Unplugged converter"
+            f"--buffer-from-rl-unplugged: {' '.join(map(str, paths))} is not a buffer written by the RL Unplugged "
+            "converter"
         )
+    return buffer
+
+
+def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.Env) -> None:
+    """A one-line error when the buffer's observations or actions do not fit the task, with the fix:
+    the task the buffer records when it records another, else the command that makes a fitting one."""
+    from offline_rl.data import dataset_info
+
+    where = " ".join(config.load_buffer_name)
+    belongs_to = dataset_env(dataset_info(buffer))
+    if belongs_to is not None and not same_task(belongs_to.task, task):
+        fix = f"it {belongs_to.origin}: give --task {belongs_to.task}"
+    else:
+        how = create_buffer_command(task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
+        fix = f"create a matching one with: {how}"
     obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])
     expected = tuple(env.observation_space.shape or ())
     if obs_shape != expected:
         raise OfflineRLError(
-            f"--load-buffer-name {where}: observations have shape {obs_shape}, but {config.task} with "
-            f"--frames-stack {config.frames_stack} observes {expected}; create a matching one with: {how}"
+            f"--load-buffer-name {where}: observations have shape {obs_shape}, but {task} with "
+            f"--frames-stack {config.frames_stack} observes {expected}; {fix}"
         )
     num_actions = int(env.action_space.n)  # type: ignore[attr-defined]
     top = int(np.max(buffer.act[: len(buffer)]))
     if top >= num_actions:
         raise OfflineRLError(
-            f"--load-buffer-name {where}: holds action {top}, but {config.task} has {num_actions} actions; "
-            f"create a matching one with: {how}"
+            f"--load-buffer-name {where}: holds action {top}, but {task} has {num_actions} actions; {fix}"
         )
-    return buffer
+    warn_if_recorded_elsewhere(belongs_to, task, source=where)
 
 
 def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
@@ -118,19 +146,19 @@ def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
     return found or saved or "reset"
 
 
-def make_evaluation_env(config: AtariCQLConfig, padding: str, **kwargs: Any) -> gym.Env:
-    """One evaluation game under `--eval-env`'s protocol, stacks padded as the data's (a vector task
-    as gymnasium makes it)."""
-    return make_discrete_env(config.task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
+def make_evaluation_env(config: AtariCQLConfig, task: str, padding: str, **kwargs: Any) -> gym.Env:
+    """One evaluation game of `task` under `--eval-env`'s protocol, stacks padded as the data's (a
+    vector task as gymnasium makes it)."""
+    return make_discrete_env(task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
 
 
-def describe_buffer(config: AtariCQLConfig, buffer: Any, padding: str) -> None:
+def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str) -> None:
     """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
     held = getattr(buffer, "nbytes", 0) / 2**30
-    if not is_atari_game(config.task):
+    if not is_atari_game(task):
         print(
             f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions; each evaluation plays "
-            f"{config.run.test_num} episode(s) of {config.task}",
+            f"{config.run.test_num} episode(s) of {task}",
             flush=True,
         )
         return
@@ -138,7 +166,7 @@ def describe_buffer(config: AtariCQLConfig, buffer: Any, padding: str) -> None:
     print(
         f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
         f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
-        f"{atari_game(config.task)} ({protocol}, up to 27 000 steps each)",
+        f"{atari_game(task)} ({protocol}, up to 27 000 steps each)",
         flush=True,
     )
 
@@ -157,27 +185,37 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if session.finished is not None:  # resumed a run that already ended: nothing to train
         return session.finished
 
-    # 2. The algorithm, shaped by the game's spaces.
-    env = make_evaluation_env(config, padding="reset")
-    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
-    session.restore(algorithm, task=config.task)
-
-    # 3. The data (not needed to only watch a trained policy).
-    buffer = None if config.run.watch else load_atari_buffer(config, env)
+    # 2. The data (not needed to only watch a trained policy), and the env it is evaluated on: --task,
+    #    else the one the buffer records. Loading draws nothing from the run's generators.
     names = " ".join(config.load_buffer_name)
+    # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
+    given_env = make_evaluation_env(config, config.task, padding="reset") if config.task else None
+    if config.run.watch:
+        buffer, task = None, config.task or DEFAULT_TASK
+    else:
+        buffer = load_atari_buffer(config)
+        task = evaluation_task(config.task, dataset_env(dataset_info(buffer)), names, default=DEFAULT_TASK)
+    config = replace(config, task=task)  # saved as resolved, so a resume or a table reads the env evaluated
+
+    # 3. The algorithm, shaped by the game's spaces.
+    env = given_env if given_env is not None else make_evaluation_env(config, task, padding="reset")
+    if buffer is not None:
+        check_buffer_fits(config, task, buffer, env)
     padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
     info = {"name": names, **(dataset_info(buffer) if buffer is not None else {}), "frame_padding": padding}
     if buffer is not None:
-        describe_buffer(config, buffer, padding)
+        describe_buffer(config, task, buffer, padding)
+    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=task)
 
     # 4. Tianshou's offline trainer: evaluations, checkpoints, TensorBoard logs, a summary line.
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_evaluation_env(config, padding, **kwargs),
+        lambda **kwargs: make_evaluation_env(config, task, padding, **kwargs),
         config.run,
         lambda writer: EvaluationReporter(writer=writer),
-        task=config.task,
+        task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
         checkpoint=session.checkpoint,

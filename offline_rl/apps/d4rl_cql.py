@@ -11,7 +11,7 @@ actor is also exported as `behaviour_policy.pt` (`offline_rl.policy_file`), so
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -19,19 +19,23 @@ from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
+from offline_rl.apps.task_choice import evaluation_task
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.envs import (
     check_dataset_fits_env,
+    dataset_env,
     env_spec_from_json,
     episode_limit,
     make_env,
+    same_task,
     warn_if_recorded_elsewhere,
 )
 from offline_rl.errors import OfflineRLError
-from offline_rl.scores import reference_scores
+from offline_rl.scores import environment_key, reference_scores
 from offline_rl.settings import setting
 
 PROG = "examples/d4rl_cql.py"
+DEFAULT_TASK = "HalfCheetah-v4"  # Tianshou's classic MuJoCo example's; used when the dataset names no env
 DESCRIPTION = "Train CQL-SAC offline on a D4RL/Minari/Tianshou dataset and evaluate it in gymnasium."
 
 
@@ -41,10 +45,12 @@ class D4RLCQLConfig:
 
     FLAG_GROUP: ClassVar[str] = "data"
 
-    task: str = setting(
-        "HalfCheetah-v4",
-        "gymnasium id with a Box action space, the evaluation task (the env a Minari dataset records, with its "
-        "recorded settings, when this is its id; Gymnasium-Robotics ids when that package is installed)",
+    task: str | None = setting(
+        None,
+        "gymnasium id with a Box action space, the evaluation task (a Minari dataset's own env id is evaluated "
+        "with its recorded settings; Gymnasium-Robotics ids work when that package is installed); none: the env "
+        f"the dataset belongs to (a D4RL name's v4 env, the env a Minari dataset or a collected file records), else "
+        f"{DEFAULT_TASK}",
     )
     dataset: str | None = setting(
         None,
@@ -81,39 +87,44 @@ def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> EnvSpec | None:
     return spec if spec is not None and spec.id == task else None
 
 
-def load_training_data(config: D4RLCQLConfig) -> Any:
+def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     """The dataset named by --dataset (or the generated default), checked against the env the run
-    evaluates on, described."""
+    evaluates on, described; and that env's id: --task, else the one the dataset belongs to."""
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
 
-    source = config.dataset or str(ensure_random_dataset(config.task, config.dataset_size, seed=0))
-    buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(config.task))
+    guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
+    source = config.dataset or str(ensure_random_dataset(guess, config.dataset_size, seed=0))
+    buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(guess))
     stats, info = dataset_stats(buffer), dataset_info(buffer)
-    spec = env_spec_from_json(info.get("eval_env_spec"))
-    recorded = spec.id if spec is not None else info.get("task")
-    env = make_continuous_env(config.task, recorded_evaluation_spec(config.task, info))
+    belongs_to = dataset_env(info)
+    name = info.get("name", source)
+    task = guess if config.dataset is None else evaluation_task(config.task, belongs_to, name, default=DEFAULT_TASK)
+    env = make_continuous_env(task, recorded_evaluation_spec(task, info))
     try:
-        check_dataset_fits_env(buffer, config.task, source=source, env=env)
+        check_dataset_fits_env(buffer, task, source=source, env=env)
     except OfflineRLError as error:
-        if recorded and recorded != config.task:  # the fix is usually the env the data names
-            raise OfflineRLError(f"{error}; it was recorded on {recorded}: give --task {recorded}") from None
+        if belongs_to is not None and not same_task(belongs_to.task, task):  # the fix: the env the data names
+            raise OfflineRLError(f"{error}; it {belongs_to.origin}: give --task {belongs_to.task}") from None
         raise
     finally:
         env.close()
-    warn_if_recorded_elsewhere(recorded, config.task, source=source)
+    warn_if_recorded_elsewhere(belongs_to, task, source=source)
     print(
         f"dataset {info.get('name', source)}: {stats.transitions} transitions, "
         f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
         f"max {stats.return_max:.1f}), {stats.terminated} terminated / {stats.truncated} truncated"
         + (f"; observations: {info['observations']}" if info.get("observations") else "")
     )
-    return buffer
+    return buffer, task
 
 
 def reference_range(task: str, info: dict[str, Any]) -> tuple[float | None, float | None]:
-    """D4RL's (random, expert) returns for the normalised score: the dataset's own, else the task's."""
-    if info.get("ref_min_score") is not None and info.get("ref_max_score") is not None:
+    """D4RL's (random, expert) returns for the normalised score: the dataset's own when the run
+    evaluates on the dataset's env (any version of it), else the task's."""
+    belongs_to = dataset_env(info)
+    own_env = belongs_to is None or environment_key(belongs_to.task) == environment_key(task)
+    if own_env and info.get("ref_min_score") is not None and info.get("ref_max_score") is not None:
         return float(info["ref_min_score"]), float(info["ref_max_score"])
     scores = reference_scores(task)
     return (scores[0], scores[1]) if scores else (None, None)
@@ -137,28 +148,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. The data (not needed to only watch a trained policy: the checkpoint describes it). Loading
     #    draws nothing from the run's generators, so it may come before the networks.
-    buffer = None if config.run.watch else load_training_data(config)
-    info = dataset_info(buffer) if buffer is not None else dict((session.checkpoint or {}).get("dataset_info", {}))
-    ref_min, ref_max = reference_range(config.task, info)
+    if config.run.watch:
+        buffer, info = None, dict((session.checkpoint or {}).get("dataset_info", {}))
+        task = config.task or DEFAULT_TASK
+    else:
+        buffer, task = load_training_data(config)
+        info = dataset_info(buffer)
+    config = replace(config, task=task)  # saved as resolved, so a resume or a table reads the env evaluated
+    ref_min, ref_max = reference_range(task, info)
 
     # 3. The algorithm, shaped by the spaces of the env it is evaluated on: the dataset's own record
-    #    of --task where it keeps one (a maze's fixed goal), else the registered id.
-    spec = recorded_evaluation_spec(config.task, info)
+    #    of the task where it keeps one (a maze's fixed goal), else the registered id.
+    spec = recorded_evaluation_spec(task, info)
     if spec is not None and spec.kwargs:
         settings = ", ".join(f"{key}={value}" for key, value in spec.kwargs.items())
-        print(f"evaluation env: {config.task} as the dataset records it ({settings})"[:400])
-    env = make_continuous_env(config.task, spec)
+        print(f"evaluation env: {task} as the dataset records it ({settings})"[:400])
+    env = make_continuous_env(task, spec)
     algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
-    session.restore(algorithm, task=config.task)
+    session.restore(algorithm, task=task)
 
     # 4. Tianshou's offline trainer: evaluations, checkpoints, TensorBoard logs, a summary line.
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_continuous_env(config.task, spec, **kwargs),
+        lambda **kwargs: make_continuous_env(task, spec, **kwargs),
         config.run,
         lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer),
-        task=config.task,
+        task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
         on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt"),

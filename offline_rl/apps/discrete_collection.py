@@ -173,12 +173,15 @@ def _play(
 
 def _join(plan: CollectionPlan, recorders: list[Any]) -> Any:
     from offline_rl.data.frame_stack import merge_frame_stack_buffers
-    from offline_rl.data.transitions import join_recordings
+    from offline_rl.data.transitions import join_recordings, set_dataset_info
 
+    info = {"name": plan.output.name, "task": plan.task}  # the task: what atari_cql.py evaluates it on
     if is_atari_game(plan.task):
         frames = sum(recorder.position()[1] for recorder in recorders)
-        return merge_frame_stack_buffers(_emptied(recorders), total_frames=frames)
-    return join_recordings(recorders, info={"name": plan.output.name, "task": plan.task})
+        buffer = merge_frame_stack_buffers(_emptied(recorders), total_frames=frames)
+        set_dataset_info(buffer, info)
+        return buffer
+    return join_recordings(recorders, info=info)
 
 
 def _emptied(recorders: list[Any]) -> Iterator[Any]:

@@ -7,8 +7,9 @@ later training run would load as if it were complete.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -18,7 +19,7 @@ from offline_rl.atomic import atomic_hdf5, atomic_path
 from offline_rl.compat import write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
-from offline_rl.data.transitions import require_finite
+from offline_rl.data.transitions import combined_info, dataset_info, require_finite, set_dataset_info
 from offline_rl.errors import DatasetError
 from offline_rl.host_memory import require_memory
 
@@ -146,6 +147,15 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
         buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths)
     else:
         frames = sum(_frame_count(path) for path in file_paths)
-        loaded = (_load(path, FrameStackBuffer) for path in file_paths)  # no name holds a file once merged
-        buffer = merge_frame_stack_buffers(loaded, total_frames=frames)  # type: ignore[arg-type]
+        infos: list[dict[str, Any]] = []
+
+        def loaded() -> Iterator[ReplayBuffer]:
+            for path in file_paths:
+                part = _load(path, FrameStackBuffer)
+                infos.append(dataset_info(part))
+                yield part
+                del part  # copied into the result by now: no name holds a file while the next loads
+
+        buffer = merge_frame_stack_buffers(loaded(), total_frames=frames)  # type: ignore[arg-type]
+        set_dataset_info(buffer, combined_info(infos))
     return _checked(buffer, " + ".join(map(str, file_paths)))

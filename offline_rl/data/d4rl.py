@@ -68,6 +68,16 @@ ANT_STATE_DIMS = 27
 """qpos[2:] and qvel of MuJoCo's ant: the observation of gymnasium's Ant-v4 at its defaults; D4RL's
 Ant files append 84 contact forces to it (zero throughout, see the module docstring)."""
 ANT_V2_OBSERVATION_DIMS = 111
+D4RL_GYMNASIUM_TASKS = {
+    "halfcheetah": "HalfCheetah-v4",
+    "hopper": "Hopper-v4",
+    "walker2d": "Walker2d-v4",
+    "ant": "Ant-v4",
+}
+"""The gymnasium env each D4RL locomotion dataset evaluates on. D4RL recorded them on gym's v2 envs
+under mujoco-py; gymnasium's v4 envs are the same models, rewards and time limits on the `mujoco`
+bindings (v5 changed rewards and observations). The AntMaze files have none: their maze env is
+D4RL's own (Minari's AntMaze datasets record Gymnasium-Robotics' instead)."""
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py).
 _D4RL_EPISODE_STEPS = {"antmaze-umaze-v2": 700, "antmaze-umaze-diverse-v2": 700}
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
@@ -82,6 +92,13 @@ def d4rl_episode_steps(name: str) -> int | None:
     if not is_d4rl_name(name):
         return None
     return _D4RL_EPISODE_STEPS.get(name, _D4RL_DEFAULT_EPISODE_STEPS)
+
+
+def d4rl_gymnasium_task(name: str | None) -> str | None:
+    """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for
+    `walker2d-medium-v2`), None for other names and for the AntMaze datasets."""
+    match = _LOCOMOTION.fullmatch(name or "")
+    return D4RL_GYMNASIUM_TASKS[match.group(1)] if match else None
 
 
 def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
@@ -156,9 +173,10 @@ def load_d4rl(
     """Load a D4RL-format HDF5 file, or a D4RL dataset by name, into a ReplayBuffer.
 
     The buffer's `dataset_info` (see `offline_rl.data.dataset_info`) records the format, source
-    path, dataset name, the task it was collected on (for locally generated files) and D4RL's
-    reference scores. `max_episode_steps` (the evaluation task's time limit) is the fallback for a
-    file without `timeouts` whose name and metadata do not say its episode length.
+    path, dataset name, the task it was collected on (for locally generated files), the gymnasium
+    env a named D4RL dataset evaluates on (`gymnasium_task`) and D4RL's reference scores.
+    `max_episode_steps` (the evaluation task's time limit) is the fallback for a file without
+    `timeouts` whose name and metadata do not say its episode length.
     """
     path, name = resolve_d4rl_source(source, download=download)
     return read_d4rl_file(path, name=name, max_episode_steps=max_episode_steps)
@@ -186,6 +204,8 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
         "ref_min_score": scores[0] if scores else None,
         "ref_max_score": scores[1] if scores else None,
     }
+    if d4rl_gymnasium_task(name):  # D4RL's files record no env; their name says which
+        info["gymnasium_task"] = d4rl_gymnasium_task(name)
     _drop_zero_contact_forces(arrays, name, info)
     if "timeouts" in arrays:
         info["timeouts_from"] = "file"

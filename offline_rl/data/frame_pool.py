@@ -33,7 +33,7 @@ from offline_rl.compat import (
     set_buffer_columns,
 )
 from offline_rl.data.sampling import as_indices, gather_frames
-from offline_rl.data.transitions import set_dataset_info
+from offline_rl.data.transitions import combined_info, set_dataset_info
 
 FRAME_POOL_MARKER = "offline_rl_frame_pool_v1"
 POOL_KEYS = ("frames", "obs_frames", "obs_next_frames")
@@ -154,7 +154,7 @@ class FramePoolBuffer(ReplayBuffer):
             truncated=joined.pop("truncated"),
             extra={key: values for key, values in joined.items() if key != "done"},
         )
-        info = infos[0] if len(infos) == 1 else {"name": " + ".join(str(i.get("name", "?")) for i in infos)}
+        info = combined_info(infos)
         if info:
             set_dataset_info(buffer, info)
         return buffer

@@ -67,6 +67,16 @@ def set_dataset_info(buffer: ReplayBuffer, info: dict[str, Any]) -> None:
     set_buffer_attribute(buffer, DATASET_INFO_ATTR, dict(info))
 
 
+def combined_info(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metadata of several files loaded as one buffer: their names joined, and whatever else they
+    all agree on (the task they were recorded on, their source), so a buffer of several shards of
+    one game still says which game."""
+    if len(infos) == 1:
+        return dict(infos[0])
+    shared = {key: value for key, value in infos[0].items() if all(info.get(key) == value for info in infos[1:])}
+    return {**shared, "name": " + ".join(str(info.get("name", "?")) for info in infos)}
+
+
 def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:
     """The metadata a loader attached to `buffer`, or an empty dict for a foreign buffer."""
     value = buffer.__dict__.get(DATASET_INFO_ATTR)

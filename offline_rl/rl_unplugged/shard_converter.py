@@ -24,6 +24,7 @@ from offline_rl.errors import DatasetError
 from offline_rl.rl_unplugged.chains import episode_order, successors
 from offline_rl.rl_unplugged.frames import FRAME_SHAPE, FrameError, FramePool
 from offline_rl.rl_unplugged.records import STACK, RecordError, parse_transition
+from offline_rl.rl_unplugged.sources import recorded_task
 from offline_rl.rl_unplugged.tfrecord import read_records
 
 _FRAME_NAMES = tuple(f"o_t[{i}]" for i in range(STACK)) + tuple(f"o_tp1[{i}]" for i in range(STACK))
@@ -131,6 +132,8 @@ def convert_shard(
         file.attrs["name"] = shard_path.name
         file.attrs["source"] = "RL Unplugged Atari (DQN replay)"
         file.attrs["corrupt_records_skipped"] = skipped
+        if recorded_task(shard_path):
+            file.attrs["task"] = recorded_task(shard_path)
         in_ram = frames.size + obs_frames.nbytes + obs_next_frames.nbytes
         in_ram += sum(values.nbytes for values in transition_columns.values())
     transitions = len(columns)

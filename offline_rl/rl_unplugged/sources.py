@@ -40,6 +40,14 @@ def game_name(task: str) -> str:
     return game
 
 
+def recorded_task(shard: Path) -> str | None:
+    """The env a shard's data was played on, from the folder it lies in as the bucket lays shards out
+    (`.../Breakout/run_1-...`): `ALE/Breakout-v5`, whose settings (sticky actions p=0.25, the minimal
+    action set) are those of Dopamine's DQN runs behind RL Unplugged. None in a folder of another name."""
+    game = _GAME_BY_LOWER.get(shard.expanduser().absolute().parent.name.lower())
+    return f"ALE/{game}-v5" if game else None
+
+
 def shard_name(run_id: int, shard_id: int) -> str:
     if run_id not in RUNS:
         raise OfflineRLError(f"--run-id {run_id}: RL Unplugged has runs 1 to {RUNS[-1]}")
