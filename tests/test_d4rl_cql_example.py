@@ -350,3 +350,27 @@ def test_files_loaded_together_keep_the_metadata_they_agree_on() -> None:
         "name": "a.hdf5 + b.hdf5",
         "skipped": 0,
     }
+
+
+def test_d4rl_antmaze_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp_path: Path) -> None:
+    from conftest import write_d4rl_file
+    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
+    from offline_rl.data.d4rl import d4rl_path
+
+    rng = np.random.default_rng(0)
+    steps = 200
+    write_d4rl_file(
+        d4rl_path("antmaze-umaze-v2"),  # D4RL's own file name and its 29-dim maze observations
+        observations=rng.normal(size=(steps, 29)).astype(np.float32),
+        actions=rng.uniform(-1, 1, size=(steps, 8)).astype(np.float32),
+        rewards=np.zeros(steps, np.float32),
+        terminals=np.zeros(steps, bool),
+        timeouts=np.arange(steps) % 100 == 99,
+    )
+    with pytest.raises(OfflineRLError) as error:
+        load_training_data(D4RLCQLConfig(dataset="antmaze-umaze-v2"))
+    assert str(error.value) == (
+        "antmaze-umaze-v2: observations have shape (29,), but --task HalfCheetah-v4 observes (17,); D4RL's AntMaze "
+        "maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' AntMaze, "
+        "train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
+    )

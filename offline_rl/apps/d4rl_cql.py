@@ -92,6 +92,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     evaluates on, described; and that env's id: --task, else the one the dataset belongs to."""
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
+    from offline_rl.data.d4rl import ANTMAZE_HAS_NO_GYMNASIUM_ENV, d4rl_without_gymnasium_env
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
     source = config.dataset or str(ensure_random_dataset(guess, config.dataset_size, seed=0))
@@ -106,6 +107,8 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     except OfflineRLError as error:
         if belongs_to is not None and not same_task(belongs_to.task, task):  # the fix: the env the data names
             raise OfflineRLError(f"{error}; it {belongs_to.origin}: give --task {belongs_to.task}") from None
+        if d4rl_without_gymnasium_env(info.get("name")):
+            raise OfflineRLError(f"{error}; {ANTMAZE_HAS_NO_GYMNASIUM_ENV}") from None
         raise
     finally:
         env.close()

@@ -101,6 +101,17 @@ def d4rl_gymnasium_task(name: str | None) -> str | None:
     return D4RL_GYMNASIUM_TASKS[match.group(1)] if match else None
 
 
+ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
+    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
+    "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
+)
+
+
+def d4rl_without_gymnasium_env(name: str | None) -> bool:
+    """Whether a D4RL name is one of the AntMaze datasets, whose evaluation env gymnasium lacks."""
+    return bool(name) and name in _ANTMAZE_FILES
+
+
 def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
     """D4RL's rule for files without `timeouts`: the step `max_episode_steps − 1` after an episode
     start (the first step, or the step after a terminal or an earlier time-out) is a time-out."""
