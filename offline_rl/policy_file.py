@@ -9,6 +9,8 @@ without knowing which trainer made it. The file is a `torch.save`d dict of plain
     state_dict    weights of the MLP `obs -> pre-tanh action mean`
     obs_mean, obs_std        normalisation applied to observations first
     action_low, action_high  bounds the tanh output is rescaled to
+    task          (optional) the gymnasium id the policy was trained to act in, so that a collection
+                  on another env of the same sizes is named in a warning
 
 This is exactly the deterministic (mean) action of a tanh-Gaussian SAC/CQL actor, so training code
 exports its actor with `PolicyNetwork.from_layers(...)` + `save_policy`.
@@ -45,9 +47,11 @@ class PolicyNetwork(nn.Module):
         obs_std: np.ndarray | None = None,
         action_low: np.ndarray | None = None,
         action_high: np.ndarray | None = None,
+        task: str | None = None,
     ) -> None:
         super().__init__()
         self.hidden_sizes = list(hidden_sizes)
+        self.task = task
         self.mlp = relu_mlp(obs_dim, hidden_sizes, act_dim)
         self.register_buffer("obs_mean", _tensor(obs_mean, obs_dim, 0.0))
         self.register_buffer("obs_std", _tensor(obs_std, obs_dim, 1.0))
@@ -78,6 +82,8 @@ def save_policy(policy: PolicyNetwork, path: str | os.PathLike[str]) -> Path:
         "hidden_sizes": policy.hidden_sizes,
         "state_dict": state,
     }
+    if policy.task:
+        payload["task"] = policy.task
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
         torch.save(payload, tmp)
@@ -101,6 +107,7 @@ def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
     state = payload["state_dict"]
     obs_dim = int(state["obs_mean"].shape[0])
     act_dim = int(state["action_low"].shape[0])
-    policy = PolicyNetwork(obs_dim, act_dim, list(payload["hidden_sizes"]))
+    task = payload.get("task")
+    policy = PolicyNetwork(obs_dim, act_dim, list(payload["hidden_sizes"]), task=str(task) if task else None)
     policy.load_state_dict(state)
     return policy.eval()

@@ -127,6 +127,42 @@ def test_saved_policy_with_and_without_gaussian_noise(tmp_path: Path) -> None:
     assert abs(noisy["actions"].std() - 0.2) < 0.02
 
 
+def test_a_policy_file_says_which_task_it_acts_in_and_collections_check_it(tmp_path: Path) -> None:
+    """Pendulum's policy takes 3 numbers and gives 1 action; InvertedPendulum observes 4 and takes 1:
+    before, that was a matrix-shape traceback in the middle of the collection."""
+    import warnings
+
+    from offline_rl.envs import TaskMismatchWarning
+    from offline_rl.errors import OfflineRLError
+    from offline_rl.policy_file import load_policy
+
+    unnamed = load_policy(_constant_policy(tmp_path, obs_dim=3, act_value=0.5, low=-2.0, high=2.0))
+    assert unnamed.task is None  # files written before the field, or by hand, still load
+    unnamed.task = "Pendulum-v1"
+    policy_path = save_policy(unnamed, tmp_path / "pendulum.pt")
+    assert load_policy(policy_path).task == "Pendulum-v1"
+
+    def collect(task: str) -> Path:
+        output = tmp_path / f"{task}.hdf5"
+        return collect_dataset(
+            CollectConfig(task=task, output=output, size=50, policy=str(policy_path), overwrite=True, progress=False)
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TaskMismatchWarning)
+        collect("Pendulum-v1")  # where it learned to act: no warning
+    with pytest.raises(OfflineRLError) as error:
+        collect("InvertedPendulum-v4")
+    assert str(error.value) == (
+        f"{policy_path}: policy observes 3 numbers, but --task InvertedPendulum-v4 observes (4,); it was trained "
+        "on Pendulum-v1: give --task Pendulum-v1"
+    )
+    unnamed.task = "Pendulum-v0-elsewhere"  # another env of the same sizes: it collects, and says so
+    save_policy(unnamed, policy_path)
+    with pytest.warns(TaskMismatchWarning, match="trained on Pendulum-v0-elsewhere but collects on --task Pendulum"):
+        collect("Pendulum-v1")
+
+
 def test_interrupted_write_leaves_nothing_at_the_final_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = h5py.Group.create_dataset
     calls = {"n": 0}

@@ -16,6 +16,7 @@ from offline_rl.apps.d4rl_cql import config_from_args
 from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.data import load_d4rl
 from offline_rl.errors import OfflineRLError
+from offline_rl.policy_file import load_policy
 
 TINY = [
     "--task",
@@ -282,6 +283,7 @@ def test_without_task_a_d4rl_dataset_is_evaluated_on_its_own_env_not_the_default
     assert "done: Walker2d-v4 on walker2d-medium-v2" in result.stdout
     (run_dir,) = (tmp_path / "log" / "Walker2d-v4" / "cql" / "0").iterdir()
     assert torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]["task"] == "Walker2d-v4"
+    assert load_policy(run_dir / "behaviour_policy.pt").task == "Walker2d-v4"  # for offline_rl.collect's check
 
     result = run_example("--resume-path", str(run_dir / "checkpoint.pth"), "--epoch", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]

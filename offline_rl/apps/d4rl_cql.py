@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
-        on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt"),
+        on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt", task=task),
         checkpoint=session.checkpoint,
         dataset_name=info.get("name"),
     )

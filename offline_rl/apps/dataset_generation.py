@@ -33,10 +33,10 @@ import numpy as np
 from offline_rl import __version__
 from offline_rl.atomic import atomic_hdf5, check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
-from offline_rl.envs import make_env
+from offline_rl.envs import TaskMismatchWarning, make_env, same_task
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.file_lock import FileLock
-from offline_rl.policy_file import load_policy
+from offline_rl.policy_file import PolicyNetwork, load_policy
 from offline_rl.progress import progress_bar
 from offline_rl.settings import SEED_RANGE, check_ranges, setting
 
@@ -181,7 +181,34 @@ class _DatasetWriter:
         self.cursor = end
 
 
-def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Generator):
+def check_policy_fits_task(
+    network: PolicyNetwork, config: CollectConfig, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]
+) -> None:
+    """A one-line error when the policy's inputs or outputs do not fit the task (naming the task it was
+    trained on, the usual fix), and a warning when it was trained on another env of the same sizes
+    (a Walker2d policy fits HalfCheetah): its data would not be the medium/expert data it looks like."""
+    trained_on = f"; it was trained on {network.task}: give --task {network.task}" if network.task else ""
+    observes, acts = int(network.obs_mean.shape[0]), int(network.action_low.shape[0])
+    if observes != int(np.prod(obs_shape)):
+        raise OfflineRLError(
+            f"{config.policy}: policy observes {observes} numbers, but --task {config.task} observes {obs_shape}"
+            f"{trained_on}"
+        )
+    if acts != int(np.prod(act_shape)):
+        raise OfflineRLError(
+            f"{config.policy}: policy outputs {acts} action dims, but --task {config.task} expects {act_shape}"
+            f"{trained_on}"
+        )
+    if network.task and not same_task(network.task, config.task):
+        warnings.warn(
+            f"{config.policy} was trained on {network.task} but collects on --task {config.task}; "
+            f"give --task {network.task} to collect where it learned to act",
+            TaskMismatchWarning,
+            stacklevel=2,
+        )
+
+
+def _behaviour(config: CollectConfig, space: gym.spaces.Box, obs_shape: tuple[int, ...], rng: np.random.Generator):
     """Return `act(obs_batch) -> action_batch` for the configured behaviour policy."""
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
@@ -193,11 +220,7 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, rng: np.random.Gene
             return rng.uniform(low, high, size=(len(obs), *low.shape)).astype(np.float32)
     else:
         network = load_policy(config.policy)
-        if network.action_low.shape[0] != int(np.prod(low.shape)):
-            raise OfflineRLError(
-                f"{config.policy}: policy outputs {network.action_low.shape[0]} action dims, but "
-                f"--task {config.task} expects {low.shape}"
-            )
+        check_policy_fits_task(network, config, obs_shape, tuple(low.shape))
 
         def base(obs: np.ndarray) -> np.ndarray:
             return network.act(obs.reshape(len(obs), -1)).reshape(len(obs), *low.shape)
@@ -235,7 +258,7 @@ def collect_dataset(config: CollectConfig) -> Path:
         # A continued collection draws new actions and plays new games: repeating the first
         # session's would correlate the two halves of the data.
         rng = np.random.default_rng(config.seed if session == 0 else [config.seed, session])
-        act = _behaviour(config, space, rng)
+        act = _behaviour(config, space, obs_shape, rng)
         _rollout(envs, act, config, writer, journal, first_seed=config.seed + session * config.num_envs)
         if config.output_format == "minari":
             write_minari_directory(output, writer, config, envs.single_observation_space, space)

@@ -10,8 +10,9 @@ import torch
 from offline_rl.policy_file import PolicyNetwork, save_policy
 
 
-def export_policy(algorithm, path: str | os.PathLike[str]) -> Path:
-    """Write the actor's deterministic action (tanh of the Gaussian mean) as a policy file."""
+def export_policy(algorithm, path: str | os.PathLike[str], *, task: str | None = None) -> Path:
+    """Write the actor's deterministic action (tanh of the Gaussian mean) as a policy file, with the
+    task it was trained for."""
     actor = algorithm.actor
     linears = [m for m in actor.net if isinstance(m, torch.nn.Linear)]
     obs_dim, act_dim = linears[0].in_features, actor.act_dim
@@ -24,6 +25,7 @@ def export_policy(algorithm, path: str | os.PathLike[str]) -> Path:
         obs_std=normalizer.std.detach().cpu().numpy(),
         action_low=algorithm.action_low.detach().cpu().numpy(),
         action_high=algorithm.action_high.detach().cpu().numpy(),
+        task=task,
     )
     targets = [m for m in policy.mlp if isinstance(m, torch.nn.Linear)]
     with torch.no_grad():
