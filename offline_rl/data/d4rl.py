@@ -78,6 +78,10 @@ D4RL_GYMNASIUM_TASKS = {
 under mujoco-py; gymnasium's v4 envs are the same models, rewards and time limits on the `mujoco`
 bindings (v5 changed rewards and observations). The AntMaze files have none: their maze env is
 D4RL's own (Minari's AntMaze datasets record Gymnasium-Robotics' instead)."""
+ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
+    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
+    "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
+)
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py).
 _D4RL_EPISODE_STEPS = {"antmaze-umaze-v2": 700, "antmaze-umaze-diverse-v2": 700}
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
@@ -99,12 +103,6 @@ def d4rl_gymnasium_task(name: str | None) -> str | None:
     `walker2d-medium-v2`), None for other names and for the AntMaze datasets."""
     match = _LOCOMOTION.fullmatch(name or "")
     return D4RL_GYMNASIUM_TASKS[match.group(1)] if match else None
-
-
-ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
-    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
-    "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
-)
 
 
 def d4rl_without_gymnasium_env(name: str | None) -> bool:
@@ -215,8 +213,8 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
         "ref_min_score": scores[0] if scores else None,
         "ref_max_score": scores[1] if scores else None,
     }
-    if d4rl_gymnasium_task(name):  # D4RL's files record no env; their name says which
-        info["gymnasium_task"] = d4rl_gymnasium_task(name)
+    if gymnasium_task := d4rl_gymnasium_task(name):  # D4RL's files record no env; their name says which
+        info["gymnasium_task"] = gymnasium_task
     _drop_zero_contact_forces(arrays, name, info)
     if "timeouts" in arrays:
         info["timeouts_from"] = "file"

@@ -132,8 +132,8 @@ def convert_shard(
         file.attrs["name"] = shard_path.name
         file.attrs["source"] = "RL Unplugged Atari (DQN replay)"
         file.attrs["corrupt_records_skipped"] = skipped
-        if recorded_task(shard_path):
-            file.attrs["task"] = recorded_task(shard_path)
+        if task := recorded_task(shard_path):  # what atari_cql.py evaluates the buffer on by default
+            file.attrs["task"] = task
         in_ram = frames.size + obs_frames.nbytes + obs_next_frames.nbytes
         in_ram += sum(values.nbytes for values in transition_columns.values())
     transitions = len(columns)
