@@ -213,6 +213,25 @@ def same_task(recorded: str, task: str) -> bool:
     return is_atari_game(recorded) and is_atari_game(task) and atari_game(recorded) == atari_game(task)
 
 
+def check_dataset_belongs_to_task(
+    buffer: ReplayBuffer, task: str, *, source: str, env: gym.Env | None = None
+) -> DatasetEnv | None:
+    """`check_dataset_fits_env`, whose error names the env the dataset says it belongs to when that
+    is another (the usual fix), with a warning when the shapes fit but the envs differ. Returns that
+    env, or None when the dataset names none."""
+    from offline_rl.data import dataset_info
+
+    belongs_to = dataset_env(dataset_info(buffer))
+    try:
+        check_dataset_fits_env(buffer, task, source=source, env=env)
+    except OfflineRLError as error:
+        if belongs_to is not None and not same_task(belongs_to.task, task):
+            raise OfflineRLError(f"{error}; it {belongs_to.origin}: give --task {belongs_to.task}") from None
+        raise
+    warn_if_recorded_elsewhere(belongs_to, task, source=source)
+    return belongs_to
+
+
 def warn_if_recorded_elsewhere(belongs_to: DatasetEnv | None, task: str, *, source: str) -> None:
     """One line when a dataset belongs to another env id than `--task`. With other shapes it would
     not train, so the shapes agree: another version of the same env (which can differ in dynamics or

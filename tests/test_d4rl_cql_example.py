@@ -376,3 +376,14 @@ def test_d4rl_antmaze_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp
         "maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' AntMaze, "
         "train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
     )
+
+
+def test_the_d4rl_converter_names_the_datasets_own_env_when_task_does_not_fit(tmp_path: Path) -> None:
+    d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")
+    args = ["walker2d-medium-v2", "--output", str(tmp_path / "w.hdf5"), "--task", "Hopper-v4"]
+    result = run_in_process("converters/d4rl.py", *args, cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "w.hdf5").exists()
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: walker2d-medium-v2: observations have shape (17,), but --task Hopper-v4 observes (11,); it is D4RL "
+        "data of gym's Walker2d (gymnasium: Walker2d-v4): give --task Walker2d-v4"
+    )

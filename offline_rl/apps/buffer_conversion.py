@@ -18,7 +18,7 @@ from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
 from offline_rl.data.buffers import save_buffer
 from offline_rl.data.stats import dataset_stats
-from offline_rl.envs import check_dataset_fits_env
+from offline_rl.envs import check_dataset_belongs_to_task
 from offline_rl.settings import setting
 
 
@@ -60,7 +60,7 @@ def run_conversion(
     output = check_output(config.output, flag="--output", overwrite=config.overwrite)
     buffer = load(config.source, bool(getattr(config, "download", False)))
     if config.task:
-        check_dataset_fits_env(buffer, config.task, source=config.source)
+        check_dataset_belongs_to_task(buffer, config.task, source=config.source)
     save_buffer(buffer, output, compression=config.compression)
     stats = dataset_stats(buffer)
     print(stats.summary())

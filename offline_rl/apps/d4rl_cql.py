@@ -22,13 +22,11 @@ from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.apps.task_choice import evaluation_task
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.envs import (
-    check_dataset_fits_env,
+    check_dataset_belongs_to_task,
     dataset_env,
     env_spec_from_json,
     episode_limit,
     make_env,
-    same_task,
-    warn_if_recorded_elsewhere,
 )
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import environment_key, reference_scores
@@ -98,23 +96,20 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     source = config.dataset or str(ensure_random_dataset(guess, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(guess))
     stats, info = dataset_stats(buffer), dataset_info(buffer)
-    belongs_to = dataset_env(info)
     name = info.get("name", source)
-    task = guess if config.dataset is None else evaluation_task(config.task, belongs_to, name, default=DEFAULT_TASK)
+    given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
+    task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)
     env = make_continuous_env(task, recorded_evaluation_spec(task, info))
     try:
-        check_dataset_fits_env(buffer, task, source=source, env=env)
+        check_dataset_belongs_to_task(buffer, task, source=source, env=env)
     except OfflineRLError as error:
-        if belongs_to is not None and not same_task(belongs_to.task, task):  # the fix: the env the data names
-            raise OfflineRLError(f"{error}; it {belongs_to.origin}: give --task {belongs_to.task}") from None
         if d4rl_without_gymnasium_env(info.get("name")):
             raise OfflineRLError(f"{error}; {ANTMAZE_HAS_NO_GYMNASIUM_ENV}") from None
         raise
     finally:
         env.close()
-    warn_if_recorded_elsewhere(belongs_to, task, source=source)
     print(
-        f"dataset {info.get('name', source)}: {stats.transitions} transitions, "
+        f"dataset {name}: {stats.transitions} transitions, "
         f"{stats.episodes} episodes, return {stats.return_mean:.1f} (min {stats.return_min:.1f}, "
         f"max {stats.return_max:.1f}), {stats.terminated} terminated / {stats.truncated} truncated"
         + (f"; observations: {info['observations']}" if info.get("observations") else "")
