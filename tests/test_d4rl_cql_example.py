@@ -279,7 +279,7 @@ def test_without_task_a_d4rl_dataset_is_evaluated_on_its_own_env_not_the_default
     small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
     result = run_example("--dataset", "walker2d-medium-v2", *small, "--critic-layers", "1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "task: Walker2d-v4, the env walker2d-medium-v2 belongs to (--task to evaluate on another)" in result.stdout
+    assert "task: Walker2d-v4, the env of walker2d-medium-v2 (--task to evaluate on another)" in result.stdout
     assert "done: Walker2d-v4 on walker2d-medium-v2" in result.stdout
     (run_dir,) = (tmp_path / "log" / "Walker2d-v4" / "cql" / "0").iterdir()
     assert torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]["task"] == "Walker2d-v4"

@@ -17,7 +17,7 @@ def evaluation_task(given: str | None, belongs_to: DatasetEnv | None, name: str,
     if given:
         return given
     if belongs_to is None:
-        print(f"task: {default}, the default ({name} names no env; --task to choose)")
+        print(f"task: {default}, the default (no env recorded in {name}; --task to choose)")
         return default
-    print(f"task: {belongs_to.task}, the env {name} belongs to (--task to evaluate on another)")
+    print(f"task: {belongs_to.task}, the env of {name} (--task to evaluate on another)")
     return belongs_to.task
