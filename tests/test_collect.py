@@ -157,6 +157,10 @@ def test_a_policy_file_says_which_task_it_acts_in_and_collections_check_it(tmp_p
         f"{policy_path}: policy observes 3 numbers, but --task InvertedPendulum-v4 observes (4,); it was trained "
         "on Pendulum-v1: give --task Pendulum-v1"
     )
+    collected = collect_dataset(CollectConfig(output=tmp_path / "own.hdf5", size=50, policy=str(policy_path)))
+    assert dataset_info(load_d4rl(collected))["task"] == "Pendulum-v1"  # no --task: the policy's own
+    with pytest.raises(OfflineRLError, match=r"^--task: required \(--policy random\)"):
+        collect_dataset(CollectConfig(output=tmp_path / "random.hdf5", size=50))
     unnamed.task = "Pendulum-v0-elsewhere"  # another env of the same sizes: it collects, and says so
     save_policy(unnamed, policy_path)
     with pytest.warns(TaskMismatchWarning, match="trained on Pendulum-v0-elsewhere but collects on --task Pendulum"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -50,7 +50,11 @@ class CollectConfig:
 
     FLAG_GROUP: ClassVar[str] = "collection"
 
-    task: str = setting(help="gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4", required=True)
+    task: str | None = setting(
+        None,
+        "gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4; none: the task the --policy file was "
+        "trained on (d4rl_cql.py's behaviour_policy.pt names it)",
+    )
     output: Path = setting(help="HDF5 file (or, with --format minari, dataset directory) to write", required=True)
     size: int = setting(1_000_000, "number of transitions", minimum=1)
     policy: str = setting(RANDOM_POLICY, "'random' (D4RL's uniform recipe) or a policy file (offline_rl.policy_file)")
@@ -181,6 +185,19 @@ class _DatasetWriter:
         self.cursor = end
 
 
+def with_task(config: CollectConfig) -> CollectConfig:
+    """`config` with its task: --task, else the one the policy file was trained on (said in one line);
+    a one-line error when neither names one."""
+    if config.task:
+        return config
+    task = load_policy(config.policy).task if config.policy != RANDOM_POLICY else None
+    if not task:
+        named = "--policy random" if config.policy == RANDOM_POLICY else f"--policy {config.policy} names no task"
+        raise OfflineRLError(f"--task: required ({named}); e.g. --task HalfCheetah-v4")
+    print(f"task: {task}, the env {config.policy} was trained on (--task to collect on another)")
+    return replace(config, task=task)
+
+
 def check_policy_fits_task(
     network: PolicyNetwork, config: CollectConfig, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]
 ) -> None:
@@ -236,6 +253,7 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, obs_shape: tuple[in
 
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
+    config = with_task(config)
     config.validate()
     is_folder = config.output_format == "minari"  # a Minari dataset is a folder
     output = check_output(
