@@ -14,6 +14,7 @@ Env worker processes forked inside inherit the handler; Tianshou's workers close
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -97,3 +98,21 @@ def interrupts_between_steps() -> Iterator[Callable[[], None]]:
     finally:
         for signum, handler in deferred.items():
             signal.signal(signum, handler)
+
+
+def interrupts_held_during(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function`, with Ctrl-C and SIGTERM held while it runs and raised as it returns.
+
+    For calls into a library that takes a lock a signal must not interrupt: TensorBoard's event
+    writer takes one on every write, and a stop raised while the main thread held it once left the
+    lock taken, so closing the log on the way out waited forever (a run stopped by SIGTERM printed
+    how to resume and never exited). A second signal during the call interrupts at once."""
+
+    @functools.wraps(function)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        with interrupts_between_steps() as stop_if_interrupted:
+            result = function(*args, **kwargs)
+            stop_if_interrupted()
+        return result
+
+    return held

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +150,32 @@ def test_a_conversion_sigterm_reaches_its_workers_which_stop_their_shards(tmp_pa
     assert conversion.returncode == EXIT_TERMINATED, err
     assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
     assert list(output.iterdir()) == []  # neither finished shards nor temporaries
+
+
+def test_a_sigterm_during_a_log_write_stops_the_run_after_the_write(tmp_path: Path) -> None:
+    """TensorBoard's writer takes a lock on every write; a stop raised while it was held once left it
+    taken, and the run, having printed how to resume, hung closing its log. The stop now waits for the
+    write to finish, then stops the run, and the log closes."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from offline_rl.apps.run_folder import uninterrupted_writes
+
+    writer = uninterrupted_writes(SummaryWriter(str(tmp_path)))
+    file_writer = writer._get_file_writer()
+    finished = []
+    add_summary = file_writer.add_summary
+
+    def signalled_mid_write(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the write is under way
+        time.sleep(0.05)
+        add_summary(*args, **kwargs)
+        finished.append(True)
+
+    file_writer.add_summary = signalled_mid_write
+    with sigterm_stops_like_ctrl_c(), pytest.raises(Terminated):
+        writer.add_scalar("loss", 1.0, 0)
+    assert finished == [True]
+    closing = threading.Thread(target=writer.close, daemon=True)
+    closing.start()
+    closing.join(30)
+    assert not closing.is_alive()

@@ -38,6 +38,7 @@ from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
 from offline_rl.errors import OfflineRLError, TrainingDiverged
 from offline_rl.file_lock import FileLock
+from offline_rl.interrupts import interrupts_held_during
 from offline_rl.random_state import (
     RANDOM_STATE_KEY,
     capture_random_state,
@@ -45,6 +46,17 @@ from offline_rl.random_state import (
     restore_random_state,
 )
 from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+
+WRITER_METHODS = ("add_scalar", "add_text", "add_histogram", "add_figure", "flush", "close")
+"""The TensorBoard writer's methods the run, its reporter and Tianshou's logger call."""
+
+
+def uninterrupted_writes(writer: Any) -> Any:
+    """`writer` with Ctrl-C and SIGTERM held during each of its calls (`interrupts_held_during`), so
+    that a run stopped mid-write closes its log and exits."""
+    for name in WRITER_METHODS:
+        setattr(writer, name, interrupts_held_during(getattr(writer, name)))
+    return writer
 
 
 @dataclass
@@ -92,7 +104,7 @@ class RunFolder:
                 f"--resume-path {settings.resume_path}: another run is writing in {log_path} right now "
                 "(the same checkpoint resumed twice?); wait for it to end"
             )
-        writer = SummaryWriter(str(log_path))
+        writer = uninterrupted_writes(SummaryWriter(str(log_path)))
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
         if checkpoint is not None:
