@@ -106,13 +106,32 @@ def interrupts_held_during(function: Callable[..., Any]) -> Callable[..., Any]:
     For calls into a library that takes a lock a signal must not interrupt: TensorBoard's event
     writer takes one on every write, and a stop raised while the main thread held it once left the
     lock taken, so closing the log on the way out waited forever (a run stopped by SIGTERM printed
-    how to resume and never exited). A second signal during the call interrupts at once."""
+    how to resume and never exited). A second signal during the call interrupts at once. A signal
+    held is raised by its own handler once every handler is back, so none arriving while they are
+    put back is lost."""
 
     @functools.wraps(function)
     def held(*args: Any, **kwargs: Any) -> Any:
-        with interrupts_between_steps() as stop_if_interrupted:
+        received: list[int] = []
+        handlers: dict[int, Any] = {}
+
+        def hold(signum: int, frame: Any) -> None:
+            if received:
+                handlers[signum](signum, frame)
+            received.append(signum)
+
+        if threading.current_thread() is threading.main_thread():
+            for signum, (handler, _) in _STOPPING.items():
+                if signal.getsignal(signum) is handler:
+                    handlers[signum] = handler
+                    signal.signal(signum, hold)
+        try:
             result = function(*args, **kwargs)
-            stop_if_interrupted()
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+        if received:
+            handlers[received[0]](received[0], None)
         return result
 
     return held

@@ -179,3 +179,26 @@ def test_a_sigterm_during_a_log_write_stops_the_run_after_the_write(tmp_path: Pa
     closing.start()
     closing.join(30)
     assert not closing.is_alive()
+
+
+def test_a_sigterm_arriving_as_a_held_call_ends_is_not_lost() -> None:
+    """The stop held during a write is raised by its own handler after every handler is back, so a
+    signal that arrives while they are put back still stops the run (before, one could be recorded
+    after the last check and dropped: a run signalled during an evaluation's logging trained on)."""
+    from offline_rl.interrupts import interrupts_held_during
+
+    restore = signal.signal
+
+    def signalled_while_restoring(signum, handler):
+        previous = restore(signum, handler)
+        if signum == signal.SIGINT:  # put back first; SIGTERM is still held
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        return previous
+
+    with sigterm_stops_like_ctrl_c(), pytest.raises(Terminated):
+        call = interrupts_held_during(lambda: signal.__dict__.__setitem__("signal", signalled_while_restoring))
+        try:
+            call()
+        finally:
+            signal.signal = restore
