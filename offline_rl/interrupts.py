@@ -69,35 +69,56 @@ _STOPPING = {
 
 
 @contextlib.contextmanager
+def _stopping_handlers_replaced_by(replacement: Callable[[int, Any], None]) -> Iterator[None]:
+    """Put `replacement` in place of each stopping handler (`_STOPPING`) now installed, and put
+    them back on the way out. Only those: a signal ignored here (Ctrl-C in a background job) stays
+    ignored, and outside the main thread, where handlers cannot be set, nothing changes."""
+    replaced: list[int] = []
+    try:
+        if threading.current_thread() is threading.main_thread():
+            for signum, (handler, _) in _STOPPING.items():
+                if signal.getsignal(signum) is handler:
+                    replaced.append(signum)
+                    signal.signal(signum, replacement)
+        yield
+    finally:
+        for signum in replaced:
+            signal.signal(signum, _STOPPING[signum][0])
+
+
+def _raise_held(received: list[int]) -> None:
+    """Once every handler is back, let the first signal held run its own handler, which raises."""
+    if received:
+        _STOPPING[received[0]][0](received[0], None)
+
+
+@contextlib.contextmanager
 def interrupts_between_steps() -> Iterator[Callable[[], None]]:
     """Make Ctrl-C (and SIGTERM) stop a collection where the returned check is called, between steps.
 
     An interrupt raised inside a recorder's `add` would leave its columns of unequal lengths, and
     the part kept on the way out would hold a transition torn in two. A second signal before the
-    check (an env that hangs) interrupts at once. Outside the main thread, or for a signal that does
-    not interrupt here (Ctrl-C ignored in a background job), nothing changes."""
+    check (an env that hangs) interrupts at once, and one after the last check is raised as the
+    block ends rather than lost. Outside the main thread, or for a signal that does not interrupt
+    here (Ctrl-C ignored in a background job), nothing changes."""
     received: list[int] = []
+    raised: list[bool] = []
 
     def defer(signum: int, frame: Any) -> None:
         if received:
+            raised.append(True)
             raise _STOPPING[signum][1]
         received.append(signum)
 
     def stop_if_interrupted() -> None:
         if received:
+            raised.append(True)
             raise _STOPPING[received[0]][1]
 
-    deferred: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum, (handler, _) in _STOPPING.items():
-            if signal.getsignal(signum) is handler:
-                deferred[signum] = handler
-                signal.signal(signum, defer)
-    try:
+    with _stopping_handlers_replaced_by(defer):
         yield stop_if_interrupted
-    finally:
-        for signum, handler in deferred.items():
-            signal.signal(signum, handler)
+    if not raised:  # one that arrived after the last check, as the handlers were put back
+        _raise_held(received)
 
 
 def interrupts_held_during(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -113,25 +134,15 @@ def interrupts_held_during(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def held(*args: Any, **kwargs: Any) -> Any:
         received: list[int] = []
-        handlers: dict[int, Any] = {}
 
         def hold(signum: int, frame: Any) -> None:
             if received:
-                handlers[signum](signum, frame)
+                _STOPPING[signum][0](signum, frame)
             received.append(signum)
 
-        if threading.current_thread() is threading.main_thread():
-            for signum, (handler, _) in _STOPPING.items():
-                if signal.getsignal(signum) is handler:
-                    handlers[signum] = handler
-                    signal.signal(signum, hold)
-        try:
+        with _stopping_handlers_replaced_by(hold):
             result = function(*args, **kwargs)
-        finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-        if received:
-            handlers[received[0]](received[0], None)
+        _raise_held(received)
         return result
 
     return held

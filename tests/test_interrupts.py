@@ -3,6 +3,7 @@ what it has is kept, it says how to go on, and it exits with 143."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -181,24 +182,46 @@ def test_a_sigterm_during_a_log_write_stops_the_run_after_the_write(tmp_path: Pa
     assert not closing.is_alive()
 
 
+@contextlib.contextmanager
+def _sigterm_sent_while_handlers_are_restored() -> Iterator[None]:
+    """SIGTERM sent just after SIGINT's handler is put back, while SIGTERM's is still held: the
+    window after a holder's last look at what it received."""
+    restore = signal.signal
+
+    def signalled_while_restoring(signum, handler):
+        previous = restore(signum, handler)
+        if signum == signal.SIGINT and handler is signal.default_int_handler:  # put back, not replaced
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        return previous
+
+    signal.signal = signalled_while_restoring
+    try:
+        yield
+    finally:
+        signal.signal = restore
+
+
 def test_a_sigterm_arriving_as_a_held_call_ends_is_not_lost() -> None:
     """The stop held during a write is raised by its own handler after every handler is back, so a
     signal that arrives while they are put back still stops the run (before, one could be recorded
     after the last check and dropped: a run signalled during an evaluation's logging trained on)."""
     from offline_rl.interrupts import interrupts_held_during
 
-    restore = signal.signal
+    def write() -> None:
+        pass
 
-    def signalled_while_restoring(signum, handler):
-        previous = restore(signum, handler)
-        if signum == signal.SIGINT:  # put back first; SIGTERM is still held
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.05)
-        return previous
+    with sigterm_stops_like_ctrl_c(), pytest.raises(Terminated), _sigterm_sent_while_handlers_are_restored():
+        interrupts_held_during(write)()
 
-    with sigterm_stops_like_ctrl_c(), pytest.raises(Terminated):
-        call = interrupts_held_during(lambda: signal.__dict__.__setitem__("signal", signalled_while_restoring))
-        try:
-            call()
-        finally:
-            signal.signal = restore
+
+def test_a_sigterm_after_a_collections_last_check_stops_it_as_the_block_ends() -> None:
+    """The collection's deferral has the same window after its last check: the signal is raised as
+    the block ends rather than dropped, and the collection's command stops."""
+    with (
+        sigterm_stops_like_ctrl_c(),
+        pytest.raises(Terminated),
+        _sigterm_sent_while_handlers_are_restored(),
+        interrupts_between_steps() as stop_if_interrupted,
+    ):
+        stop_if_interrupted()  # the last check: nothing yet
