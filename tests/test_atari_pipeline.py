@@ -132,3 +132,41 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     assert result["task"] == "CartPole-v1"  # the buffer's own task, not the default Pong
     with pytest.raises(OfflineRLError, match=r"observes \(6,\); it was recorded on CartPole-v1: give --task CartPole"):
         atari_cql.main(["--task", "Acrobot-v1", "--load-buffer-name", str(buffer_path), *budget])
+
+
+def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_to_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A discrete task's dataset in D4RL's format or Minari's (here made by `offline_rl.collect`)
+    trains discrete CQL with the loaders CQL-SAC uses, evaluated on the env it records. Before,
+    atari_cql.py took Tianshou buffers only ("no such file; create one with ... PongNoFrameskip-v4"
+    for a Minari dataset), and d4rl_cql.py stopped at the discrete env without naming the script that
+    learns from such data."""
+    from offline_rl.apps import atari_cql, d4rl_cql
+    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.errors import OfflineRLError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path / "cache"))
+    budget = ["--epoch", "1", "--update-per-epoch", "30", "--test-num", "2", "--num-quantiles", "8"]
+    for output_format, name in (("d4rl", "cartpole.hdf5"), ("minari", "cartpole-minari")):
+        source = collect_dataset(
+            CollectConfig(
+                task="CartPole-v1", output=tmp_path / name, size=400, output_format=output_format, progress=False
+            )
+        )
+        result = atari_cql.main(["--load-buffer-name", str(source), *budget, "--logdir", str(tmp_path / "log")])
+        assert result["updates"] == 30 and result["task"] == "CartPole-v1"  # the data's env, not Pong
+        with pytest.raises(
+            OfflineRLError, match=rf"discrete CQL: python examples/atari_cql.py --load-buffer-name {source}$"
+        ):
+            d4rl_cql.main(["--dataset", str(source), "--epoch", "1"])
+
+    pendulum = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "pendulum.hdf5", size=50))
+    with pytest.raises(
+        OfflineRLError, match=rf"continuous \(shape \(1,\)\); .* examples/d4rl_cql.py --dataset {pendulum}$"
+    ):
+        atari_cql.main(["--load-buffer-name", str(pendulum), *budget])
+    with pytest.raises(OfflineRLError, match=r"got Discrete\(2\); discrete tasks train with python examples/atari_cql"):
+        d4rl_cql.main(["--task", "CartPole-v1", "--epoch", "1"])
+    assert not (tmp_path / "cache").exists()  # refused before a default dataset was generated for it

@@ -265,3 +265,69 @@ def test_noise_with_the_random_policy_is_ignored_and_said_so(tmp_path: Path) -> 
             CollectConfig(task="Pendulum-v1", output=tmp_path / "b.hdf5", size=40, noise_std=0.3, progress=False)
         )
     np.testing.assert_array_equal(load_d4rl(plain).act, load_d4rl(noisy).act)  # the same actions: no noise added
+
+
+def test_a_discrete_task_collects_uniform_action_indices_that_both_loaders_read_back(tmp_path: Path) -> None:
+    """D4RL's random recipe on CartPole: integer action indices, uniform over the two actions, with
+    the episode ends of the continuous collections; the D4RL file and the Minari dataset load as
+    discrete data (int64 of shape (N,)), which is what tells the two CQLs apart."""
+    from offline_rl.data.transitions import has_discrete_actions
+
+    path = collect_dataset(
+        CollectConfig(task="CartPole-v1", output=tmp_path / "cp.hdf5", size=2000, num_envs=2, progress=False)
+    )
+    data = _read(path)
+    assert data["actions"].dtype == np.int64 and data["actions"].shape == (2000,)
+    counts = np.bincount(data["actions"], minlength=2)
+    assert len(counts) == 2 and abs(counts[0] - 1000) < 100  # uniform: 100 is 4.5 standard deviations
+    assert data["terminals"].sum() > 50  # random CartPole falls within tens of steps
+    ends = data["terminals"] | data["timeouts"]
+    inside = np.flatnonzero(~ends)
+    np.testing.assert_array_equal(data["next_observations"][inside], data["observations"][inside + 1])
+    buffer = load_d4rl(path)
+    np.testing.assert_array_equal(buffer.act, data["actions"])
+    assert has_discrete_actions(buffer) and dataset_info(buffer)["task"] == "CartPole-v1"
+
+    minari_dir = collect_dataset(
+        CollectConfig(
+            task="CartPole-v1", output=tmp_path / "cp-minari", size=300, output_format="minari", progress=False
+        )
+    )
+    from_minari = load_minari(minari_dir)
+    assert from_minari.act.dtype == np.int64 and from_minari.act.shape == (300,)
+    assert has_discrete_actions(from_minari) and not has_discrete_actions(
+        load_d4rl(collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "p.hdf5", size=50)))
+    )
+
+
+def test_what_a_discrete_collection_cannot_make_is_one_line_saying_where_to_go(tmp_path: Path) -> None:
+    from offline_rl.errors import OfflineRLError
+
+    policy = _constant_policy(tmp_path, obs_dim=4, act_value=0.5, low=-1.0, high=1.0)
+    with pytest.raises(OfflineRLError, match=r"policy files act on continuous tasks, and --task CartPole-v1 has "):
+        collect_dataset(CollectConfig(task="CartPole-v1", output=tmp_path / "a.hdf5", size=10, policy=str(policy)))
+    with pytest.raises(OfflineRLError, match=r"an Atari game .* examples/atari_qrdqn.py --task ALE/Pong-v5 --watch"):
+        collect_dataset(CollectConfig(task="ALE/Pong-v5", output=tmp_path / "b.hdf5", size=10))
+    assert not list(tmp_path.glob("*.hdf5"))  # refused before anything was written
+
+
+def test_integer_actions_in_a_d4rl_file_are_action_indices(tmp_path: Path) -> None:
+    from offline_rl.errors import DatasetError
+
+    def write(name: str, actions: np.ndarray) -> Path:
+        path = tmp_path / name
+        with h5py.File(path, "w") as file:
+            file["observations"] = np.zeros((len(actions), 4), np.float32)
+            file["actions"] = actions
+            file["rewards"] = np.ones(len(actions), np.float32)
+            file["terminals"] = np.r_[np.zeros(len(actions) - 1, bool), True]
+            file["timeouts"] = np.zeros(len(actions), bool)
+        return path
+
+    column = load_d4rl(write("column.hdf5", np.array([[0], [2], [1]], np.int32))).act
+    assert column.dtype == np.int64 and column.tolist() == [0, 2, 1]  # (N, 1) integers: one index per step
+    assert load_d4rl(write("floats.hdf5", np.array([0.0, 2.0, 1.0]))).act.shape == (3, 1)  # floats stay continuous
+    with pytest.raises(DatasetError, match=r"holds integers of shape \(3, 2\); expected one action index per step"):
+        load_d4rl(write("pairs.hdf5", np.zeros((3, 2), np.int64)))
+    with pytest.raises(DatasetError, match=r"key 'actions' holds the integer -1; expected action indices >= 0"):
+        load_d4rl(write("negative.hdf5", np.array([0, -1, 1])))

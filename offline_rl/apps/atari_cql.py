@@ -25,6 +25,7 @@ from offline_rl.envs import (
     EVAL_PROTOCOLS,
     atari_game,
     dataset_env,
+    episode_limit,
     is_atari_game,
     make_discrete_env,
     same_task,
@@ -53,7 +54,8 @@ class AtariCQLConfig:
     frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
     load_buffer_name: tuple[str, ...] = setting(
         ("expert.hdf5",),
-        "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined",
+        "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined; "
+        "or one D4RL-format file or Minari dataset (id or directory) with discrete actions",
     )
     buffer_from_rl_unplugged: bool = setting(False, "the buffer was made by converters/rl_unplugged_atari.py")
     eval_env: str = setting(
@@ -88,18 +90,39 @@ def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False)
 
 
 def load_atari_buffer(config: AtariCQLConfig) -> Any:
-    """The offline buffer(s) named by --load-buffer-name; a one-line error with the fix if missing."""
-    from offline_rl.data import load_buffers
+    """The offline data named by --load-buffer-name: Tianshou buffers (several frame buffers are
+    combined), or one D4RL-format file or Minari dataset of a discrete task, read by the loaders
+    `d4rl_cql.py` uses; a one-line error with the fix if missing or not discrete."""
+    from offline_rl.data import load_buffers, load_dataset
+    from offline_rl.data.detect import detect_format
     from offline_rl.data.frame_pool import FramePoolBuffer
+    from offline_rl.data.transitions import has_discrete_actions
+    from offline_rl.errors import DatasetError
 
-    paths = [Path(name).expanduser() for name in config.load_buffer_name]
-    for path in paths:
-        if not path.is_file():
-            how = create_buffer_command(
-                config.task or DEFAULT_TASK, config.load_buffer_name[0], config.buffer_from_rl_unplugged
-            )
-            raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
-    buffer = load_buffers(paths)
+    names = config.load_buffer_name
+    kind = None
+    if len(names) == 1:
+        try:
+            kind = detect_format(names[0])
+        except DatasetError:
+            if Path(names[0]).expanduser().exists():
+                raise
+    if kind in ("d4rl", "minari"):
+        limit = episode_limit(config.task) if config.task else None  # for a file without time-outs
+        buffer = load_dataset(names[0], download=True, max_episode_steps=limit)
+    else:
+        paths = [Path(name).expanduser() for name in names]
+        for path in paths:
+            if not path.is_file():
+                how = create_buffer_command(config.task or DEFAULT_TASK, names[0], config.buffer_from_rl_unplugged)
+                raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
+        buffer = load_buffers(paths)
+    if not has_discrete_actions(buffer):
+        raise OfflineRLError(
+            f"--load-buffer-name {' '.join(names)}: its actions are continuous (shape "
+            f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes action indices. Train on it "
+            f"with CQL-SAC: python examples/d4rl_cql.py --dataset {' '.join(names)}"
+        )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
             f"--buffer-from-rl-unplugged: {' '.join(map(str, paths))} is not a buffer written by the RL Unplugged "

@@ -71,7 +71,10 @@ def make_continuous_env(task: str, spec: EnvSpec | None = None, **kwargs: Any) -
     achieved and desired goal) are flattened in the order the Minari loader flattens them."""
     env = make_env(task, spec=spec, **kwargs)
     if not isinstance(env.action_space, gym.spaces.Box):
-        raise OfflineRLError(f"--task {task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}")
+        raise OfflineRLError(
+            f"--task {task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}; discrete tasks "
+            "train with python examples/atari_cql.py"
+        )
     if isinstance(env.observation_space, gym.spaces.Dict):
         env = gym.wrappers.FlattenObservation(env)
     return env
@@ -91,12 +94,21 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
     from offline_rl.data.d4rl import ANTMAZE_HAS_NO_GYMNASIUM_ENV, d4rl_without_gymnasium_env
+    from offline_rl.data.transitions import has_discrete_actions
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
+    if config.dataset is None:
+        make_continuous_env(guess).close()  # a discrete --task is named before its data is generated
     source = config.dataset or str(ensure_random_dataset(guess, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(guess))
     stats, info = dataset_stats(buffer), dataset_info(buffer)
     name = info.get("name", source)
+    if has_discrete_actions(buffer):
+        recorded = f" (recorded on {info['task']})" if info.get("task") else ""
+        raise OfflineRLError(
+            f"--dataset {source}: its actions are discrete{recorded}; CQL-SAC needs continuous ones. Train on it "
+            f"with discrete CQL: python examples/atari_cql.py --load-buffer-name {source}"
+        )
     given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
     task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)
     env = make_continuous_env(task, recorded_evaluation_spec(task, info))

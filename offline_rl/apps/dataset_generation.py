@@ -1,10 +1,11 @@
 """Generate D4RL-format datasets locally by rolling out a behaviour policy.
 
 Nothing can be downloaded on an air-gapped machine, so the toolkit makes its own data: D4RL's
-"random" recipe (uniform actions), or a saved policy (`offline_rl.policy_file`) for medium/expert
-style data, optionally with Gaussian action noise. The file has D4RL's keys (`observations,
-actions, rewards, terminals, timeouts, next_observations`) plus `metadata/*` recording how it was
-made, so `load_d4rl` and any D4RL-reading tool open it.
+"random" recipe (uniform actions, continuous or discrete), or a saved policy
+(`offline_rl.policy_file`) for medium/expert style data, optionally with Gaussian action noise.
+The file has D4RL's keys (`observations, actions, rewards, terminals, timeouts,
+next_observations`) plus `metadata/*` recording how it was made, so `load_d4rl` and any
+D4RL-reading tool open it; a discrete task's actions are integer indices.
 
 Episodes are written contiguously even though several environments step in parallel: each env's
 episode is buffered until it ends, then appended. When the requested size is reached, the episodes
@@ -52,8 +53,9 @@ class CollectConfig:
 
     task: str | None = setting(
         None,
-        "gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4; none: the task the --policy file was "
-        "trained on (d4rl_cql.py's behaviour_policy.pt names it)",
+        "gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4, or with discrete actions and vector "
+        "observations (CartPole-v1; --policy random); none: the task the --policy file was trained on "
+        "(d4rl_cql.py's behaviour_policy.pt names it)",
     )
     output: Path = setting(help="HDF5 file (or, with --format minari, dataset directory) to write", required=True)
     size: int = setting(1_000_000, "number of transitions", minimum=1)
@@ -91,8 +93,8 @@ class CollectConfig:
 class _EpisodeBuffer:
     """Growable storage for the steps of one environment's current episode."""
 
-    def __init__(self, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]) -> None:
-        self.obs_shape, self.act_shape = obs_shape, act_shape
+    def __init__(self, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], act_dtype: type = np.float32) -> None:
+        self.obs_shape, self.act_shape, self.act_dtype = obs_shape, act_shape, act_dtype
         self.length = 0
         self._allocate(1024)
 
@@ -100,7 +102,7 @@ class _EpisodeBuffer:
         old = getattr(self, "columns", None)
         self.columns = {
             "observations": np.empty((capacity, *self.obs_shape), np.float32),
-            "actions": np.empty((capacity, *self.act_shape), np.float32),
+            "actions": np.empty((capacity, *self.act_shape), self.act_dtype),  # int64 indices when discrete
             "rewards": np.empty(capacity, np.float32),
             "terminals": np.empty(capacity, bool),
             "timeouts": np.empty(capacity, bool),
@@ -137,10 +139,12 @@ class _EpisodeBuffer:
 class _DatasetWriter:
     """Fixed-size output columns filled with whole episodes, in the order they finish."""
 
-    def __init__(self, size: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...]) -> None:
+    def __init__(
+        self, size: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], act_dtype: type = np.float32
+    ) -> None:
         self.size = size
         self.cursor = 0
-        self.columns = _EpisodeBuffer(obs_shape, act_shape)
+        self.columns = _EpisodeBuffer(obs_shape, act_shape, act_dtype)
         self.columns._allocate(size)
 
     @property
@@ -225,8 +229,12 @@ def check_policy_fits_task(
         )
 
 
-def _behaviour(config: CollectConfig, space: gym.spaces.Box, obs_shape: tuple[int, ...], rng: np.random.Generator):
+def _behaviour(config: CollectConfig, space: gym.Space, obs_shape: tuple[int, ...], rng: np.random.Generator):
     """Return `act(obs_batch) -> action_batch` for the configured behaviour policy."""
+    if isinstance(space, gym.spaces.Discrete):  # random only (check_collectable): uniform over the actions
+        start, count = int(space.start), int(space.n)
+        return lambda obs: start + rng.integers(count, size=len(obs))
+    assert isinstance(space, gym.spaces.Box)
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
         raise OfflineRLError(f"--task {config.task}: action space {space} is unbounded; expected a bounded Box")
@@ -251,6 +259,35 @@ def _behaviour(config: CollectConfig, space: gym.spaces.Box, obs_shape: tuple[in
     return act
 
 
+def check_collectable(config: CollectConfig, action_space: gym.Space, observation_space: gym.Space) -> None:
+    """A one-line error, with where to go instead, for what this collection cannot make: a policy
+    file is a continuous actor, and a discrete task's behaviour policy is `atari_qrdqn.py`'s, whose
+    collection (`--watch --save-buffer-name`) also stores an Atari game's frames once rather than
+    as the float rows of a D4RL file (~230 KB a transition)."""
+    from offline_rl.envs import is_atari_game
+
+    command = (
+        f"python examples/atari_qrdqn.py --task {config.task} --watch --save-buffer-name {Path(config.output).name}"
+    )
+    if isinstance(action_space, gym.spaces.Discrete):
+        if is_atari_game(str(config.task)) or len(observation_space.shape or ()) != 1:
+            raise OfflineRLError(
+                f"--task {config.task}: an Atari game (or image observations) is collected with {command}, "
+                "which stores each frame once"
+            )
+        if config.policy != RANDOM_POLICY:
+            raise OfflineRLError(
+                f"--policy {config.policy}: policy files act on continuous tasks, and --task {config.task} has "
+                f"discrete actions; collect with --policy random, or play a trained QR-DQN policy with {command} "
+                "--resume-path <its policy.pth>"
+            )
+        return
+    if not isinstance(action_space, gym.spaces.Box):
+        raise OfflineRLError(
+            f"--task {config.task}: collection needs a continuous (Box) or discrete action space, got {action_space}"
+        )
+
+
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
     config = with_task(config)
@@ -267,10 +304,11 @@ def collect_dataset(config: CollectConfig) -> Path:
     journal = None
     try:
         space = envs.single_action_space
-        if not isinstance(space, gym.spaces.Box):
-            raise OfflineRLError(f"--task {config.task}: collection needs a continuous (Box) action space")
+        check_collectable(config, space, envs.single_observation_space)
         obs_shape = tuple(envs.single_observation_space.shape or ())
-        writer = _DatasetWriter(config.size, obs_shape, tuple(space.shape))
+        discrete = isinstance(space, gym.spaces.Discrete)
+        act_shape = () if discrete else tuple(space.shape)
+        writer = _DatasetWriter(config.size, obs_shape, act_shape, np.int64 if discrete else np.float32)
         journal = _open_journal(config, output, writer)
         session = journal.session if journal else 0
         # A continued collection draws new actions and plays new games: repeating the first
@@ -327,7 +365,8 @@ def _rollout(
 ) -> None:
     """Step the envs until `writer` holds `config.size` steps; every `collect_checkpoint_every`
     steps, and on Ctrl-C, the finished episodes go to `journal`."""
-    running = [_EpisodeBuffer(writer.columns.obs_shape, writer.columns.act_shape) for _ in range(config.num_envs)]
+    layout = writer.columns
+    running = [_EpisodeBuffer(layout.obs_shape, layout.act_shape, layout.act_dtype) for _ in range(config.num_envs)]
     obs, _ = envs.reset(seed=first_seed)
     steps = writer.cursor
     with progress_bar(

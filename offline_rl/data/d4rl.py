@@ -12,7 +12,8 @@ silent bugs of offline RL; this loader does neither:
   placeholder `obs_next`, which the zero bootstrap weight never reads. No step is ever bridged to
   the next episode's first observation.
 - float64 arrays are read as float32 by HDF5 itself, chunk by chunk, so memory peaks at the size of
-  the float32 arrays.
+  the float32 arrays. Integer `actions` are a discrete task's action indices and load as int64 of
+  shape (N,), as Minari's Discrete datasets do.
 - D4RL's Ant datasets (`ant-*-v2`) were recorded on gym's Ant-v2, whose 111 observations are
   qpos[2:] and qvel (27) and 84 contact forces; under MuJoCo 2, mujoco-py never computed those
   forces, so they are zero throughout the files (D4RL issue #143), and the rewards carry no contact
@@ -312,6 +313,8 @@ def _read_numeric(dataset: h5py.Dataset, path: Path, key: str) -> np.ndarray:
         raise DatasetError(f"{path}: key '{key}' has dtype {dtype}; expected numbers")
     if key in ("terminals", "timeouts"):
         return require_flag_array(dataset[()].reshape(-1), source=str(path), key=key)
+    if key == "actions" and dtype.kind in "iu":
+        return _action_indices(dataset, path)
     if dtype == np.float32:
         out = np.empty(dataset.shape, dtype=np.float32)
         dataset.read_direct(out)
@@ -323,6 +326,21 @@ def _read_numeric(dataset: h5py.Dataset, path: Path, key: str) -> np.ndarray:
         out = out.reshape(-1, 1)
     require_finite(out, source=str(path), key=key)
     return out
+
+
+def _action_indices(dataset: h5py.Dataset, path: Path) -> np.ndarray:
+    """Integer actions are a discrete task's action indices (CartPole's, an Atari game's): kept as
+    int64 of shape (N,), as Minari's Discrete datasets load, for discrete CQL to index its Q-values
+    with. Float actions, even whole-valued ones, stay a continuous task's."""
+    shape = dataset.shape
+    if len(shape) == 2 and shape[1] != 1:
+        raise DatasetError(
+            f"{path}: key 'actions' holds integers of shape {shape}; expected one action index per step, (N,)"
+        )
+    indices = dataset[()].reshape(-1).astype(np.int64, copy=False)
+    if len(indices) and indices.min() < 0:
+        raise DatasetError(f"{path}: key 'actions' holds the integer {indices.min()}; expected action indices >= 0")
+    return indices
 
 
 def _read_metadata(file: h5py.File) -> dict[str, Any]:

@@ -86,6 +86,13 @@ def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:
     return {key: item.item() if isinstance(item, np.generic) else item for key, item in value.items()}
 
 
+def has_discrete_actions(buffer: ReplayBuffer) -> bool:
+    """Whether the buffer's actions are action indices (integers), as every loader stores a discrete
+    task's (Minari's Discrete datasets, D4RL-format files with integer actions, Tianshou's own), rather
+    than a continuous task's vectors: the one thing that says which of the two CQLs can learn from it."""
+    return bool(np.issubdtype(np.asarray(buffer.act[:1]).dtype, np.integer))
+
+
 def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
     """Refuse NaN or inf values, which would silently poison every gradient step."""
     if array.dtype.kind != "f":
