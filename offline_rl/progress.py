@@ -2,7 +2,7 @@
 
 On a terminal, a tqdm bar redraws in place. In a log file (CI, `nohup`, a cluster job) the same
 redraws become hundreds of lines of carriage returns, so there the bar is written as one plain line
-at most every `LOG_INTERVAL_S` seconds, plus the final one.
+at most every `LOG_INTERVAL_S` seconds, plus the final one (also for bars a terminal would erase).
 """
 
 from __future__ import annotations
@@ -35,4 +35,6 @@ def progress_bar(iterable: Any = None, **kwargs: Any) -> tqdm:
     if sys.stderr.isatty():
         return tqdm(iterable, **kwargs)
     plain = {"file": _Lines(sys.stderr), "mininterval": LOG_INTERVAL_S, "ascii": True, "dynamic_ncols": False}
-    return tqdm(iterable, **{**plain, **kwargs})
+    # A log cannot erase a line: a bar that clears itself on a terminal (leave=False) would leave its
+    # first line, "0/138", as if the work had stalled there. It ends with its final line instead.
+    return tqdm(iterable, **{**plain, **kwargs, "leave": True})

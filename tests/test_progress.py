@@ -17,6 +17,20 @@ def test_a_bar_not_on_a_terminal_writes_plain_lines(capsys: pytest.CaptureFixtur
     assert 1 <= len(lines) <= 3 and lines[-1].startswith("collect: 100%") and "1000/1000" in lines[-1]
 
 
+def test_a_bar_that_a_terminal_would_erase_ends_with_its_final_line_in_a_log(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before, the Minari loader's bar (leave=False) left "load minari: 0% ... 0/138" as its only line."""
+    for _ in progress.progress_bar(range(138), desc="load minari", leave=False):
+        pass
+    lines = capsys.readouterr().err.splitlines()
+    assert (
+        lines[0].startswith("load minari:   0%")
+        and lines[-1].startswith("load minari: 100%")
+        and "138/138" in lines[-1]
+    )
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
