@@ -161,6 +161,10 @@ def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_
             OfflineRLError, match=rf"discrete CQL: python examples/atari_cql.py --load-buffer-name {source}$"
         ):
             d4rl_cql.main(["--dataset", str(source), "--epoch", "1"])
+        with pytest.raises(OfflineRLError, match=rf"^--buffer-from-rl-unplugged: {source} is not a buffer written"):
+            atari_cql.main(["--load-buffer-name", str(source), "--buffer-from-rl-unplugged", *budget])
+    with pytest.raises(OfflineRLError, match=r"cartpole.hdf5: a D4RL-format file is trained on alone; several sources"):
+        atari_cql.main(["--load-buffer-name", str(tmp_path / "cartpole.hdf5"), str(tmp_path / "cartpole-minari")])
 
     pendulum = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "pendulum.hdf5", size=50))
     with pytest.raises(

@@ -94,29 +94,26 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
     combined), or one D4RL-format file or Minari dataset of a discrete task, read by the loaders
     `d4rl_cql.py` uses; a one-line error with the fix if missing or not discrete."""
     from offline_rl.data import load_buffers, load_dataset
-    from offline_rl.data.detect import detect_format
     from offline_rl.data.frame_pool import FramePoolBuffer
     from offline_rl.data.transitions import has_discrete_actions
-    from offline_rl.errors import DatasetError
 
     names = config.load_buffer_name
-    kind = None
-    if len(names) == 1:
-        try:
-            kind = detect_format(names[0])
-        except DatasetError:
-            if Path(names[0]).expanduser().exists():
-                raise
-    if kind in ("d4rl", "minari"):
+    kinds = [_source_format(name) for name in names]
+    if kinds == ["d4rl"] or kinds == ["minari"]:
         limit = episode_limit(config.task) if config.task else None  # for a file without time-outs
         buffer = load_dataset(names[0], download=True, max_episode_steps=limit)
     else:
-        paths = [Path(name).expanduser() for name in names]
-        for path in paths:
-            if not path.is_file():
+        for name, kind in zip(names, kinds, strict=True):
+            if kind in ("d4rl", "minari"):
+                raise OfflineRLError(
+                    f"--load-buffer-name {name}: a {'Minari dataset' if kind == 'minari' else 'D4RL-format file'} "
+                    "is trained on alone; several sources combine only when all are Tianshou frame buffers (RL "
+                    "Unplugged conversions or atari_qrdqn.py collections)"
+                )
+            if kind is None:
                 how = create_buffer_command(config.task or DEFAULT_TASK, names[0], config.buffer_from_rl_unplugged)
-                raise OfflineRLError(f"--load-buffer-name {path}: no such file; create one with: {how}")
-        buffer = load_buffers(paths)
+                raise OfflineRLError(f"--load-buffer-name {name}: no such file; create one with: {how}")
+        buffer = load_buffers([Path(name).expanduser() for name in names])
     if not has_discrete_actions(buffer):
         raise OfflineRLError(
             f"--load-buffer-name {' '.join(names)}: its actions are continuous (shape "
@@ -125,10 +122,23 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
         )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
-            f"--buffer-from-rl-unplugged: {' '.join(map(str, paths))} is not a buffer written by the RL Unplugged "
-            "converter"
+            f"--buffer-from-rl-unplugged: {' '.join(names)} is not a buffer written by the RL Unplugged converter"
         )
     return buffer
+
+
+def _source_format(name: str) -> str | None:
+    """`detect_format`'s answer for one --load-buffer-name (`d4rl`, `minari`, `tianshou`), or None for
+    a file that is not there and names no dataset; a one-line error for a file it cannot read."""
+    from offline_rl.data.detect import detect_format
+    from offline_rl.errors import DatasetError
+
+    try:
+        return detect_format(name)
+    except DatasetError:
+        if Path(name).expanduser().exists():
+            raise
+        return None
 
 
 def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.Env) -> None:
