@@ -162,6 +162,11 @@ def test_preset_file_sets_defaults_and_flags_override_it(tmp_path: Path) -> None
         ("- a list\n", "expected a mapping"),
         ("cql_weight: [1\n", "not valid YAML"),
         ("tau: 0\n", "--tau 0.0: expected a value in (0, 1]"),
+        (  # CORL's own config file: pointed to the preset that holds its settings in this toolkit's names
+            "env: hopper-medium-v2\ncql_alpha: 10.0\npolicy_lr: 3.0e-5\nbatch_size: 256\n",
+            "a CORL config (cql_alpha, env, policy_lr); CORL's CQL settings are here as presets, in this "
+            "toolkit's names: --config configs/cql/hopper-medium-v2.yaml",
+        ),
     ],
 )
 def test_bad_preset_files_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:

@@ -295,7 +295,28 @@ def load_preset(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: expected a mapping of settings, got {type(data).__name__}")
+    if len(_CORL_ONLY_KEYS & set(map(str, data))) >= 2:
+        raise OfflineRLError(f"{CONFIG_FLAG} {file}: {_corl_config_hint(data)}")
     return data
+
+
+# Keys of CORL's CQL config files (tinkoff-ai/CORL, configs/offline/cql/*) that name no setting here.
+_CORL_ONLY_KEYS = frozenset(
+    {"cql_alpha", "policy_lr", "qf_lr", "q_n_hidden_layers", "soft_target_update_rate", "alpha_multiplier",
+     "max_timesteps", "eval_freq", "n_episodes", "cql_lagrange", "cql_temp", "env"}
+)  # fmt: skip
+
+
+def _corl_config_hint(data: dict[str, Any]) -> str:
+    """Where a CORL user's settings are here: CORL's CQL configs, one preset per D4RL dataset, in this
+    toolkit's names (the README's "Preset files" maps the names); the dataset's own when it has one."""
+    presets = Path(__file__).resolve().parents[2] / "configs" / "cql"
+    own = presets / f"{data.get('env')}.yaml"
+    where = f"configs/cql/{own.name}" if own.is_file() else "configs/cql/<dataset>.yaml"
+    names = ", ".join(sorted(_CORL_ONLY_KEYS & set(map(str, data))))
+    return (
+        f"a CORL config ({names}); CORL's CQL settings are here as presets, in this toolkit's names: --config {where}"
+    )
 
 
 def apply_settings(default: Config, values: dict[str, Any], *, source: str) -> Config:
