@@ -168,7 +168,7 @@ def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_
 
     pendulum = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "pendulum.hdf5", size=50))
     with pytest.raises(
-        OfflineRLError, match=rf"continuous \(shape \(1,\)\); .* examples/d4rl_cql.py --dataset {pendulum}$"
+        OfflineRLError, match=rf"continuous \(floats, shape \(1,\)\); .* examples/d4rl_cql.py --dataset {pendulum}$"
     ):
         atari_cql.main(["--load-buffer-name", str(pendulum), *budget])
     with pytest.raises(OfflineRLError, match=r"got Discrete\(2\); discrete tasks train with python examples/atari_cql"):

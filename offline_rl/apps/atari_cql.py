@@ -116,9 +116,10 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
         buffer = load_buffers([Path(name).expanduser() for name in names])
     if not has_discrete_actions(buffer):
         raise OfflineRLError(
-            f"--load-buffer-name {' '.join(names)}: its actions are continuous (shape "
-            f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes action indices. Train on it "
-            f"with CQL-SAC: python examples/d4rl_cql.py --dataset {' '.join(names)}"
+            f"--load-buffer-name {' '.join(names)}: its actions are continuous (floats, shape "
+            f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes integer action indices (in a "
+            f"D4RL-format file, an integer 'actions' column). Train on it with CQL-SAC: python "
+            f"examples/d4rl_cql.py --dataset {' '.join(names)}"
         )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
