@@ -199,3 +199,19 @@ def test_diverged_runs_are_counted_and_left_out_of_the_scores(tmp_path: Path) ->
     assert "| d | cql_weight=1.0 | 2 (0; 2 diverged) | - | - | diverged | diverged | diverged |" in table
     assert "left out of the scores" in table
     assert (tmp_path / "out" / "scores.png").stat().st_size > 0
+
+
+def test_one_run_shows_its_score_without_a_spread_or_an_interval() -> None:
+    """A bootstrap over one run returns its own score as both ends: "± 0.0 ... [x, x]" claimed a
+    certainty no single seed gives."""
+    from offline_rl.results.report import GroupRow, markdown_table
+    from offline_rl.results.statistics import aggregate
+
+    def row(scores: list[float]) -> GroupRow:
+        final = aggregate(np.array(scores), reps=50)
+        n = len(scores)
+        return GroupRow("d", "default", "return", final, final, updates=100, finished=n, runs=n, diverged=0)
+
+    table = markdown_table([row([245.8]), row([1.0, 3.0])])
+    assert "| 245.8 (1 run) | 245.8 (1 run: no interval) | 245.8 (1 run) |" in table
+    assert "| 2.0 ± 1.0 | 2.0 [" in table

@@ -114,10 +114,21 @@ def markdown_table(rows: Sequence[GroupRow], *, last_k: int = 1) -> str:
             continue
         lines.append(
             f"| {row.dataset} | {row.setting} | {counts} | {row.updates} | {row.score_name} "
-            f"| {f.mean:.1f} ± {f.std:.1f} | {f.iqm:.1f} [{f.ci_low:.1f}, {f.ci_high:.1f}] "
-            f"| {b.mean:.1f} ± {b.std:.1f} |"
+            f"| {_mean_std(f)} | {_iqm_interval(f)} | {_mean_std(b)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _mean_std(scores: Aggregate) -> str:
+    """`mean ± std`; one run has no spread to show, and "± 0.0" would claim one."""
+    return f"{scores.mean:.1f} (1 run)" if scores.runs == 1 else f"{scores.mean:.1f} ± {scores.std:.1f}"
+
+
+def _iqm_interval(scores: Aggregate) -> str:
+    """`IQM [95% CI]`; a bootstrap over one run gives the run's own score as both ends, not an interval."""
+    if scores.runs == 1:
+        return f"{scores.iqm:.1f} (1 run: no interval)"
+    return f"{scores.iqm:.1f} [{scores.ci_low:.1f}, {scores.ci_high:.1f}]"
 
 
 def write_markdown(rows: Sequence[GroupRow], path: Path, *, last_k: int = 1) -> Path:
