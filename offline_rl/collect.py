@@ -5,6 +5,7 @@ The flags are the fields of `offline_rl.apps.dataset_generation.CollectConfig`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from offline_rl.apps.cli import run_main
@@ -21,12 +22,15 @@ def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = config_from_args(argv)
+    started = time.monotonic()
     path = collect_dataset(config)
+    seconds = time.monotonic() - started
     buffer = load_minari(path) if config.output_format == "minari" else read_d4rl_file(path)
     stats = dataset_stats(buffer)
     print(stats.summary())
     print(
-        f"wrote {path}: {stats.transitions} transitions, {stats.episodes} episodes, mean return {stats.return_mean:.2f}"
+        f"wrote {path}: {stats.transitions} transitions, {stats.episodes} episodes, mean return "
+        f"{stats.return_mean:.2f}, in {seconds:.0f} s"
     )
     return 0
 
