@@ -331,3 +331,23 @@ def test_integer_actions_in_a_d4rl_file_are_action_indices(tmp_path: Path) -> No
         load_d4rl(write("pairs.hdf5", np.zeros((3, 2), np.int64)))
     with pytest.raises(DatasetError, match=r"key 'actions' holds the integer -1; expected action indices >= 0"):
         load_d4rl(write("negative.hdf5", np.array([0, -1, 1])))
+
+
+def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_flattens_them(tmp_path: Path) -> None:
+    """AntMaze observes a dict (achieved goal, desired goal, observation). Before, collecting it
+    stopped at a `ValueError: zip() argument 2 is shorter than argument 1` traceback."""
+    from offline_rl.apps.d4rl_cql import make_continuous_env
+    from offline_rl.errors import OfflineRLError
+
+    path = collect_dataset(
+        CollectConfig(task="AntMaze_UMaze-v4", output=tmp_path / "maze.hdf5", size=40, seed=3, progress=False)
+    )
+    data = _read(path)
+    evaluation_env = make_continuous_env("AntMaze_UMaze-v4")  # what d4rl_cql.py evaluates such data on
+    first, _ = evaluation_env.reset(seed=3)  # the collection's first env is seeded with --seed
+    assert data["observations"].shape == (40, *evaluation_env.observation_space.shape)
+    np.testing.assert_allclose(data["observations"][0], first, rtol=1e-6)  # same flattening, same order
+    assert not (data["terminals"] | data["timeouts"])[:-1].any()  # one episode: each step follows the last
+    np.testing.assert_array_equal(data["observations"][1:], data["next_observations"][:-1])
+    with pytest.raises(OfflineRLError, match=r"^--task FrozenLake-v1: its observations are Discrete\(16\); a dataset"):
+        collect_dataset(CollectConfig(task="FrozenLake-v1", output=tmp_path / "lake.hdf5", size=10))

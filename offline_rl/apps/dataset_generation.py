@@ -54,8 +54,8 @@ class CollectConfig:
     task: str | None = setting(
         None,
         "gymnasium id with a bounded Box action space, e.g. HalfCheetah-v4, or with discrete actions and vector "
-        "observations (CartPole-v1; --policy random); none: the task the --policy file was trained on "
-        "(d4rl_cql.py's behaviour_policy.pt names it)",
+        "observations (CartPole-v1; --policy random); dict observations are recorded flattened; none: the task "
+        "the --policy file was trained on (d4rl_cql.py's behaviour_policy.pt names it)",
     )
     output: Path = setting(help="HDF5 file (or, with --format minari, dataset directory) to write", required=True)
     size: int = setting(1_000_000, "number of transitions", minimum=1)
@@ -269,11 +269,20 @@ def check_collectable(config: CollectConfig, action_space: gym.Space, observatio
     command = (
         f"python examples/atari_qrdqn.py --task {config.task} --watch --save-buffer-name {Path(config.output).name}"
     )
+    if isinstance(action_space, gym.spaces.Discrete) and is_atari_game(str(config.task)):
+        raise OfflineRLError(
+            f"--task {config.task}: an Atari game is collected with {command}, which stores each frame once"
+        )
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise OfflineRLError(
+            f"--task {config.task}: its observations are {observation_space}; a dataset records Box observations "
+            "(vectors, or dicts of them, which are flattened)"
+        )
     if isinstance(action_space, gym.spaces.Discrete):
-        if is_atari_game(str(config.task)) or len(observation_space.shape or ()) != 1:
+        if len(observation_space.shape or ()) != 1:
             raise OfflineRLError(
-                f"--task {config.task}: an Atari game (or image observations) is collected with {command}, "
-                "which stores each frame once"
+                f"--task {config.task}: discrete actions with observations of shape {observation_space.shape}; a "
+                "discrete task's dataset records vector observations here (Atari games: examples/atari_qrdqn.py)"
             )
         if config.policy != RANDOM_POLICY:
             raise OfflineRLError(
@@ -288,6 +297,16 @@ def check_collectable(config: CollectConfig, action_space: gym.Space, observatio
         )
 
 
+def _collection_env(task: str) -> gym.Env:
+    """`task`'s env, its dict observations (goal-conditioned mazes: achieved goal, desired goal,
+    observation) flattened in the order the loaders flatten a Minari dataset's and the evaluation
+    env flattens them, so the data fits the env `d4rl_cql.py` evaluates on."""
+    env = make_env(task)
+    if isinstance(env.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
     config = with_task(config)
@@ -298,7 +317,7 @@ def collect_dataset(config: CollectConfig) -> Path:
     )
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
     envs = gym.vector.SyncVectorEnv(
-        [lambda: make_env(config.task) for _ in range(config.num_envs)],
+        [lambda: _collection_env(str(config.task)) for _ in range(config.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     journal = None
