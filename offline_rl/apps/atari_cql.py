@@ -48,7 +48,8 @@ class AtariCQLConfig:
     task: str | None = setting(
         None,
         "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1); "
-        "none: the env the buffer records (an atari_qrdqn.py collection's task, an RL Unplugged shard's game), "
+        "none: the env the data records (an atari_qrdqn.py collection's task, an RL Unplugged shard's game, a "
+        "Minari dataset's or offline_rl.collect file's env), "
         f"else {DEFAULT_TASK}",
     )
     frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
