@@ -89,6 +89,15 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         raise OfflineRLError(f"--task '{task}': {error}") from None
 
 
+def with_flat_observations(env: gym.Env) -> gym.Env:
+    """`env`, its dict or tuple observations (goal-conditioned mazes: achieved goal, desired goal,
+    observation) flattened into one vector in the order the Minari loader flattens a dataset's, so
+    data recorded, loaded and evaluated here all share one layout. Other envs are returned as they are."""
+    if isinstance(env.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        return gym.wrappers.FlattenObservation(env)
+    return env
+
+
 def _make_registering_robotics(target: Any, kwargs: dict[str, Any]) -> gym.Env:
     """`gym.make`, again after registering Gymnasium-Robotics when the id was unknown."""
     try:

@@ -27,6 +27,7 @@ from offline_rl.envs import (
     env_spec_from_json,
     episode_limit,
     make_env,
+    with_flat_observations,
 )
 from offline_rl.errors import OfflineRLError
 from offline_rl.scores import environment_key, reference_scores
@@ -75,9 +76,7 @@ def make_continuous_env(task: str, spec: EnvSpec | None = None, **kwargs: Any) -
             f"--task {task}: CQL-SAC needs a continuous (Box) action space, got {env.action_space}; discrete tasks "
             "train with python examples/atari_cql.py"
         )
-    if isinstance(env.observation_space, gym.spaces.Dict):
-        env = gym.wrappers.FlattenObservation(env)
-    return env
+    return with_flat_observations(env)
 
 
 def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> EnvSpec | None:

@@ -34,7 +34,7 @@ import numpy as np
 from offline_rl import __version__
 from offline_rl.atomic import atomic_hdf5, check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
-from offline_rl.envs import TaskMismatchWarning, make_env, same_task
+from offline_rl.envs import TaskMismatchWarning, make_env, same_task, with_flat_observations
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.file_lock import FileLock
 from offline_rl.policy_file import PolicyNetwork, load_policy
@@ -260,10 +260,11 @@ def _behaviour(config: CollectConfig, space: gym.Space, obs_shape: tuple[int, ..
 
 
 def check_collectable(config: CollectConfig, action_space: gym.Space, observation_space: gym.Space) -> None:
-    """A one-line error, with where to go instead, for what this collection cannot make: a policy
-    file is a continuous actor, and a discrete task's behaviour policy is `atari_qrdqn.py`'s, whose
-    collection (`--watch --save-buffer-name`) also stores an Atari game's frames once rather than
-    as the float rows of a D4RL file (~230 KB a transition)."""
+    """A one-line error, with where to go instead, for what this collection cannot make: observations
+    that are not Box (once dicts are flattened), a policy file on a discrete task (policy files are
+    continuous actors; a trained discrete policy is `atari_qrdqn.py`'s to play), and an Atari game,
+    which `atari_qrdqn.py --watch --save-buffer-name` stores a frame at a time rather than as the
+    float rows of a D4RL file (~230 KB a transition)."""
     from offline_rl.envs import is_atari_game
 
     command = (
@@ -297,16 +298,6 @@ def check_collectable(config: CollectConfig, action_space: gym.Space, observatio
         )
 
 
-def _collection_env(task: str) -> gym.Env:
-    """`task`'s env, its dict observations (goal-conditioned mazes: achieved goal, desired goal,
-    observation) flattened in the order the loaders flatten a Minari dataset's and the evaluation
-    env flattens them, so the data fits the env `d4rl_cql.py` evaluates on."""
-    env = make_env(task)
-    if isinstance(env.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
-        env = gym.wrappers.FlattenObservation(env)
-    return env
-
-
 def collect_dataset(config: CollectConfig) -> Path:
     """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
     config = with_task(config)
@@ -317,7 +308,7 @@ def collect_dataset(config: CollectConfig) -> Path:
     )
     make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
     envs = gym.vector.SyncVectorEnv(
-        [lambda: _collection_env(str(config.task)) for _ in range(config.num_envs)],
+        [lambda: with_flat_observations(make_env(str(config.task))) for _ in range(config.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     journal = None
