@@ -187,6 +187,21 @@ def env_spec_from_json(text: str | None) -> gym.envs.registration.EnvSpec | None
         return None
 
 
+def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> gym.envs.registration.EnvSpec | None:
+    """The env spec a dataset records for evaluation (Minari's), when it is of `task`: evaluating
+    there keeps the settings the data was recorded under (a maze's fixed start and goal, where the
+    registered id would draw both at random; a reward variant)."""
+    spec = env_spec_from_json(info.get("eval_env_spec"))
+    return spec if spec is not None and spec.id == task else None
+
+
+def say_recorded_settings(spec: gym.envs.registration.EnvSpec | None) -> None:
+    """One line naming the settings a recorded evaluation spec sets, when it sets any."""
+    if spec is not None and spec.kwargs:
+        settings = ", ".join(f"{key}={value}" for key, value in spec.kwargs.items())
+        print(f"evaluation env: {spec.id} as the dataset records it ({settings})"[:400])
+
+
 class TaskMismatchWarning(OfflineRLWarning):
     """A dataset that says which env it belongs to is evaluated on another one."""
 
@@ -295,13 +310,15 @@ def make_discrete_env(task: str, frames_stack: int = 4, **options: Any) -> gym.E
 
     The Atari-only options (the evaluation protocol, stack padding, life loss) and the frame stack do
     not apply to vector tasks: their observations are used as they are, so a buffer collected on
-    CartPole by any Tianshou collector fits. `clip_rewards` applies to both; other options go to `gym.make`.
+    CartPole by any Tianshou collector fits. `clip_rewards` applies to both; `spec` (the env spec a
+    dataset records) to vector tasks only; other options go to `gym.make`.
     """
+    spec = options.pop("spec", None)  # a dataset's record of a vector task (an Atari game's protocol decides)
     if is_atari_game(task):
         return make_atari_env(task, frames_stack, **options)
     clip_rewards = bool(options.pop("clip_rewards", False))
     kwargs = {key: value for key, value in options.items() if key not in _ATARI_ONLY_OPTIONS}
-    env = make_env(task, **kwargs)
+    env = make_env(task, spec=spec, **kwargs)
     if not isinstance(env.action_space, gym.spaces.Discrete):
         kind = type(env.action_space).__name__
         env.close()

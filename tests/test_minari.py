@@ -186,7 +186,8 @@ def _record(dataset_id: str, env: gym.Env, steps: int, eval_env: Any, seed: int 
 def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
     import dataclasses
 
-    from offline_rl.apps.d4rl_cql import make_continuous_env, recorded_evaluation_spec
+    from offline_rl.apps.d4rl_cql import make_continuous_env
+    from offline_rl.envs import recorded_evaluation_spec
 
     low_gravity = dataclasses.replace(gym.spec("Pendulum-v1"), kwargs={"g": 3.0})
     _record("test/pendulum/low-gravity-v0", gym.make("Pendulum-v1"), 60, low_gravity)
@@ -251,3 +252,29 @@ def test_a_recorded_env_whose_module_is_missing_is_one_line() -> None:
     elsewhere = dataclasses.replace(gym.spec("Pendulum-v1"), entry_point="no_such_package.envs:PendulumEnv")
     with pytest.raises(OfflineRLError, match=r"--task 'Pendulum-v1': its env's module is not installed \(No module"):
         make_env("Pendulum-v1", spec=elsewhere)
+
+
+def test_discrete_cql_evaluates_a_vector_task_as_the_dataset_records_it(tmp_path: Path) -> None:
+    """atari_cql.py evaluates on the settings a Minari dataset of a vector task records, as d4rl_cql.py
+    does: Sutton and Barto's CartPole reward pays 0 a step and -1 at the fall, so every return is 0 or
+    -1, where the registered CartPole-v1 pays 1 a step (before, atari_cql.py evaluated there)."""
+    import dataclasses
+    import re
+
+    from conftest import run_in_process
+
+    evaluation = dataclasses.replace(gym.spec("CartPole-v1"), kwargs={"sutton_barto_reward": True})
+    _record("test/cartpole/sutton-barto-v0", gym.make("CartPole-v1", sutton_barto_reward=True), 300, evaluation)
+    budget = ("--epoch", "1", "--step-per-epoch", "5", "--test-num", "3", "--num-quantiles", "8")
+    result = run_in_process(
+        "examples/atari_cql.py", "--load-buffer-name", "test/cartpole/sutton-barto-v0", *budget, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "evaluation env: CartPole-v1 as the dataset records it (sutton_barto_reward=True)" in result.stdout
+    returns = [float(value) for value in re.findall(r"return (-?[\d.]+) ±", result.stdout)]
+    assert returns and all(-1.0 <= value <= 0.0 for value in returns), result.stdout
+    # --watch has no data: the checkpoint's record of it gives the same evaluation env.
+    (policy,) = (tmp_path / "log").rglob("policy.pth")
+    watched = run_in_process("examples/atari_cql.py", "--watch", "--resume-path", str(policy), cwd=tmp_path)
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    assert "evaluation env: CartPole-v1 as the dataset records it (sutton_barto_reward=True)" in watched.stdout

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
@@ -28,7 +29,9 @@ from offline_rl.envs import (
     episode_limit,
     is_atari_game,
     make_discrete_env,
+    recorded_evaluation_spec,
     same_task,
+    say_recorded_settings,
     warn_if_recorded_elsewhere,
 )
 from offline_rl.errors import OfflineRLError
@@ -181,10 +184,12 @@ def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
     return found or saved or "reset"
 
 
-def make_evaluation_env(config: AtariCQLConfig, task: str, padding: str, **kwargs: Any) -> gym.Env:
+def make_evaluation_env(
+    config: AtariCQLConfig, task: str, padding: str, spec: EnvSpec | None = None, **kwargs: Any
+) -> gym.Env:
     """One evaluation game of `task` under `--eval-env`'s protocol, stacks padded as the data's (a
-    vector task as gymnasium makes it)."""
-    return make_discrete_env(task, config.frames_stack, protocol=config.eval_env, padding=padding, **kwargs)
+    vector task as gymnasium makes it, or as the data records it: `spec`)."""
+    return make_discrete_env(task, config.frames_stack, protocol=config.eval_env, padding=padding, spec=spec, **kwargs)
 
 
 def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str) -> None:
@@ -232,12 +237,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         task = evaluation_task(config.task, dataset_env(dataset_info(buffer)), names, default=DEFAULT_TASK)
     config = replace(config, task=task)  # saved as resolved, so a resume or a table reads the env evaluated
 
-    # 3. The algorithm, shaped by the game's spaces.
-    env = given_env if given_env is not None else make_evaluation_env(config, task, padding="reset")
+    # 3. The algorithm, shaped by the game's spaces: a vector task's as the data records it, where it does.
+    saved_info = dict((session.checkpoint or {}).get("dataset_info") or {})
+    info = dataset_info(buffer) if buffer is not None else saved_info  # watching: the data the run trained on
+    spec = None if is_atari_game(task) else recorded_evaluation_spec(task, info)
+    say_recorded_settings(spec)
+    if spec is not None and given_env is not None:
+        given_env.close()
+        given_env = None
+    env = given_env if given_env is not None else make_evaluation_env(config, task, padding="reset", spec=spec)
     if buffer is not None:
         check_buffer_fits(config, task, buffer, env)
     padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
-    info = {"name": names, **(dataset_info(buffer) if buffer is not None else {}), "frame_padding": padding}
+    info = {"name": names, **info, "frame_padding": padding}
     if buffer is not None:
         describe_buffer(config, task, buffer, padding)
     algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
@@ -247,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_evaluation_env(config, task, padding, **kwargs),
+        lambda **kwargs: make_evaluation_env(config, task, padding, spec, **kwargs),
         config.run,
         lambda writer: EvaluationReporter(writer=writer),
         task=task,

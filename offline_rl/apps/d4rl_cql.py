@@ -24,9 +24,10 @@ from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.envs import (
     check_dataset_belongs_to_task,
     dataset_env,
-    env_spec_from_json,
     episode_limit,
     make_env,
+    recorded_evaluation_spec,
+    say_recorded_settings,
     with_flat_observations,
 )
 from offline_rl.errors import OfflineRLError
@@ -77,14 +78,6 @@ def make_continuous_env(task: str, spec: EnvSpec | None = None, **kwargs: Any) -
             "train with python examples/atari_cql.py"
         )
     return with_flat_observations(env)
-
-
-def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> EnvSpec | None:
-    """The env spec a dataset records for evaluation (Minari's), when it is of `--task`: evaluating
-    there keeps the settings the data was recorded under (a maze's fixed start and goal, where the
-    registered id would draw both at random)."""
-    spec = env_spec_from_json(info.get("eval_env_spec"))
-    return spec if spec is not None and spec.id == task else None
 
 
 def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
@@ -169,9 +162,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 3. The algorithm, shaped by the spaces of the env it is evaluated on: the dataset's own record
     #    of the task where it keeps one (a maze's fixed goal), else the registered id.
     spec = recorded_evaluation_spec(task, info)
-    if spec is not None and spec.kwargs:
-        settings = ", ".join(f"{key}={value}" for key, value in spec.kwargs.items())
-        print(f"evaluation env: {task} as the dataset records it ({settings})"[:400])
+    say_recorded_settings(spec)
     env = make_continuous_env(task, spec)
     algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
