@@ -336,6 +336,8 @@ def test_integer_actions_in_a_d4rl_file_are_action_indices(tmp_path: Path) -> No
 def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_flattens_them(tmp_path: Path) -> None:
     """AntMaze observes a dict (achieved goal, desired goal, observation). Before, collecting it
     stopped at a `ValueError: zip() argument 2 is shorter than argument 1` traceback."""
+    import gymnasium as gym
+
     from offline_rl.apps.d4rl_cql import make_continuous_env
     from offline_rl.errors import OfflineRLError
 
@@ -349,5 +351,19 @@ def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_fl
     np.testing.assert_allclose(data["observations"][0], first, rtol=1e-6)  # same flattening, same order
     assert not (data["terminals"] | data["timeouts"])[:-1].any()  # one episode: each step follows the last
     np.testing.assert_array_equal(data["observations"][1:], data["next_observations"][:-1])
+    # A Minari dataset keeps the dicts, as Minari's own collector writes them, and loads to the same rows.
+    from minari.dataset.minari_dataset import MinariDataset
+
+    folder = collect_dataset(
+        CollectConfig(
+            task="AntMaze_UMaze-v4", output=tmp_path / "maze", size=40, seed=3, output_format="minari", progress=False
+        )
+    )
+    recorded = MinariDataset(folder / "data")
+    assert isinstance(recorded.observation_space, gym.spaces.Dict)
+    assert recorded.observation_space == recorded.recover_environment().observation_space
+    from_minari = load_minari(folder)
+    np.testing.assert_array_equal(from_minari.obs, data["observations"])
+    np.testing.assert_array_equal(from_minari.obs_next, data["next_observations"])
     with pytest.raises(OfflineRLError, match=r"^--task FrozenLake-v1: its observations are Discrete\(16\); a dataset"):
         collect_dataset(CollectConfig(task="FrozenLake-v1", output=tmp_path / "lake.hdf5", size=10))

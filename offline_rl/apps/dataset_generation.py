@@ -306,7 +306,9 @@ def collect_dataset(config: CollectConfig) -> Path:
     output = check_output(
         config.output, flag="--output", overwrite=config.overwrite, directory=is_folder, appears_whole=is_folder
     )
-    make_env(config.task).close()  # fail fast, with a clear message, on an unknown id
+    probe = make_env(config.task)  # fail fast, with a clear message, on an unknown id
+    native_obs_space = probe.observation_space  # a dict's, which a Minari dataset keeps as it is
+    probe.close()
     envs = gym.vector.SyncVectorEnv(
         [lambda: with_flat_observations(make_env(str(config.task))) for _ in range(config.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
@@ -327,7 +329,7 @@ def collect_dataset(config: CollectConfig) -> Path:
         act = _behaviour(config, space, obs_shape, rng)
         _rollout(envs, act, config, writer, journal, first_seed=config.seed + session * config.num_envs)
         if config.output_format == "minari":
-            write_minari_directory(output, writer, config, envs.single_observation_space, space)
+            write_minari_directory(output, writer, config, native_obs_space, space)
         else:
             _write_file(output, writer, config)
         if journal:
@@ -441,7 +443,9 @@ def write_minari_directory(
     """Write the collected episodes as a Minari dataset directory, appearing at `output` when complete.
 
     Minari creates datasets under `$MINARI_DATASETS_PATH/<id>`, so the dataset is built under a
-    private temporary root next to `output` and the finished directory is renamed into place.
+    private temporary root next to `output` and the finished directory is renamed into place. Dict
+    observations (`obs_space`, the env's own), recorded flat, are written back as dicts, as Minari's
+    own collector writes them: the dataset's env (`recover_environment`) then observes what it holds.
     """
     import shutil
     import tempfile
@@ -462,7 +466,7 @@ def write_minari_directory(
         episodes.append(
             EpisodeBuffer(
                 id=index,
-                observations=observations,
+                observations=_unflattened(obs_space, observations),
                 actions=columns["actions"][start:end],
                 rewards=columns["rewards"][start:end],
                 terminations=columns["terminals"][start:end],
@@ -492,6 +496,21 @@ def write_minari_directory(
         else:
             os.environ["MINARI_DATASETS_PATH"] = previous_root
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _unflattened(space: gym.Space, rows: np.ndarray) -> Any:
+    """Rows of flattened observations back in `space`'s structure, a column per entry (dicts of
+    stacked arrays, as Minari stores them), in `gymnasium.spaces.flatten`'s order; a Box's rows as
+    they are."""
+    if isinstance(space, gym.spaces.Box):
+        return rows.reshape(len(rows), *space.shape).astype(space.dtype, copy=False)
+    entries = list(space.spaces.items()) if isinstance(space, gym.spaces.Dict) else list(enumerate(space.spaces))
+    columns, offset = {}, 0
+    for key, entry in entries:
+        width = gym.spaces.flatdim(entry)
+        columns[key] = _unflattened(entry, rows[:, offset : offset + width])
+        offset += width
+    return columns if isinstance(space, gym.spaces.Dict) else tuple(columns.values())
 
 
 def _create_minari_dataset(minari, dataset_id, episodes, config, obs_space, act_space, kind) -> None:
