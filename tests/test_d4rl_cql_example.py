@@ -47,7 +47,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr[-2000:]
     assert "generating a 1500-step random-policy dataset for Pendulum-v1" in first.stdout
     summary = [line for line in first.stdout.splitlines() if line.startswith("done:")]
-    assert len(summary) == 1 and "15 updates" in summary[0]
+    assert len(summary) == 1 and ": 15 updates in " in summary[0]  # a first session: no "in all"
     # the headline is the last evaluation; the best one is there too, labelled as optimistic
     assert summary[0].index("last evaluation return") < summary[0].index("best (optimistic) return")
     (run_dir,) = (tmp_path / "log" / "Pendulum-v1" / "cql" / "0").iterdir()
@@ -80,7 +80,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert "evaluation 1 (" not in second.stdout  # epoch 1 is not trained again
     assert "evaluation of the resumed weights (epoch 1)" in second.stdout and "evaluation 2 (" in second.stdout
     done_line = next(line for line in second.stdout.splitlines() if line.startswith("done:"))
-    assert "15 updates" in done_line
+    assert ": 15 updates (30 in all) in " in done_line  # this session's updates, and the run's
     assert re.search(r"; training \d+ s at [\d.]+/s, evaluation \d+ s\)", done_line)  # reported apart
     summary = json.loads(next(run_dir.rglob("summary.json")).read_text())
     assert 0 < summary["evaluation_seconds"] < summary["seconds"]

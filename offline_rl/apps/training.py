@@ -228,9 +228,11 @@ def train_offline(
         "best_epoch": getattr(result, "best_epoch", None),
         "total_updates": int(algorithm.num_updates),
     }
+    # A resumed run counts this session's updates (the rates are of them) and says the run's total.
+    counted = f"{updates} updates" + (f" ({int(algorithm.num_updates)} in all)" if updates_before else "")
     return folder.finish(
         summary,
-        f"done: {task} on {dataset_name}: {updates} updates in {elapsed:.0f} s ({rate:.1f}/s, {device.type}; "
+        f"done: {task} on {dataset_name}: {counted} in {elapsed:.0f} s ({rate:.1f}/s, {device.type}; "
         f"training {elapsed - evaluating:.0f} s at {training_rate:.1f}/s, evaluation {evaluating:.0f} s)",
     )
 
