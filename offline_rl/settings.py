@@ -205,7 +205,11 @@ def from_dict(config_class: type, data: dict[str, Any]) -> Any:
         if field is None:
             raise OfflineRLError(f"unknown setting '{key}' for {config_class.__name__}")
         nested = _nested_class(field)
-        values[field.name] = from_dict(nested, value) if nested is not None and isinstance(value, dict) else value
+        if nested is not None and isinstance(value, dict):
+            value = from_dict(nested, value)
+        elif isinstance(value, list) and isinstance(field.default, tuple):
+            value = tuple(value)  # saved as a list (JSON has no tuples): equal to the flag's own value again
+        values[field.name] = value
     return config_class(**values)
 
 

@@ -345,3 +345,16 @@ def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
     command = [shutil.which("offline-rl-d4rl-cql"), "--help"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=script_env())
     assert done.returncode == 0 and "--task" in done.stdout, done.stderr[-500:]
+
+
+def test_a_list_saved_for_a_tuple_setting_reads_back_as_the_flag_gives_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint keeps `--load-buffer-name` as a list; read back as one, it differed from the
+    tuple the flags give, so every atari_cql.py resume printed `--load-buffer-name cp.hdf5 overrides
+    cp.hdf5 of the run`, a flag the user never gave."""
+    from offline_rl.apps import atari_cql
+    from offline_rl.apps.flags import _report_overrides
+
+    restored = from_dict(atari_cql.AtariCQLConfig, {"load_buffer_name": ["cp.hdf5"]})
+    assert restored.load_buffer_name == ("cp.hdf5",)
+    _report_overrides(restored, atari_cql.config_from_args(["--load-buffer-name", "cp.hdf5"]), "checkpoint.pth")
+    assert capsys.readouterr().out == ""
