@@ -140,7 +140,7 @@ def check_dataset_fits_env(buffer: ReplayBuffer, task: str, *, source: str, env:
     """Refuse a dataset whose observation or action shape differs from `task`'s env (`env`, the one
     the run will evaluate on, when given: it is left open)."""
     made = env is None
-    env = make_env(task) if env is None else env
+    env = with_flat_observations(make_env(task)) if env is None else env  # dicts: as the data holds them
     try:
         # Through indexing, not `buffer.obs`: frame buffers rebuild observations and store none.
         obs_shape = tuple(np.asarray(buffer[np.array([0])].obs).shape[1:])

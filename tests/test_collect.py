@@ -365,5 +365,12 @@ def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_fl
     from_minari = load_minari(folder)
     np.testing.assert_array_equal(from_minari.obs, data["observations"])
     np.testing.assert_array_equal(from_minari.obs_next, data["next_observations"])
+    # The converters check the data against the flattened env too (before: "observes ()", the dict's shape).
+    converted = run_in_process(
+        "converters/minari.py",
+        *(str(folder), "--output", str(tmp_path / "maze-buffer.hdf5"), "--task", "AntMaze_UMaze-v4"),
+        cwd=tmp_path,
+    )
+    assert converted.returncode == 0, converted.stderr[-2000:]
     with pytest.raises(OfflineRLError, match=r"^--task FrozenLake-v1: its observations are Discrete\(16\); a dataset"):
         collect_dataset(CollectConfig(task="FrozenLake-v1", output=tmp_path / "lake.hdf5", size=10))
