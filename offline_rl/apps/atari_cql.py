@@ -20,7 +20,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
-from offline_rl.apps.task_choice import evaluation_task
+from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import (
     EVAL_PROTOCOLS,
@@ -93,6 +93,10 @@ def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False)
     )
 
 
+SINGLE_SOURCE_FORMATS = {"d4rl": "D4RL-format file", "minari": "Minari dataset", "d3rlpy": "d3rlpy dataset file"}
+"""Formats read by `load_dataset` as one buffer each; only Tianshou frame buffers are combined."""
+
+
 def load_atari_buffer(config: AtariCQLConfig) -> Any:
     """The offline data named by --load-buffer-name: Tianshou buffers (several frame buffers are
     combined), or one D4RL-format file or Minari dataset of a discrete task, read by the loaders
@@ -103,16 +107,16 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
 
     names = config.load_buffer_name
     kinds = [_source_format(name) for name in names]
-    if kinds == ["d4rl"] or kinds == ["minari"]:
+    if len(kinds) == 1 and kinds[0] in SINGLE_SOURCE_FORMATS:
         limit = episode_limit(config.task) if config.task else None  # for a file without time-outs
         buffer = load_dataset(names[0], download=True, max_episode_steps=limit)
     else:
         for name, kind in zip(names, kinds, strict=True):
-            if kind in ("d4rl", "minari"):
+            if kind in SINGLE_SOURCE_FORMATS:
                 raise OfflineRLError(
-                    f"--load-buffer-name {name}: a {'Minari dataset' if kind == 'minari' else 'D4RL-format file'} "
-                    "is trained on alone; several sources combine only when all are Tianshou frame buffers (RL "
-                    "Unplugged conversions or atari_qrdqn.py collections)"
+                    f"--load-buffer-name {name}: a {SINGLE_SOURCE_FORMATS[kind]} is trained on alone; several "
+                    "sources combine only when all are Tianshou frame buffers (RL Unplugged conversions or "
+                    "atari_qrdqn.py collections)"
                 )
             if kind is None:
                 how = create_buffer_command(config.task or DEFAULT_TASK, names[0], config.buffer_from_rl_unplugged)
@@ -133,7 +137,7 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
 
 
 def _source_format(name: str) -> str | None:
-    """`detect_format`'s answer for one --load-buffer-name (`d4rl`, `minari`, `tianshou`), or None for
+    """`detect_format`'s answer for one --load-buffer-name (`d4rl`, `minari`, `tianshou`, `d3rlpy`), or None for
     a file that is not there and names no dataset; a one-line error for a file it cannot read."""
     from offline_rl.data.detect import detect_format
     from offline_rl.errors import DatasetError
@@ -146,15 +150,18 @@ def _source_format(name: str) -> str | None:
         return None
 
 
-def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.Env) -> None:
+def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.Env, *, task_given: bool) -> None:
     """A one-line error when the buffer's observations or actions do not fit the task, with the fix:
-    the task the buffer records when it records another, else the command that makes a fitting one."""
+    the task the buffer records when it records another; --task when it records none and none was
+    given; else the command that makes a fitting one."""
     from offline_rl.data import dataset_info
 
     where = " ".join(config.load_buffer_name)
     belongs_to = dataset_env(dataset_info(buffer))
     if belongs_to is not None and not same_task(belongs_to.task, task):
         fix = f"it {belongs_to.origin}: give --task {belongs_to.task}"
+    elif belongs_to is None and not task_given:
+        fix = default_task_misfit(where, task)
     else:
         how = create_buffer_command(task, config.load_buffer_name[0], config.buffer_from_rl_unplugged)
         fix = f"create a matching one with: {how}"
@@ -229,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     #    else the one the buffer records. Loading draws nothing from the run's generators.
     names = " ".join(config.load_buffer_name)
     # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
-    given_env = make_evaluation_env(config, config.task, padding="reset") if config.task else None
+    task_given = bool(config.task)
+    given_env = make_evaluation_env(config, config.task, padding="reset") if task_given else None
     if config.run.watch:
         buffer, task = None, config.task or DEFAULT_TASK
     else:
@@ -247,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         given_env = None
     env = given_env if given_env is not None else make_evaluation_env(config, task, padding="reset", spec=spec)
     if buffer is not None:
-        check_buffer_fits(config, task, buffer, env)
+        check_buffer_fits(config, task, buffer, env, task_given=task_given)
     padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
     info = {"name": names, **info, "frame_padding": padding}
     if buffer is not None:

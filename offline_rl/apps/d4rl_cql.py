@@ -19,7 +19,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.apps.run_config import OfflineRunConfig
-from offline_rl.apps.task_choice import evaluation_task
+from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.envs import (
     check_dataset_belongs_to_task,
@@ -109,6 +109,8 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     except OfflineRLError as error:
         if d4rl_without_gymnasium_env(info.get("name")):
             raise OfflineRLError(f"{error}; {ANTMAZE_HAS_NO_GYMNASIUM_ENV}") from None
+        if given is None and dataset_env(info) is None:
+            raise OfflineRLError(f"{error}; {default_task_misfit(name, DEFAULT_TASK)}") from None
         raise
     finally:
         env.close()

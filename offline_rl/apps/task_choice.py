@@ -21,3 +21,10 @@ def evaluation_task(given: str | None, belongs_to: DatasetEnv | None, name: str,
         return default
     print(f"task: {belongs_to.task}, the env of {name} (--task to evaluate on another)")
     return belongs_to.task
+
+
+def default_task_misfit(name: str, default: str) -> str:
+    """The fix to name when data that records no env does not fit the default task: the data's own
+    env, which only the user knows (a Tianshou buffer, a d3rlpy file, a file of one's own). Advice to
+    make data for the default task instead would be advice for another env."""
+    return f"{name} records no env, so the default {default} was tried: give --task with the env it was recorded on"

@@ -1,4 +1,4 @@
-"""Offline datasets as Tianshou replay buffers: D4RL, Minari, Tianshou HDF5, RL Unplugged, local collection.
+"""Offline datasets as Tianshou replay buffers: D4RL, Minari, Tianshou HDF5, d3rlpy, RL Unplugged, local collection.
 
 Every loader returns a `tianshou.data.ReplayBuffer` whose episode ends are exact: `terminated`
 stops bootstrapping, `truncated` (a time-out or the end of the data) does not, and no transition's
@@ -7,6 +7,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 
 from offline_rl.data.action_units import action_units_of, set_action_units
 from offline_rl.data.buffers import load_buffer, load_buffers, save_buffer
+from offline_rl.data.d3rlpy import load_d3rlpy
 from offline_rl.data.d4rl import MissingTimeoutsWarning, d4rl_path, d4rl_url, load_d4rl
 from offline_rl.data.detect import detect_format, load_dataset
 from offline_rl.data.frame_pool import FramePoolBuffer
@@ -29,6 +30,7 @@ __all__ = [
     "detect_format",
     "load_buffer",
     "load_buffers",
+    "load_d3rlpy",
     "load_d4rl",
     "load_dataset",
     "load_minari",

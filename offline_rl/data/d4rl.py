@@ -40,6 +40,7 @@ import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.transitions import (
     make_replay_buffer,
     require_finite,
@@ -194,15 +195,8 @@ def load_d4rl(
 
 def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: int | None = None) -> ReplayBuffer:
     """Read and validate one D4RL-format file (see the module docstring for the semantics)."""
-    try:
-        file = h5py.File(path, "r")
-    except OSError as error:
-        raise DatasetError(f"{path}: not a readable HDF5 file ({_short(error)})") from None
-    try:
-        with file:
-            arrays, metadata = _read_arrays(file, path)
-    except OSError as error:
-        raise DatasetError(f"{path}: corrupt HDF5 data ({_short(error)})") from None
+    with hdf5_for_reading(path) as file:
+        arrays, metadata = read_d4rl_arrays(file, path)
     task = metadata.get("task")
     label = name or (f"{task}-{metadata.get('policy', 'local')}" if task else path.stem)
     scores = reference_scores(name or task or label)
@@ -232,7 +226,7 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
                 MissingTimeoutsWarning,
                 stacklevel=2,
             )
-    return _build_buffer(arrays, path, info)
+    return d4rl_arrays_to_buffer(arrays, path, info)
 
 
 def _drop_zero_contact_forces(arrays: dict[str, np.ndarray], name: str | None, info: dict[str, Any]) -> None:
@@ -258,11 +252,13 @@ def _task_episode_steps(task: Any) -> int | None:
     return episode_limit(str(task)) if task else None
 
 
-def _short(error: BaseException) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
-
-
-def _read_arrays(file: h5py.File, path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def read_d4rl_arrays(
+    file: h5py.File, path: Path, *, more_flags: tuple[str, ...] = ()
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The columns of a D4RL-format file, validated (row counts, shapes, dtypes, finite values), and
+    the scalars under its `metadata/`. `more_flags` names other episode-end columns to read as flags
+    (d3rlpy 1.x's `episode_terminals`)."""
+    flag_keys = ("terminals", "timeouts", *more_flags)
     for key in REQUIRED_KEYS:
         if key not in file:
             raise DatasetError(
@@ -270,7 +266,7 @@ def _read_arrays(file: h5py.File, path: Path) -> tuple[dict[str, np.ndarray], di
                 f"(and optionally {', '.join(OPTIONAL_KEYS)})"
             )
     datasets: dict[str, h5py.Dataset] = {}
-    for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS):
+    for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS, *more_flags):
         if key in file:
             if not isinstance(file[key], h5py.Dataset):
                 raise DatasetError(f"{path}: key '{key}' is a group; expected an array")
@@ -282,13 +278,13 @@ def _read_arrays(file: h5py.File, path: Path) -> tuple[dict[str, np.ndarray], di
         found = dataset.shape[0] if dataset.ndim else 0
         if found != size:
             raise DatasetError(f"{path}: key '{key}' has {found} rows; expected {size} (the length of 'observations')")
-    _check_shapes(datasets, path)
-    arrays = {key: _read_numeric(dataset, path, key) for key, dataset in datasets.items()}
+    _check_shapes(datasets, path, flag_keys)
+    arrays = {key: _read_numeric(dataset, path, key, key in flag_keys) for key, dataset in datasets.items()}
     metadata = _read_metadata(file)
     return arrays, metadata
 
 
-def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path) -> None:
+def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path, flag_keys: tuple[str, ...]) -> None:
     obs_shape = datasets["observations"].shape
     if len(obs_shape) < 2:
         raise DatasetError(f"{path}: key 'observations' has shape {obs_shape}; expected (N, obs_dim)")
@@ -299,19 +295,19 @@ def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path) -> None:
         )
     if datasets["actions"].ndim not in (1, 2):
         raise DatasetError(f"{path}: key 'actions' has shape {datasets['actions'].shape}; expected (N, act_dim)")
-    for key in ("rewards", "terminals", "timeouts"):
+    for key in ("rewards", *flag_keys):
         if key in datasets:
             shape = datasets[key].shape
             if len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
                 raise DatasetError(f"{path}: key '{key}' has shape {shape}; expected ({shape[0]},)")
 
 
-def _read_numeric(dataset: h5py.Dataset, path: Path, key: str) -> np.ndarray:
-    """Read one column; observations, actions and rewards come back as float32."""
+def _read_numeric(dataset: h5py.Dataset, path: Path, key: str, is_flag: bool) -> np.ndarray:
+    """Read one column; observations, actions and rewards come back as float32, flags as bool."""
     dtype = dataset.dtype
     if dtype.kind not in "biuf":
         raise DatasetError(f"{path}: key '{key}' has dtype {dtype}; expected numbers")
-    if key in ("terminals", "timeouts"):
+    if is_flag:
         return require_flag_array(dataset[()].reshape(-1), source=str(path), key=key)
     if key == "actions" and dtype.kind in "iu":
         return _action_indices(dataset, path)
@@ -355,7 +351,8 @@ def _read_metadata(file: h5py.File) -> dict[str, Any]:
     return metadata
 
 
-def _build_buffer(arrays: dict[str, np.ndarray], path: Path, info: dict[str, Any]) -> ReplayBuffer:
+def d4rl_arrays_to_buffer(arrays: dict[str, np.ndarray], path: Path, info: dict[str, Any]) -> ReplayBuffer:
+    """The buffer of validated D4RL-format columns, by the rules of the module docstring."""
     obs = arrays["observations"]
     size = len(obs)
     terminals = arrays["terminals"]

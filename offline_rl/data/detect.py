@@ -10,6 +10,7 @@ import h5py
 from tianshou.data import ReplayBuffer
 
 from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
+from offline_rl.data.d3rlpy import d3rlpy_layout, load_d3rlpy
 from offline_rl.data.d4rl import is_d4rl_name, load_d4rl
 from offline_rl.data.minari import is_minari_directory, load_minari
 from offline_rl.errors import DatasetError
@@ -18,7 +19,7 @@ _MINARI_ID = re.compile(r"[\w.-]+(/[\w.-]+)*-v\d+")
 
 
 def detect_format(source: str | os.PathLike[str]) -> str:
-    """One of `d4rl`, `minari`, `tianshou`: what `load_dataset` would read `source` as."""
+    """One of `d4rl`, `minari`, `tianshou`, `d3rlpy`: what `load_dataset` would read `source` as."""
     path = Path(source).expanduser()
     if path.is_dir():
         if is_minari_directory(path):
@@ -27,19 +28,22 @@ def detect_format(source: str | os.PathLike[str]) -> str:
     if path.is_file():
         if not h5py.is_hdf5(path):
             raise DatasetError(
-                f"{path}: not an HDF5 file; expected a D4RL file, a Tianshou buffer or a Minari directory"
+                f"{path}: not an HDF5 file; expected a D4RL file, a Tianshou buffer, a d3rlpy dataset file or a "
+                "Minari directory"
             )
         try:
             with h5py.File(path, "r") as file:
                 if is_tianshou_buffer_file(file):
                     return "tianshou"
+                if d3rlpy_layout(file):  # before D4RL's keys, which d3rlpy 1.x's files also have
+                    return "d3rlpy"
                 if "observations" in file:
                     return "d4rl"
         except OSError as error:
             raise DatasetError(f"{path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
         raise DatasetError(
-            f"{path}: HDF5 file with neither D4RL keys (observations, actions, rewards, terminals) "
-            "nor a Tianshou buffer layout (_meta)"
+            f"{path}: HDF5 file with neither D4RL keys (observations, actions, rewards, terminals), "
+            "a Tianshou buffer layout (_meta) nor a d3rlpy dataset's (columns, num_episodes)"
         )
     name = str(source)
     if is_d4rl_name(name):
@@ -55,7 +59,7 @@ def detect_format(source: str | os.PathLike[str]) -> str:
 def load_dataset(
     source: str | os.PathLike[str], *, download: bool = False, max_episode_steps: int | None = None
 ) -> ReplayBuffer:
-    """Load a D4RL file or name, a Minari id or directory, or a Tianshou HDF5 buffer.
+    """Load a D4RL file or name, a Minari id or directory, a Tianshou HDF5 buffer or a d3rlpy dataset file.
 
     `download` allows fetching a named D4RL or Minari dataset that is not on disk;
     `max_episode_steps` (the task's time limit) places the time-outs of a D4RL file that has none.
@@ -65,4 +69,6 @@ def load_dataset(
         return load_buffer(source)
     if kind == "minari":
         return load_minari(source, download=download)
+    if kind == "d3rlpy":
+        return load_d3rlpy(source)
     return load_d4rl(source, download=download, max_episode_steps=max_episode_steps)
