@@ -358,3 +358,61 @@ def test_a_list_saved_for_a_tuple_setting_reads_back_as_the_flag_gives_it(capsys
     assert restored.load_buffer_name == ("cp.hdf5",)
     _report_overrides(restored, atari_cql.config_from_args(["--load-buffer-name", "cp.hdf5"]), "checkpoint.pth")
     assert capsys.readouterr().out == ""
+
+
+OTHER_TOOLKITS_FLAGS = [
+    (
+        d4rl_cql.config_from_args,
+        ["--cql_alpha", "10"],
+        "--cql_alpha is CORL's and TF-Agents' cql_alpha: here --cql-weight",
+    ),
+    (d4rl_cql.config_from_args, ["--conservative-weight", "5"], "d3rlpy's conservative_weight: here --cql-weight"),
+    (d4rl_cql.config_from_args, ["--lagrange-threshold", "10"], "here --target-action-gap; Tianshou thresholds w·gap"),
+    (d4rl_cql.config_from_args, ["--normalize", "true"], "--normalize is CORL's normalize: here --normalize-obs"),
+    (d4rl_cql.config_from_args, ["--max_timesteps", "9"], "the budget is --epoch × --step-per-epoch updates"),
+    (d4rl_cql.config_from_args, ["--cql-wieght", "3"], "--cql-wieght: did you mean --cql-weight?"),
+    (d4rl_cql.config_from_args, ["--epo", "3"], "--epo: did you mean --epoch?"),
+    (atari_cql.config_from_args, ["--alpha", "4"], "--alpha is d3rlpy's DiscreteCQL alpha: here --cql-weight"),
+]
+PROG_OF = {d4rl_cql.config_from_args: "examples/d4rl_cql.py", atari_cql.config_from_args: "examples/atari_cql.py"}
+
+
+@pytest.mark.parametrize(
+    ("parse", "argv", "advice"), OTHER_TOOLKITS_FLAGS, ids=[a[0] for _, a, _ in OTHER_TOOLKITS_FLAGS]
+)
+def test_another_toolkits_flag_is_refused_naming_the_setting_it_stands_for(
+    parse: Callable[[list[str]], Any], argv: list[str], advice: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, argparse took any unique prefix: CORL's `--cql_alpha 10` (its conservative weight) ran as
+    `--cql_alpha_lr 10`, α′'s learning rate, and `--epo 3` as `--epoch 3`; names that were no prefix got
+    "unrecognized arguments" and nothing else."""
+    with pytest.raises(SystemExit) as exited:
+        parse(argv)
+    assert exited.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"{PROG_OF[parse]}: error: unrecognized arguments: {' '.join(argv)}; ") and advice in last
+
+
+def test_another_toolkits_key_in_a_preset_names_the_setting(tmp_path: Path) -> None:
+    preset = tmp_path / "p.yaml"
+    preset.write_text("conservative_weight: 5\n", encoding="utf-8")
+    with pytest.raises(OfflineRLError, match=r"unknown setting 'conservative_weight'; .*: here --cql-weight$"):
+        d4rl_cql.config_from_args(["--config", str(preset)])
+
+
+def test_every_other_toolkits_name_points_to_a_flag_that_exists_and_is_none_of_ours() -> None:
+    from offline_rl.apps.foreign_flags import FOREIGN_NAMES
+
+    parsers = [
+        build_parser(config, prog="x", description="x")
+        for config in (d4rl_cql.D4RLCQLConfig(), atari_cql.AtariCQLConfig())
+    ]
+    ours = set().union(*(parser.known_flags for parser in parsers))
+    for entry in FOREIGN_NAMES:
+        assert entry.flag is None or entry.flag in ours, entry
+        assert entry.flag is not None or entry.note, entry
+        for name in entry.names:
+            spellings = {"--" + name, "--" + name.replace("_", "-")}
+            taken_by = [parser for parser in parsers if spellings & parser.known_flags]
+            # a name of ours in one program is only advice in the other (d3rlpy's discrete `alpha`)
+            assert len(taken_by) < len(parsers), entry

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from offline_rl.apps.foreign_flags import foreign_flag_advice, names_of
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import flag_of, leaf_fields, spellings_of, validate_tree
 
@@ -40,18 +41,34 @@ class FlagParser(argparse.ArgumentParser):
     """An ArgumentParser whose long flags also answer to their snake_case spelling, and whose
     errors are one line (plus usage) with exit status 2."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.known_flags: set[str] = set()
+        # No prefixes: with argparse's default, CORL's `--cql_alpha 10` (its conservative weight) was taken
+        # as `--cql_alpha_lr 10` and trained with α′'s learning rate at 10, without a word.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action:  # type: ignore[override]
-        return super().add_argument(*_with_snake_case(name_or_flags), **kwargs)
+        return super().add_argument(*self._spellings(name_or_flags), **kwargs)
 
     def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         group = super().add_argument_group(*args, **kwargs)
         plain_add = group.add_argument
-        group.add_argument = lambda *names, **kw: plain_add(*_with_snake_case(names), **kw)  # type: ignore[method-assign]
+        group.add_argument = lambda *names, **kw: plain_add(*self._spellings(names), **kw)  # type: ignore[method-assign]
         return group
+
+    def _spellings(self, names: Sequence[str]) -> list[str]:
+        spellings = _with_snake_case(names)
+        self.known_flags.update(name for name in spellings if name.startswith("--"))
+        return spellings
 
     def error(self, message: str) -> typing.NoReturn:  # type: ignore[override]
         # argparse names a flag by all its spellings ("--a-b/--a_b/--c"): the first one says enough
         message = re.sub(r"argument (--[\w-]+)(?:/--[\w-]+)+", r"argument \1", message)
+        if message.startswith("unrecognized arguments: "):
+            flags = [word for word in message.split(" ")[2:] if word.startswith("--")]
+            advice = [foreign_flag_advice(flag, self.known_flags) for flag in flags]
+            message = "; ".join([message, *(line for line in advice if line)])
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(EXIT_USER_ERROR)
@@ -301,10 +318,7 @@ def load_preset(path: str | Path) -> dict[str, Any]:
 
 
 # Keys of CORL's CQL config files (tinkoff-ai/CORL, configs/offline/cql/*) that name no setting here.
-_CORL_ONLY_KEYS = frozenset(
-    {"cql_alpha", "policy_lr", "qf_lr", "q_n_hidden_layers", "soft_target_update_rate", "alpha_multiplier",
-     "max_timesteps", "eval_freq", "n_episodes", "cql_lagrange", "cql_temp", "env"}
-)  # fmt: skip
+_CORL_ONLY_KEYS = names_of("CORL")
 
 
 def _corl_config_hint(data: dict[str, Any]) -> str:
@@ -338,7 +352,9 @@ def setting_named(default: Any, key: str, *, source: str) -> tuple[tuple[str, ..
     for path, field, owner in leaf_fields(default):
         if any(spelling[2:].replace("-", "_") == normalised for spelling in spellings_of(field)):
             return path, field, owner
-    raise OfflineRLError(f"{source}: unknown setting '{key}'")
+    known = {spelling for _, field, _ in leaf_fields(default) for spelling in spellings_of(field)}
+    advice = foreign_flag_advice(str(key), known)
+    raise OfflineRLError(f"{source}: unknown setting '{key}'" + (f"; {advice}" if advice else ""))
 
 
 def coerce_setting(owner: Any, field: dataclasses.Field, value: Any, where: str) -> Any:

@@ -1,0 +1,119 @@
+"""Other toolkits' names for this toolkit's settings, so a flag copied from them gets the one to use.
+
+A user moving from d3rlpy, CORL, TF-Agents or Tianshou's classic examples types the names they know
+(`--conservative_weight 5`, `--cql_alpha 10`, `--lagrange-threshold 10`); argparse alone answers
+"unrecognized arguments" and nothing else. Each entry says whose name it is and what it is here, with
+the conversion where the two differ in more than the name (the README's "Preset files" and "Continuous
+CQL-SAC" sections derive them). Names with no setting here say why none is needed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ForeignName:
+    """`names` (snake_case, as the toolkit spells them) of `toolkit` are `flag` here (with `note`), or,
+    with no flag, what `note` says."""
+
+    names: tuple[str, ...]
+    toolkit: str
+    flag: str | None
+    note: str = ""
+
+
+FOREIGN_NAMES: tuple[ForeignName, ...] = (
+    # d3rlpy 2.x: CQLConfig, DiscreteCQLConfig.
+    ForeignName(("conservative_weight",), "d3rlpy's", "--cql-weight"),
+    ForeignName(("alpha_threshold",), "d3rlpy's", "--target-action-gap", "a threshold of the unweighted gap in both"),
+    ForeignName(("initial_alpha",), "d3rlpy's", "--lagrange-multiplier-init", "learned with --with-lagrange"),
+    ForeignName(
+        ("alpha_learning_rate",), "d3rlpy's", "--lagrange-lr", "d3rlpy always learns its α; here --with-lagrange"
+    ),
+    ForeignName(("temp_learning_rate",), "d3rlpy's", "--alpha-lr"),
+    ForeignName(("initial_temperature",), "d3rlpy's", "--alpha"),
+    ForeignName(("actor_learning_rate",), "d3rlpy's", "--actor-lr"),
+    ForeignName(("critic_learning_rate",), "d3rlpy's", "--critic-lr"),
+    ForeignName(("n_critics",), "d3rlpy's", "--num-critics"),
+    ForeignName(("n_action_samples",), "d3rlpy's", "--cql-n-actions"),
+    ForeignName(("soft_q_backup",), "d3rlpy's", "--backup-entropy"),
+    ForeignName(("max_q_backup",), "d3rlpy's", "--max-target-backup"),
+    ForeignName(("compile_graph",), "d3rlpy's", "--compile"),
+    ForeignName(("learning_rate",), "d3rlpy's", "--lr"),
+    ForeignName(("target_update_interval",), "d3rlpy's", "--target-update-freq"),
+    ForeignName(("alpha",), "d3rlpy's DiscreteCQL", "--cql-weight"),  # the conservative weight there
+    # CORL's algorithms/offline/cql.py (TrainConfig) and TF-Agents' CqlSacAgent.
+    ForeignName(("cql_alpha",), "CORL's and TF-Agents'", "--cql-weight"),
+    ForeignName(("policy_lr",), "CORL's", "--actor-lr", "CORL tunes α at the same rate: --alpha-lr"),
+    ForeignName(("qf_lr",), "CORL's", "--critic-lr"),
+    ForeignName(("q_n_hidden_layers",), "CORL's", "--critic-layers"),
+    ForeignName(("soft_target_update_rate",), "CORL's", "--tau"),
+    ForeignName(("cql_importance_sample",), "CORL's", "--importance-sample"),
+    ForeignName(("cql_lagrange", "use_lagrange_cql_alpha"), "CORL's and TF-Agents'", "--with-lagrange"),
+    ForeignName(("cql_target_action_gap",), "CORL's", "--target-action-gap"),
+    ForeignName(("cql_temp",), "CORL's", "--temperature"),
+    ForeignName(("cql_max_target_backup",), "CORL's", "--max-target-backup"),
+    ForeignName(("cql_clip_diff_min",), "CORL's", "--clip-diff-min"),
+    ForeignName(("cql_clip_diff_max",), "CORL's", "--clip-diff-max"),
+    ForeignName(("normalize",), "CORL's", "--normalize-obs"),
+    ForeignName(("use_automatic_entropy_tuning",), "CORL's", "--auto-alpha"),
+    ForeignName(("discount",), "CORL's", "--gamma"),
+    ForeignName(("n_episodes",), "CORL's", "--test-num"),
+    ForeignName(("eval_freq",), "CORL's and Tianshou's", "--step-per-epoch", "each epoch ends with an evaluation"),
+    ForeignName(("max_timesteps",), "CORL's", None, "the budget is --epoch × --step-per-epoch updates"),
+    ForeignName(("checkpoints_path",), "CORL's", "--logdir"),
+    ForeignName(("load_model",), "CORL's", "--resume-path"),
+    ForeignName(("config_path",), "CORL's", "--config", "CORL's CQL configs are here as configs/cql/<dataset>.yaml"),
+    ForeignName(("env",), "CORL's", "--dataset", "a D4RL name; --task is the env it evaluates on"),
+    ForeignName(("alpha_multiplier",), "CORL's", None, "no setting: CORL's default 1 is what runs here"),
+    ForeignName(("target_update_period",), "CORL's", None, "no setting: targets follow every update, CORL's default 1"),
+    ForeignName(("buffer_size",), "CORL's and Tianshou's", None, "no setting: the whole dataset is the buffer"),
+    ForeignName(("num_cql_samples",), "TF-Agents'", "--cql-n-actions"),
+    ForeignName(("cql_alpha_learning_rate",), "TF-Agents'", "--lagrange-lr"),
+    ForeignName(("softmax_temperature",), "TF-Agents'", "--temperature", "T = 1 / softmax_temperature"),
+    ForeignName(("num_bc_steps",), "TF-Agents'", "--bc-steps"),
+    ForeignName(
+        ("cql_tau",),
+        "TF-Agents'",
+        "--target-action-gap",
+        "TF-Agents' learned α multiplies the unweighted gap: --cql-weight 1",
+    ),
+    # Tianshou's classic examples (examples/offline/d4rl_cql.py, atari_cql.py).
+    ForeignName(
+        ("lagrange_threshold",),
+        "Tianshou's",
+        "--target-action-gap",
+        "Tianshou thresholds w·gap: its value / --cql-weight",
+    ),
+    ForeignName(("expert_data_task",), "Tianshou's", "--dataset"),
+    ForeignName(("n_step",), "Tianshou's", None, "no setting: CQL-SAC's TD target is one step, the paper's and CORL's"),
+    ForeignName(("start_timesteps",), "Tianshou's", None, "no setting: an offline run takes no environment steps"),
+    ForeignName(("logger", "wandb_project"), "Tianshou's", None, "TensorBoard logs only: tensorboard --logdir log"),
+    ForeignName(("resume_id",), "Tianshou's", "--resume-path", "the checkpoint.pth of the run to continue"),
+)
+
+
+def names_of(toolkit: str) -> frozenset[str]:
+    """Every name of `toolkit` (e.g. "CORL") in the table: the keys that mark a config file as its."""
+    return frozenset(name for entry in FOREIGN_NAMES if toolkit in entry.toolkit for name in entry.names)
+
+
+def _normalised(flag: str) -> str:
+    return flag.split("=", 1)[0].lstrip("-").replace("-", "_").lower()
+
+
+def foreign_flag_advice(flag: str, known_flags: Collection[str]) -> str | None:
+    """What to type instead of `flag`, which this program does not know: the setting another toolkit's
+    name stands for (when this program has it), else the closest flag it has, else None."""
+    name = _normalised(flag)
+    for entry in FOREIGN_NAMES:
+        if name in entry.names and (entry.flag is None or entry.flag in known_flags):
+            here = f"here {entry.flag}" if entry.flag else ""
+            said = "; ".join(part for part in (here, entry.note) if part)
+            return f"{flag} is {entry.toolkit} {name}: {said}"
+    kebab = "--" + name.replace("_", "-")
+    close = difflib.get_close_matches(kebab, [known for known in known_flags if "_" not in known], n=1, cutoff=0.8)
+    return f"{flag}: did you mean {close[0]}?" if close else None
