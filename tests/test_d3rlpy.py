@@ -177,6 +177,15 @@ def _replace(file: h5py.File, key: str, data: np.ndarray) -> None:
     file.create_dataset(key, data=data)
 
 
+def test_the_d4rl_converter_says_what_a_d3rlpy_file_is() -> None:
+    from offline_rl.data import load_d4rl
+
+    with pytest.raises(
+        DatasetError, match=r"missing key 'observations'; .*; it is a d3rlpy dataset file \(load_d3rlpy"
+    ):
+        load_d4rl(DATA / "d3rlpy-cartpole.h5")
+
+
 def test_both_cqls_train_on_d3rlpy_files_and_name_the_missing_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -263,7 +263,7 @@ def read_d4rl_arrays(
         if key not in file:
             raise DatasetError(
                 f"{path}: missing key '{key}'; a D4RL file needs {', '.join(REQUIRED_KEYS)} "
-                f"(and optionally {', '.join(OPTIONAL_KEYS)})"
+                f"(and optionally {', '.join(OPTIONAL_KEYS)}){_another_format(path)}"
             )
     datasets: dict[str, h5py.Dataset] = {}
     for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS, *more_flags):
@@ -282,6 +282,21 @@ def read_d4rl_arrays(
     arrays = {key: _read_numeric(dataset, path, key, key in flag_keys) for key, dataset in datasets.items()}
     metadata = _read_metadata(file)
     return arrays, metadata
+
+
+def _another_format(path: Path) -> str:
+    """What a file given as D4RL's (to `converters/d4rl.py`) is when it is another format this package
+    reads, so the error says how to use it rather than only what D4RL's format lacks."""
+    from offline_rl.data.detect import detect_format
+
+    try:
+        kind = detect_format(path)
+    except DatasetError:
+        return ""
+    return {
+        "tianshou": "; it is a Tianshou buffer already (load_buffer; the examples read it as it is)",
+        "d3rlpy": "; it is a d3rlpy dataset file (load_d3rlpy; the examples read it as it is)",
+    }.get(kind, "")
 
 
 def _check_shapes(datasets: dict[str, h5py.Dataset], path: Path, flag_keys: tuple[str, ...]) -> None:
