@@ -99,7 +99,7 @@ def _read_episodes(file: h5py.File, path: Path) -> ReplayBuffer:
     if missing or "num_episodes" not in file:
         what = f"columns {columns}" if missing else "no 'num_episodes' key"
         raise DatasetError(
-            f"{path}: a d3rlpy file of format {version or '?'} with {what}; expected format 2.1 (d3rlpy >= 2.2's "
+            f"{path}: a d3rlpy file of format {version or '?'} with {what}; expected format 2.1 (current d3rlpy's "
             f"dump) of standard episodes ({', '.join(EPISODE_COLUMNS)})"
         )
     count = int(_scalar(file, "num_episodes", path))
