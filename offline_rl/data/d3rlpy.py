@@ -35,7 +35,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.data.d4rl import d4rl_arrays_to_buffer, d4rl_gymnasium_task, read_d4rl_arrays
 from offline_rl.data.hdf5_files import hdf5_for_reading
-from offline_rl.data.transitions import make_replay_buffer, require_finite
+from offline_rl.data.transitions import action_indices, make_replay_buffer, require_finite
 from offline_rl.errors import DatasetError
 from offline_rl.progress import progress_bar
 from offline_rl.scores import reference_scores
@@ -88,7 +88,7 @@ def _read_flat(file: h5py.File, path: Path) -> ReplayBuffer:
     episode_ends = arrays.pop("episode_terminals")
     arrays["timeouts"] = episode_ends & ~arrays["terminals"]
     if _flag(file, path, "discrete_action", optional=True) and arrays["actions"].dtype.kind == "f":
-        arrays["actions"] = _whole_indices(arrays["actions"], f"{path}: key 'actions'")
+        arrays["actions"] = _whole_indices(arrays["actions"], path)
     return d4rl_arrays_to_buffer(arrays, path, _info(path, "1.x", 0))
 
 
@@ -110,10 +110,10 @@ def _read_episodes(file: h5py.File, path: Path) -> ReplayBuffer:
         raise DatasetError(
             f"{path}: no transition has a known next observation (no episode terminated or ran past one step)"
         )
-    first_obs = _observation(file, path, 0, *episodes[0][::2])
+    width = sum(int(np.prod(_open(file, path, key).shape[1:])) for key in _observation_keys(0, episodes[0][2]))
     first_act = _open(file, path, "actions_0")
     discrete = first_act.dtype.kind in "iu"
-    obs = np.empty((total, first_obs.shape[1]), dtype=np.float32)
+    obs = np.empty((total, width), dtype=np.float32)
     obs_next = np.empty_like(obs)
     act = np.empty(
         (total,) if discrete else (total, int(np.prod(first_act.shape[1:]))), dtype=np.int64 if discrete else np.float32
@@ -169,9 +169,14 @@ def _episode(file: h5py.File, path: Path, index: int) -> tuple[int, bool, int]:
     return steps, _flag(file, path, f"terminated_{index}"), parts
 
 
+def _observation_keys(index: int, parts: int) -> list[str]:
+    """Where episode `index`'s observations are: one array, or a tuple's `parts` arrays."""
+    return [f"observations_{index}"] if parts == 0 else [f"observations_{index}_{part}" for part in range(parts)]
+
+
 def _observation(file: h5py.File, path: Path, index: int, steps: int, parts: int) -> np.ndarray:
     """Episode `index`'s observations as (T, numbers a step) float32; a tuple's parts side by side."""
-    keys = [f"observations_{index}"] if parts == 0 else [f"observations_{index}_{part}" for part in range(parts)]
+    keys = _observation_keys(index, parts)
     arrays = [_column(file, path, key, steps) for key in keys]
     for key, array in zip(keys, arrays, strict=True):
         if array.ndim > 2:
@@ -193,14 +198,7 @@ def _actions(file: h5py.File, path: Path, index: int, steps: int, discrete: bool
         )
     if not discrete:
         return actions.reshape(steps, *shape).astype(np.float32, copy=False)
-    if actions.reshape(steps, -1).shape[1] != 1:
-        raise DatasetError(
-            f"{path}: key '{key}' holds integers of shape {actions.shape}; expected one action index per step"
-        )
-    indices = actions.reshape(steps).astype(np.int64, copy=False)
-    if steps and indices.min() < 0:
-        raise DatasetError(f"{path}: key '{key}' holds the integer {indices.min()}; expected action indices >= 0")
-    return indices
+    return action_indices(actions, source=str(path), key=key)
 
 
 def _has(file: h5py.File, key: str) -> bool:
@@ -259,11 +257,10 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else ("" if value is None else str(value))
 
 
-def _whole_indices(actions: np.ndarray, label: str) -> np.ndarray:
+def _whole_indices(actions: np.ndarray, path: Path) -> np.ndarray:
     """d3rlpy 1.x's discrete actions stored as floats: action indices when every one is a whole number."""
-    flat = actions.reshape(len(actions), -1)
-    if flat.shape[1] != 1 or not np.array_equal(flat, np.round(flat)) or flat.min() < 0:
+    if not np.array_equal(actions, np.round(actions)):
         raise DatasetError(
-            f"{label} of a discrete-action file (discrete_action) are not action indices (whole numbers >= 0)"
+            f"{path}: key 'actions' of a discrete-action file (discrete_action) holds fractions; expected indices"
         )
-    return flat.reshape(-1).astype(np.int64)
+    return action_indices(actions.astype(np.int64), source=str(path), key="actions")

@@ -42,6 +42,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.transitions import (
+    action_indices,
     make_replay_buffer,
     require_finite,
     require_flag_array,
@@ -325,7 +326,7 @@ def _read_numeric(dataset: h5py.Dataset, path: Path, key: str, is_flag: bool) ->
     if is_flag:
         return require_flag_array(dataset[()].reshape(-1), source=str(path), key=key)
     if key == "actions" and dtype.kind in "iu":
-        return _action_indices(dataset, path)
+        return action_indices(dataset[()], source=str(path), key=key)
     if dtype == np.float32:
         out = np.empty(dataset.shape, dtype=np.float32)
         dataset.read_direct(out)
@@ -337,21 +338,6 @@ def _read_numeric(dataset: h5py.Dataset, path: Path, key: str, is_flag: bool) ->
         out = out.reshape(-1, 1)
     require_finite(out, source=str(path), key=key)
     return out
-
-
-def _action_indices(dataset: h5py.Dataset, path: Path) -> np.ndarray:
-    """Integer actions are a discrete task's action indices (CartPole's, an Atari game's): kept as
-    int64 of shape (N,), as Minari's Discrete datasets load, for discrete CQL to index its Q-values
-    with. Float actions, even whole-valued ones, stay a continuous task's."""
-    shape = dataset.shape
-    if len(shape) == 2 and shape[1] != 1:
-        raise DatasetError(
-            f"{path}: key 'actions' holds integers of shape {shape}; expected one action index per step, (N,)"
-        )
-    indices = dataset[()].reshape(-1).astype(np.int64, copy=False)
-    if len(indices) and indices.min() < 0:
-        raise DatasetError(f"{path}: key 'actions' holds the integer {indices.min()}; expected action indices >= 0")
-    return indices
 
 
 def _read_metadata(file: h5py.File) -> dict[str, Any]:

@@ -93,6 +93,20 @@ def has_discrete_actions(buffer: ReplayBuffer) -> bool:
     return bool(np.issubdtype(np.asarray(buffer.act[:1]).dtype, np.integer))
 
 
+def action_indices(values: np.ndarray, *, source: str, key: str) -> np.ndarray:
+    """Integer actions are a discrete task's action indices (CartPole's, an Atari game's): int64 of
+    shape (N,), as Minari's Discrete datasets load, for discrete CQL to index its Q-values with. Float
+    actions, even whole-valued ones, stay a continuous task's and never come here."""
+    if values.reshape(len(values), -1).shape[1] != 1:
+        raise DatasetError(
+            f"{source}: key '{key}' holds integers of shape {values.shape}; expected one action index per step, (N,)"
+        )
+    indices = values.reshape(-1).astype(np.int64, copy=False)
+    if len(indices) and indices.min() < 0:
+        raise DatasetError(f"{source}: key '{key}' holds the integer {indices.min()}; expected action indices >= 0")
+    return indices
+
+
 def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
     """Refuse NaN or inf values, which would silently poison every gradient step."""
     if array.dtype.kind != "f":
