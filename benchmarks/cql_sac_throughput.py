@@ -148,6 +148,8 @@ def main() -> None:
     torchrl_runs = {mode: build_torchrl(args.device, mode, args.critic_layers) for mode in torchrl_modes}
     for algorithm in [*ours.values(), theirs, *torchrl_runs.values()]:
         algorithm.process_buffer(buffer)
+    for mode, algorithm in torchrl_runs.items():
+        warm_up_or_exit(algorithm, f"--torchrl {mode}")
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
     torchrl_rates: dict[str, list[float]] = {mode: [] for mode in torchrl_modes}
     theirs_rates = []
@@ -174,6 +176,16 @@ def main() -> None:
     if torchrl_rates:
         print(f"ratio_vs_torchrl: {best / max(statistics.median(rates) for rates in torchrl_rates.values()):.2f}")
     print(f"ratio_vs_tianshou: {best / theirs_rate:.2f}")
+
+
+def warm_up_or_exit(algorithm: TorchRLCQL, flag: str) -> None:
+    """Compile and capture a peer before anything is timed: a CUDA graph capture that fails leaves the
+    process's CUDA generator unusable for every implementation after it, so it must fail first and alone."""
+    try:
+        for _ in range(algorithm.warmup_updates + 1):
+            algorithm.update()
+    except Exception as error:
+        raise SystemExit(f"{flag}: TorchRL failed before timing ({str(error).splitlines()[0]}); leave it out") from None
 
 
 def torchrl_modes_from(flag: str | None, device: str) -> list[str]:

@@ -18,7 +18,8 @@
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
 # line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
-# machine with the project installed), nothing is installed.
+# machine with the project installed), nothing is installed. Its checks last ran on an H100 on 2026-11-24,
+# grouped a little differently, in calls of 174-421 s (BENCHMARKS.md, "Fourth H100 session").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-session}
@@ -33,6 +34,7 @@ if ! python3 -c "import tianshou" 2>/dev/null; then
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+export EXCLUDE_TD_FROM_PYTREE=1  # what tensordict's CudaGraphModule asks for (TorchRL's column); as measured
 
 # check NAME SECONDS COMMAND...: run COMMAND under a time limit, its output to the terminal and $out/NAME.log
 check() {
@@ -58,8 +60,8 @@ for part in "$@"; do
         tests/test_exact_resume.py -k cuda
       ;;
     concurrent)  # total updates/s of 1 and 4 runs on one GPU, without and with MPS
-      check concurrent_runs 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 40000
-      check concurrent_runs_mps 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 40000 --mps
+      check concurrent_runs 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000
+      check concurrent_runs_mps 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps
       ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do

@@ -134,7 +134,10 @@ class TorchRLCQL:
         loss_module, optimizer, target_updater = self.loss_module, self.optimizer, self.target_updater
 
         def update(data: Any, policy_eval_start: torch.Tensor, iteration: torch.Tensor) -> tuple[Any, Any]:
-            loss_vals = loss_module(data)
+            # TorchRL's losses write their intermediates (loc, scale, td_error...) into the batch they are
+            # given. On a shallow copy the batch keeps its keys, so the graph CudaGraphModule captures
+            # sees the input it was compiled for instead of recompiling inside the capture and failing.
+            loss_vals = loss_module(data.copy())
             actor_loss = torch.where(
                 iteration >= policy_eval_start, loss_vals["loss_actor"], loss_vals["loss_actor_bc"]
             )
