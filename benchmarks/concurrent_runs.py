@@ -11,26 +11,23 @@ and its last window, over the wall time between them, so start-up, compilation a
 evaluation are not counted. The table gives each run's rate, the group's total and the total
 relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
 
-Processes on one GPU take turns: the driver gives each CUDA context its own time slices, so the
-kernels of two runs never execute at the same moment, however few of the GPU's multiprocessors
-each one occupies. A run whose captured update keeps the GPU busy therefore leaves the others
-nothing to fill. `--mps` starts a private CUDA Multi-Process Service daemon for the runs (pipe and
-log folders in a temporary directory; stopped at the end), through which their kernels do run at
-once, side by side on the multiprocessors, as the kernels of one process's streams can.
+Processes on one GPU take turns unless an MPS daemon lets their kernels run side by side
+(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for the runs, as `python -m
+offline_rl.sweep --mps` does for a sweep's trials.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+
+from offline_rl.errors import OfflineRLError
+from offline_rl.gpu_sharing import mps_daemon
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
 STEADY_FROM = 0.2
@@ -70,28 +67,6 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
     return [steady_rate(log_root) for log_root, _ in processes]
 
 
-@contextlib.contextmanager
-def mps_daemon(root: Path) -> Iterator[None]:
-    """A CUDA MPS control daemon of our own for the processes started inside (they inherit its
-    pipe folder through the environment); asked to quit on the way out, whatever happened."""
-    control = shutil.which("nvidia-cuda-mps-control")
-    if control is None:
-        raise SystemExit("--mps: nvidia-cuda-mps-control is not on PATH (it ships with the NVIDIA driver's tools)")
-    folders = {"CUDA_MPS_PIPE_DIRECTORY": root / "mps-pipe", "CUDA_MPS_LOG_DIRECTORY": root / "mps-log"}
-    for variable, folder in folders.items():
-        folder.mkdir()
-        os.environ[variable] = str(folder)
-    started = subprocess.run([control, "-d"], capture_output=True, text=True)
-    if started.returncode != 0:
-        raise SystemExit(f"--mps: nvidia-cuda-mps-control -d failed: {(started.stderr or started.stdout).strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run([control], input="quit\n", text=True, capture_output=True)
-        for variable in folders:
-            os.environ.pop(variable)
-
-
 def base_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable,
@@ -114,7 +89,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
         if args.mps:
-            stack.enter_context(mps_daemon(root))
+            try:
+                stack.enter_context(mps_daemon(root))
+            except OfflineRLError as error:
+                raise SystemExit(str(error)) from None
             print("runs share the GPU through a CUDA MPS daemon", flush=True)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
         subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache

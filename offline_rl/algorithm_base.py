@@ -216,7 +216,10 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         if blocker is None:
             parts = "losses and optimiser steps" if len(self._compiled_parts()) > 1 else "losses"
             fused = f", {parts} fused by torch.compile" if self.compile_update else ""
-            return f"updates: captured as one CUDA graph{fused}, replayed each step (--no-compile: eager)"
+            precision = ""
+            if torch.get_float32_matmul_precision() == "highest":
+                precision = "; float32 products (--matmul-precision high: TF32, ~1.4x faster on an H100)"
+            return f"updates: captured as one CUDA graph{fused}, replayed each step (--no-compile: eager){precision}"
         return f"updates: eager ({blocker})"
 
     def run_step(self, step: Callable[[], dict[str, torch.Tensor]], key: Hashable, *, eager: bool = False) -> Any:
@@ -257,8 +260,10 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
     def _compile_update(self) -> None:
         """Compile the update's methods (once per instance), and step the optimisers with the
         kernels that compiled steps need."""
+        from offline_rl.compat import quiet_compiler_notices
         from offline_rl.cuda_graphs import use_multi_tensor_kernels
 
+        quiet_compiler_notices()
         for name in self._compiled_parts():
             if name not in vars(self):  # not yet compiled on this instance
                 setattr(self, name, torch.compile(getattr(self, name), dynamic=False))

@@ -8,6 +8,7 @@ changes one fails there, loudly, and not as a silent wrong result somewhere else
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -120,3 +121,33 @@ def set_target_update_counter(algorithm: Any, updates: int) -> None:
 TRAINER_HOOKS = ("_update_moving_avg_stats_and_log_update_data", "_pbar")
 """Private members of Tianshou's `Trainer` that `offline_rl.trainer.WindowedOfflineTrainer`
 overrides: the per-update statistics bookkeeping, and the factory of the epoch's progress bar."""
+
+
+COMPILER_NOTICES = {
+    "torch._dynamo.variables.ctx_manager": "Profiler record function ",
+    "torch._inductor.compile_fx": "TensorFloat32 tensor cores for float32 matrix multiplication available",
+}
+"""torch.compile's notices that a run's user can do nothing about, by the module that issues them and
+how they start: Adam's step carries a profiler label that the compiled step drops (a warning line at
+every CUDA run's start), and inductor suggests TF32 where float32 is this project's chosen default
+(the run's own `updates:` line names `--matmul-precision high` instead)."""
+
+
+class _DropNotice:
+    def __init__(self, start: str) -> None:
+        self.start = start
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+def quiet_compiler_notices() -> None:
+    """Drop those notices (whether torch logs or warns them), and nothing else those modules say."""
+    import logging
+    import warnings
+
+    for module, start in COMPILER_NOTICES.items():
+        logger = logging.getLogger(module)
+        if not any(isinstance(existing, _DropNotice) and existing.start == start for existing in logger.filters):
+            logger.addFilter(_DropNotice(start))
+        warnings.filterwarnings("ignore", message=re.escape(start), category=UserWarning)

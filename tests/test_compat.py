@@ -248,3 +248,42 @@ def test_the_behaviour_trainer_switches_the_cache_on_before_tianshou_compiles(mo
     config = atari_qrdqn.config_from_args(["--task", "CartPole-v1", "--num-quantiles", "8"])
     atari_qrdqn.build_qrdqn(config, gym.make("CartPole-v1"), "cpu")
     assert events == ["cache on", "compile"]
+
+
+def test_the_compiler_notices_dropped_are_torch_s_own_and_nothing_else_is() -> None:
+    """Each notice is still issued by the torch module named for it (else the filter is dead code),
+    and once quieted, that module's other messages still get through."""
+    import importlib
+    import inspect
+    import logging
+    import warnings
+
+    for module, start in compat.COMPILER_NOTICES.items():
+        assert start in inspect.getsource(importlib.import_module(module)), module
+
+    class Keep(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    logger = logging.getLogger("torch._dynamo.variables.ctx_manager")
+    kept = Keep()
+    logger.addHandler(kept)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compat.quiet_compiler_notices()
+            compat.quiet_compiler_notices()  # twice: still one filter
+            logger.warning("Profiler record function %s will be ignored", "record_function")
+            logger.warning("Unsupported context manager %s", "x")
+            tf32_hint = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. "
+            warnings.warn(tf32_hint, stacklevel=1)
+            warnings.warn("another warning", stacklevel=1)
+    finally:
+        logger.removeHandler(kept)
+    assert kept.messages == ["Unsupported context manager x"]
+    assert [str(warning.message) for warning in caught] == ["another warning"]
+    assert sum(isinstance(f, compat._DropNotice) for f in logger.filters) == 1

@@ -232,3 +232,76 @@ def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: py
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "seed=7__cql_weight=1.0: --task Pendulum-v1 --epoch 3 --seed 7 --cql-weight 1.0"
     assert out[-1].startswith("2 trials in log/sweeps/table;")
+
+
+def fake_mps_control(folder: Path, *, fails: bool = False) -> Path:
+    """A stand-in for the driver's `nvidia-cuda-mps-control` that logs what it is asked, with the MPS
+    folders it was given; or refuses to start, as the real one does when its pipe folder is taken."""
+    folder.mkdir()
+    script = folder / "nvidia-cuda-mps-control"
+    start = 'echo "An instance of this daemon is already running" >&2; exit 1' if fails else "exit 0"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-d" ]; then\n'
+        f'  echo "-d $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> {folder}/calls; {start}\nfi\n'
+        f'read command; echo "$command $CUDA_MPS_PIPE_DIRECTORY" >> {folder}/calls\n'
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from offline_rl.sweep import engines
+
+    control = fake_mps_control(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{control}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    seen: dict[str, str | None] = {}
+    run_locally = engines.run_locally
+
+    def run_locally_seeing_the_environment(*args, **kwargs) -> None:
+        seen["pipe"] = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")  # what each trial's process inherits
+        seen["calls"] = (control / "calls").read_text()
+        run_locally(*args, **kwargs)
+
+    monkeypatch.setattr(engines, "run_locally", run_locally_seeing_the_environment)
+    args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--set", "task=Pendulum-v1", "--mps"]
+    assert sweep_main([*args, "--name", "shared"]) == 1  # the trial fails at once: no dataset
+    pipe = seen["pipe"]
+    assert pipe is not None and pipe.endswith("mps-pipe") and Path(pipe).parent.name.startswith("mps-")
+    assert seen["calls"] == f"-d {pipe} {Path(pipe).parent / 'mps-log'}\n"  # started before any trial
+    assert (control / "calls").read_text().splitlines()[1] == f"quit {pipe}"  # and asked to quit after them
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ and not Path(pipe).exists()
+    out = capsys.readouterr().out
+    assert "trials share each GPU through a CUDA MPS daemon of this sweep's own" in out
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", "error: --mps: nvidia-cuda-mps-control is not on PATH (it comes with the NVIDIA driver's tools)"),
+        ("fails", "error: --mps: nvidia-cuda-mps-control -d failed: An instance of this daemon is already running"),
+        ("ray", "error: --mps: the local engine's option; on Ray, start the daemon on each GPU node"),
+    ],
+)
+def test_mps_that_cannot_start_is_one_line_and_no_trial(tmp_path: Path, setup: str, message: str) -> None:
+    env = script_env()
+    if setup == "fails":
+        env["PATH"] = f"{fake_mps_control(tmp_path / 'bin', fails=True)}{os.pathsep}{env['PATH']}"
+    else:  # the test machines have no NVIDIA driver; a PATH without its tools stands for one either way
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    more = ["--ray-address", "local"] if setup == "ray" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "offline_rl.sweep", "--example", "d4rl_cql", "--grid", "seed=0", "--mps", *more],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(message)
+    assert not list((tmp_path / "log/sweeps/d4rl_cql").glob("seed=0*/output.log"))  # no trial started
