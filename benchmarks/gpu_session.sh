@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements and CUDA tests issue #10 still waits for, in a few device calls.
+# The GPU measurements and CUDA tests of issue #10, re-run together in a few device calls.
 #
 # A lent GPU machine starts bare (no Tianshou, gymnasium, MuJoCo, ALE) and goes back 30 s after each
 # call, so every call pays its start and its install: the checks are grouped into parts that each
@@ -10,10 +10,11 @@
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 -d .whl torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
 #
-# then, with `.whl` carried, one device call per line (each ~6-9 minutes):
+# then, with `.whl` carried, one device call per line (each ~3-8 minutes):
 #
 #   bash benchmarks/gpu_session.sh throughput tests
 #   bash benchmarks/gpu_session.sh concurrent
+#   bash benchmarks/gpu_session.sh concurrent-mps
 #   bash benchmarks/gpu_session.sh end-to-end
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
@@ -59,9 +60,11 @@ for part in "$@"; do
       check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
         tests/test_exact_resume.py -k cuda
       ;;
-    concurrent)  # total updates/s of 1 and 4 runs on one GPU, without and with MPS
-      check concurrent_runs 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000
-      check concurrent_runs_mps 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps
+    concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
+      check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000
+      ;;
+    concurrent-mps)  # the same through a private MPS daemon (what `offline_rl.sweep --mps` does)
+      check concurrent_runs_mps 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps
       ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
@@ -70,7 +73,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps or end-to-end" >&2
       exit 2
       ;;
   esac
