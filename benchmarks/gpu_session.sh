@@ -63,8 +63,8 @@ for part in "$@"; do
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000
       ;;
-    concurrent-mps)  # the same through a private MPS daemon (what `offline_rl.sweep --mps` does)
-      check concurrent_runs_mps 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps
+    concurrent-mps)  # through a private MPS daemon (what `offline_rl.sweep --mps` does); 8 runs: is 4 the GPU's limit?
+      check concurrent_runs_mps 450 python3 benchmarks/concurrent_runs.py --runs 1 2 4 8 --updates 20000 --mps
       ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
