@@ -68,6 +68,24 @@ def test_the_cpu_path_is_eager_and_says_why() -> None:
     assert algo.update_path() == "updates: eager (--no-compile)"
 
 
+@pytest.mark.parametrize(("precision", "hint"), [("highest", True), ("high", False)])
+def test_the_captured_path_names_the_tf32_flag_only_when_products_are_float32(
+    monkeypatch: pytest.MonkeyPatch, precision: str, hint: bool
+) -> None:
+    """torch.compile's own TF32 hint is quieted (it names a torch call, not this project's flag), so
+    the run's line says it, once, where it applies."""
+    algo = build(small_config())
+    monkeypatch.setattr(algo, "capture_blocker", lambda: None)  # as on CUDA, without one
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        line = algo.update_path()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert line.startswith("updates: captured as one CUDA graph, losses and optimiser steps fused by torch.compile")
+    assert ("--matmul-precision high: TF32" in line) is hint
+
+
 def test_every_optimiser_is_made_capturable() -> None:
     from offline_rl.cuda_graphs import make_optimizers_capturable
 
