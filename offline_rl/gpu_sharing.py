@@ -6,8 +6,7 @@ one fills. A run whose update replays as one CUDA graph keeps the GPU busy, whic
 little: on an H100 four `d4rl_cql.py` runs together did 1.08x the updates of one. Through NVIDIA's
 Multi-Process Service their kernels run at once, as one process's streams can: 1.60x (BENCHMARKS.md,
 "Fourth H100 session"). The daemon started here is private: its pipe and log folders live in a folder
-the caller owns, and only processes started with its variables in their environment use it, so other
-users' CUDA programs on the machine are left as they were.
+the caller owns, and only processes started with its variables in their environment connect to it.
 """
 
 from __future__ import annotations
