@@ -25,14 +25,14 @@ MPS_VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 
 
 @contextlib.contextmanager
-def mps_daemon(folder: Path, flag: str = "--mps") -> Iterator[Path]:
+def mps_daemon(folder: Path) -> Iterator[None]:
     """Start an MPS control daemon whose pipe and log folders are under `folder`, and put their
     variables in this process's environment, so that every process started inside the block shares
     the GPU through it; on the way out, whatever happened, ask it to quit and restore the environment.
-    Yields the pipe folder. `folder` must have a short path: the daemon's sockets live in it."""
+    `folder` must have a short path: the daemon's sockets live in it."""
     control = shutil.which(MPS_CONTROL)
     if control is None:
-        raise OfflineRLError(f"{flag}: {MPS_CONTROL} is not on PATH (it comes with the NVIDIA driver's tools)")
+        raise OfflineRLError(f"--mps: {MPS_CONTROL} is not on PATH (it comes with the NVIDIA driver's tools)")
     pipe, log = folder / "mps-pipe", folder / "mps-log"
     previous = {variable: os.environ.get(variable) for variable in MPS_VARIABLES}
     for variable, path in zip(MPS_VARIABLES, (pipe, log), strict=True):
@@ -42,9 +42,9 @@ def mps_daemon(folder: Path, flag: str = "--mps") -> Iterator[Path]:
         started = subprocess.run([control, "-d"], capture_output=True, text=True, check=False)
         if started.returncode != 0:
             reason = (started.stderr or started.stdout).strip() or f"exit status {started.returncode}"
-            raise OfflineRLError(f"{flag}: {MPS_CONTROL} -d failed: {reason}")
+            raise OfflineRLError(f"--mps: {MPS_CONTROL} -d failed: {reason}")
         try:
-            yield pipe
+            yield
         finally:
             subprocess.run([control], input="quit\n", text=True, capture_output=True, check=False)
     finally:
