@@ -1,7 +1,8 @@
 """Tianshou 2.0.1's own `CQL`, built the way its documentation builds it, for side-by-side benchmarks.
 
-Networks match what our benchmarks give offline_rl's CQL-SAC: actor 2×256 (state-conditioned σ),
-two critics 2×256. Cal-QL is off (it needs Monte-Carlo returns the benchmarks do not compute).
+Networks match what our benchmarks give offline_rl's CQL-SAC: actor and two critics of `hidden_layers`
+× 256 (2 unless a benchmark asks for the examples' 3), the actor's σ conditioned on the state. Cal-QL
+is off (it needs Monte-Carlo returns the benchmarks do not compute).
 """
 
 from __future__ import annotations
@@ -22,18 +23,19 @@ def tianshou_cql(
     alpha: float | Alpha,
     cql_weight: float,
     num_repeat_actions: int = 10,
+    hidden_layers: int = 2,
     device: str = "cpu",
 ) -> CQL:
     obs_dim, act_dim = observation_space.shape[0], action_space.shape[0]
     actor = ContinuousActorProbabilistic(
-        preprocess_net=Net(state_shape=obs_dim, hidden_sizes=[256, 256]),
+        preprocess_net=Net(state_shape=obs_dim, hidden_sizes=[256] * hidden_layers),
         action_shape=act_dim,
         unbounded=True,
         conditioned_sigma=True,
     ).to(device)
 
     def critic() -> ContinuousCritic:
-        net = Net(state_shape=obs_dim, action_shape=act_dim, hidden_sizes=[256, 256], concat=True)
+        net = Net(state_shape=obs_dim, action_shape=act_dim, hidden_sizes=[256] * hidden_layers, concat=True)
         return ContinuousCritic(preprocess_net=net).to(device)
 
     policy = SACPolicy(actor=actor, action_space=action_space, observation_space=observation_space)

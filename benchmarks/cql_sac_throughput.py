@@ -11,8 +11,11 @@ figure is the median over rounds. Ours reads its statistics once per 100 updates
 --log-interval default); on CUDA it runs the eager path, the captured one (one CUDA graph per
 update) and the compiled one (the losses and the optimiser steps fused by torch.compile, then
 captured: the examples' default on CUDA) unless `--paths` says otherwise; `compiled-losses`
-compiles the losses only (the optimisers keep torch's fused Adam kernel). `--critic-layers 3` is the examples' default
-network. The last line is `ratio_vs_tianshou: X.XX` (the fastest path).
+compiles the losses only (the optimisers keep torch's fused Adam kernel). `--critic-layers 3` is
+the examples' default network (given to every implementation). Then the arithmetic of one update
+(the GFLOP of its matrix products, counted by torch on an eager update of each implementation) and
+the TFLOP/s our fastest path reaches with it. The last line is `ratio_vs_tianshou: X.XX` (the
+fastest path).
 
 When `torchrl` is installed (it is not a dependency), TorchRL's `CQLLoss` is a third column, set up
 as its offline CQL reference implementation sets it up (`torchrl_baseline.py` says how and where it
@@ -31,7 +34,7 @@ import torch
 from baselines import tianshou_cql
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
-from timing import updates_per_second
+from timing import matrix_gflop_per_update, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
@@ -83,9 +86,17 @@ def build_ours(device: str, path: str = "eager", critic_layers: int = 2) -> CQLS
     return algorithm
 
 
-def build_tianshou(device: str) -> CQL:
+def build_tianshou(device: str, hidden_layers: int = 2) -> CQL:
     obs_space, act_space = spaces()
-    return tianshou_cql(obs_space, act_space, alpha=0.2, cql_weight=1.0, num_repeat_actions=N_ACTIONS, device=device)
+    return tianshou_cql(
+        obs_space,
+        act_space,
+        alpha=0.2,
+        cql_weight=1.0,
+        num_repeat_actions=N_ACTIONS,
+        hidden_layers=hidden_layers,
+        device=device,
+    )
 
 
 def build_torchrl(device: str, mode: str, hidden_layers: int = 2) -> TorchRLCQL:
@@ -128,7 +139,9 @@ def main() -> None:
         default=None,
         help="comma-separated: eager, captured, compiled, compiled-losses (default: the first three on CUDA)",
     )
-    parser.add_argument("--critic-layers", type=int, default=2, help="hidden layers of ours' actor and critics")
+    parser.add_argument(
+        "--critic-layers", type=int, default=2, help="hidden layers of every implementation's actor and critics"
+    )
     parser.add_argument(
         "--torchrl",
         default=None,
@@ -144,7 +157,7 @@ def main() -> None:
     torch.manual_seed(0)
     buffer = synthetic_buffer()
     ours = {path: build_ours(args.device, path, args.critic_layers) for path in paths}
-    theirs = build_tianshou(args.device)
+    theirs = build_tianshou(args.device, args.critic_layers)
     torchrl_runs = {mode: build_torchrl(args.device, mode, args.critic_layers) for mode in torchrl_modes}
     for algorithm in [*ours.values(), theirs, *torchrl_runs.values()]:
         algorithm.process_buffer(buffer)
@@ -173,9 +186,31 @@ def main() -> None:
     for path, rates in ours_rates.items():
         print_rates(f"offline_rl CQL-SAC, {path}:", rates)
     best = max(statistics.median(rates) for rates in ours_rates.values())
+    print_arithmetic(args, buffer, theirs, bool(torchrl_runs), best)
     if torchrl_rates:
         print(f"ratio_vs_torchrl: {best / max(statistics.median(rates) for rates in torchrl_rates.values()):.2f}")
     print(f"ratio_vs_tianshou: {best / theirs_rate:.2f}")
+
+
+def print_arithmetic(
+    args: argparse.Namespace, buffer: ReplayBuffer, theirs: CQL, with_torchrl: bool, best: float
+) -> None:
+    """How much arithmetic each implementation asks for per update, and what our fastest path makes of
+    the device with it."""
+    counted = {"tianshou": theirs}
+    if with_torchrl:
+        counted["torchrl"] = build_torchrl(args.device, "eager", args.critic_layers)
+    counted["offline_rl"] = build_ours(args.device, "eager", args.critic_layers)
+    gflop = {}
+    for name, algorithm in counted.items():
+        if name != "tianshou":
+            algorithm.process_buffer(buffer)
+        gflop[name] = matrix_gflop_per_update(algorithm, buffer, BATCH)
+    print(
+        "matrix products per update (torch.utils.flop_counter): "
+        + ", ".join(f"{name} {value:.2f} GFLOP" for name, value in gflop.items())
+        + f"; offline_rl's fastest path: {best * gflop['offline_rl'] / 1e3:.2f} TFLOP/s"
+    )
 
 
 def warm_up_or_exit(algorithm: TorchRLCQL, flag: str) -> None:

@@ -9,7 +9,8 @@ save_only_last_obs=True)`, stacks rebuilt at every sample), ours in `FrameStackB
 Nature CNN architecture with 200 quantiles — Tianshou's as its Atari examples build it, ours
 (channels-last) — batch 32, n-step 1, min-Q weight 10. Rounds alternate; the
 figure is the median. Also printed: sampling alone (a batch of 32 stacked obs + obs_next) and the
-bytes per transition each buffer holds. The last line is `ratio_vs_tianshou: X.XX`.
+bytes per transition each buffer holds, and the arithmetic of one update (GFLOP of its matrix products
+and convolutions, counted by torch on an eager update of each). The last line is `ratio_vs_tianshou: X.XX`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
-from timing import updates_per_second
+from timing import matrix_gflop_per_update, updates_per_second
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
@@ -152,6 +153,12 @@ def main() -> None:
         rounds = ", ".join(f"{r:.2f}" for r in rates)
         print(f"offline_rl CQLQRDQN, {path}: {statistics.median(rates):7.2f} updates/s  (rounds: {rounds})")
     ours_rate = max(statistics.median(rates) for rates in ours_rates.values())
+    ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager"), ours_buffer, BATCH)
+    theirs_gflop = matrix_gflop_per_update(theirs, theirs_buffer, BATCH)
+    print(
+        f"matrix products per update (torch.utils.flop_counter): tianshou {theirs_gflop:.2f} GFLOP, "
+        f"offline_rl {ours_gflop:.2f} GFLOP; offline_rl's fastest path: {ours_rate * ours_gflop / 1e3:.2f} TFLOP/s"
+    )
     print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")
 
 

@@ -15,6 +15,7 @@
 #   bash benchmarks/gpu_session.sh throughput tests
 #   bash benchmarks/gpu_session.sh concurrent
 #   bash benchmarks/gpu_session.sh concurrent-mps
+#   bash benchmarks/gpu_session.sh concurrent-mps-tf32
 #   bash benchmarks/gpu_session.sh end-to-end
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
@@ -66,6 +67,10 @@ for part in "$@"; do
     concurrent-mps)  # through a private MPS daemon (what `offline_rl.sweep --mps` does); 8 runs: is 4 the GPU's limit?
       check concurrent_runs_mps 450 python3 benchmarks/concurrent_runs.py --runs 1 2 4 8 --updates 20000 --mps
       ;;
+    concurrent-mps-tf32)  # the same through MPS in TF32: a float32 update's products already fill most of the GPU
+      check concurrent_runs_mps_tf32 330 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
+        -- --matmul-precision high
+      ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
         check "d4rl_cql_$precision" 270 python3 examples/d4rl_cql.py --task HalfCheetah-v4 --dataset-size 20000 \
@@ -73,7 +78,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
 
 def updates_per_second(
@@ -25,3 +27,33 @@ def updates_per_second(
         if device == "cuda":
             torch.cuda.synchronize()
     return updates / (time.perf_counter() - start)
+
+
+class MatrixFlops(TorchDispatchMode):
+    """Adds up the FLOPs of every matrix product and convolution torch runs, by torch's own formulas
+    (`torch.utils.flop_counter`). `FlopCounterMode` itself also attributes them to modules, and its
+    module tracker fails on TorchRL's, which are tensordicts too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            self.flops += formula(*args, **kwargs, out_val=out)
+        return out
+
+
+def matrix_gflop_per_update(algorithm: Any, buffer: Any, batch_size: int) -> float:
+    """GFLOP of the matrix products and convolutions of one `update`. Why: it is the arithmetic an
+    implementation asks of the device whatever its speed, so updates/s times it says how much of a
+    device's peak a path uses, and two implementations' counts say which does more work for the same
+    update. Count on an eager algorithm: a replayed CUDA graph runs its kernels out of the counter's
+    sight. The update it counts is a real one (its state moves on), under a forked random state."""
+    counter = MatrixFlops()
+    with torch.random.fork_rng(), policy_within_training_step(algorithm.policy), counter:
+        algorithm.update(buffer=buffer, sample_size=batch_size)
+    return counter.flops / 1e9
