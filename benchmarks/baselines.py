@@ -7,6 +7,10 @@ is off (it needs Monte-Carlo returns the benchmarks do not compute).
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import gymnasium as gym
 import torch
 from tianshou.algorithm import CQL

@@ -12,6 +12,10 @@ data's mean episode return and each algorithm's evaluation return and D4RL norma
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import time
 

@@ -13,6 +13,10 @@ If `update()` is slower than `replay`, the host is the bottleneck; otherwise the
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import time
 

@@ -25,6 +25,10 @@ CUDA; `--torchrl none` leaves it out), and `ratio_vs_torchrl: X.XX` compares the
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import statistics
 

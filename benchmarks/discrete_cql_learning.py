@@ -12,6 +12,10 @@ is the last evaluation; the best is printed as optimistic. Not part of CI.
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import time
 

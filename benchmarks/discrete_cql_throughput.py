@@ -15,6 +15,10 @@ and convolutions, counted by torch on an eager update of each). The last line is
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import statistics
 import time

@@ -11,6 +11,10 @@ PongNoFrameskip-v4 with the Atari example's evaluation wrappers.
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import functools
 import os

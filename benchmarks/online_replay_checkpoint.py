@@ -12,6 +12,10 @@ scales from these (7 GB of frames).
 
 from __future__ import annotations
 
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import resource
 import tempfile

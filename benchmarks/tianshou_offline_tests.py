@@ -13,6 +13,10 @@ evaluation reaches the test's threshold (-1200 on Pendulum, 170 on CartPole), as
 
 from __future__ import annotations
 
+import offline_rl  # first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
 import argparse
 import pickle
 import time
@@ -33,7 +37,6 @@ from tianshou.trainer import OfflineTrainerParams, OffPolicyTrainerParams
 from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
-import offline_rl
 from offline_rl.apps.dataset_generation import cache_dir
 
 IMPLEMENTATIONS = {"tianshou": tianshou_algorithms, "offline_rl": offline_rl}

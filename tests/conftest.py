@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -101,6 +102,29 @@ def run_repo_script(
         env={**script_env(), **(env_extra or {})},
         timeout=timeout,
     )
+
+
+def modules_imported_by(script: str, *argvs: list[str], watched: tuple[str, ...]) -> list[str]:
+    """Which of the `watched` top-level modules a fresh interpreter has imported after running
+    `script` (from the repo root, its own folder importable, as `python script` has it) once per argv;
+    each run must end in exit status 0 or 2 (help, or a flag error)."""
+    path = REPO_ROOT / script
+    program = (
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(path.parent)!r})\n"
+        f"for argv in {[list(argv) for argv in argvs]!r}:\n"
+        "    sys.argv = ['prog', *argv]\n"
+        "    try:\n"
+        f"        runpy.run_path({str(path)!r}, run_name='__main__')\n"
+        "    except SystemExit as exited:\n"
+        "        assert exited.code in (0, 2), exited.code\n"
+        f"print(sorted(name for name in {watched!r} if name in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=script_env(), cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
 
 
 # The programs behind the scripts, for `run_in_process`.

@@ -304,26 +304,10 @@ def test_resuming_restores_the_runs_settings_except_this_commands_own(tmp_path: 
 
 @pytest.mark.parametrize("script", ["examples/d4rl_cql.py", "examples/atari_cql.py", "examples/atari_qrdqn.py"])
 def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> None:
-    import subprocess
-    import sys
+    from conftest import modules_imported_by
 
-    from conftest import REPO_ROOT, script_env
-
-    program = (
-        "import runpy, sys\n"
-        f"for argv in (['--help'], ['--epoch', 'none']):\n"
-        "    sys.argv = ['prog', *argv]\n"
-        "    try:\n"
-        f"        runpy.run_path({str(REPO_ROOT / script)!r}, run_name='__main__')\n"
-        "    except SystemExit as exited:\n"
-        "        assert exited.code in (0, 2), exited.code\n"
-        "print(sorted(name for name in ('torch', 'tianshou', 'tensorflow') if name in sys.modules))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, env=script_env(), cwd=REPO_ROOT
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    watched = ("torch", "tianshou", "tensorflow")
+    assert modules_imported_by(script, ["--help"], ["--epoch", "none"], watched=watched) == []
 
 
 def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:

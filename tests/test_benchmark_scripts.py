@@ -1,0 +1,51 @@
+"""The benchmark scripts start like the examples: without TensorFlow.
+
+Tianshou imports TensorBoard, which imports TensorFlow whenever it is installed (the `rlu` extra):
+seconds of start-up and a screen of log lines before every benchmark. Importing `offline_rl` first
+selects TensorBoard's TensorFlow-free stub (`offline_rl.quiet_tensorboard`).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, modules_imported_by
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+
+
+def imported_roots(path: Path) -> list[str]:
+    """Top-level packages a module imports at module level, in order (`__future__` left out)."""
+    roots: list[str] = []
+    for statement in ast.parse(path.read_text()).body:
+        if isinstance(statement, ast.Import):
+            roots += [alias.name.split(".")[0] for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0:
+            roots.append(statement.module.split(".")[0])
+    return [root for root in roots if root != "__future__"]
+
+
+def test_every_benchmark_that_reaches_tianshou_imports_offline_rl_first() -> None:
+    scripts = {path.stem: imported_roots(path) for path in sorted(BENCHMARKS.glob("*.py"))}
+    reaching = {name for name, roots in scripts.items() if "tianshou" in roots}
+    while True:  # siblings importing a sibling that imports Tianshou reach it too
+        more = {name for name, roots in scripts.items() if reaching & set(roots)} - reaching
+        if not more:
+            break
+        reaching |= more
+    assert {"cql_sac_throughput", "baselines", "timing"} <= reaching  # the search itself works
+    late = sorted(name for name in reaching if scripts[name][0] != "offline_rl")
+    assert not late, f"import offline_rl before anything else in benchmarks/{late[0]}.py"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the rlu extra (TensorFlow)")
+def test_a_benchmark_leaves_tensorflow_unimported() -> None:
+    watched = ("tianshou", "tensorboard", "tensorflow")
+    assert modules_imported_by("benchmarks/cql_sac_throughput.py", ["--help"], watched=watched) == [
+        "tensorboard",
+        "tianshou",
+    ]
