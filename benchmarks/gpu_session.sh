@@ -16,6 +16,7 @@
 #   bash benchmarks/gpu_session.sh concurrent
 #   bash benchmarks/gpu_session.sh concurrent-mps
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32
+#   bash benchmarks/gpu_session.sh concurrent-mps-half
 #   bash benchmarks/gpu_session.sh end-to-end
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
@@ -71,6 +72,10 @@ for part in "$@"; do
       check concurrent_runs_mps_tf32 330 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
+    concurrent-mps-half)  # 4 runs through MPS, each client held to half the SMs: does less contention add up to more?
+      check concurrent_runs_mps_half 240 env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 \
+        python3 benchmarks/concurrent_runs.py --runs 4 --updates 20000 --mps
+      ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
         check "d4rl_cql_$precision" 270 python3 examples/d4rl_cql.py --task HalfCheetah-v4 --dataset-size 20000 \
@@ -78,7 +83,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-tf32, concurrent-mps-half or end-to-end" >&2
       exit 2
       ;;
   esac
