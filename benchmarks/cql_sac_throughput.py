@@ -1,7 +1,7 @@
 """Gradient updates per second: offline_rl's CQL-SAC against Tianshou 2.0.1's `CQL`, in one process.
 
     python benchmarks/cql_sac_throughput.py [--device cpu|cuda] [--updates 60] [--rounds 3]
-        [--paths eager,captured,compiled] [--critic-layers 2]
+        [--paths eager,eager-blas,captured,compiled] [--critic-layers 2]
 
 Same synthetic dataset for both (obs 17, act 6, 100k transitions), batch 256, two critics of 2×256,
 actor 2×256, N = 10 sampled actions per group, fixed α = 0.2, Lagrange off, Cal-QL off. Both are
@@ -11,7 +11,9 @@ figure is the median over rounds. Ours reads its statistics once per 100 updates
 --log-interval default); on CUDA it runs the eager path, the captured one (one CUDA graph per
 update) and the compiled one (the losses and the optimiser steps fused by torch.compile, then
 captured: the examples' default on CUDA) unless `--paths` says otherwise; `compiled-losses`
-compiles the losses only (the optimisers keep torch's fused Adam kernel). `--critic-layers 3` is
+compiles the losses only (the optimisers keep torch's fused Adam kernel). On CPU it runs the eager
+path twice: with the networks' products in oneDNN (`eager`, the default) and in torch's BLAS
+(`eager-blas`, what `--cpu-products blas` selects). `--critic-layers 3` is
 the examples' default network (given to every implementation). Then the arithmetic of one update
 (the GFLOP of its matrix products, counted by torch on an eager update of each implementation) and
 the TFLOP/s our fastest path reaches with it. The last line is `ratio_vs_tianshou: X.XX` (the
@@ -38,10 +40,11 @@ import torch
 from baselines import tianshou_cql
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
-from timing import matrix_gflop_per_update, updates_per_second
+from timing import matrix_gflop_per_update, products_of, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
+from offline_rl.cpu_products import describe_cpu_products, use_cpu_products
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.perf import tune_cpu_allocator
@@ -83,7 +86,7 @@ def build_ours(device: str, path: str = "eager", critic_layers: int = 2) -> CQLS
         cql_weight=1.0,
     )
     algorithm = CQLSAC.build(obs_space, act_space, config, device=device)
-    algorithm.capture = path != "eager"
+    algorithm.capture = path in ("captured", "compiled", "compiled-losses")
     algorithm.compile_update = path in ("compiled", "compiled-losses")
     algorithm.compile_optimizer_steps = path == "compiled"
     algorithm.statistics_interval = 100
@@ -141,7 +144,8 @@ def main() -> None:
     parser.add_argument(
         "--paths",
         default=None,
-        help="comma-separated: eager, captured, compiled, compiled-losses (default: the first three on CUDA)",
+        help="comma-separated: eager, eager-blas, captured, compiled, compiled-losses (default: eager, captured, "
+        "compiled on CUDA; eager, eager-blas on CPU)",
     )
     parser.add_argument(
         "--critic-layers", type=int, default=2, help="hidden layers of every implementation's actor and critics"
@@ -153,7 +157,7 @@ def main() -> None:
         "only when torchrl is installed)",
     )
     args = parser.parse_args()
-    paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager")).split(",")
+    paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager,eager-blas")).split(",")
     torchrl_modes = torchrl_modes_from(args.torchrl, args.device)
     allocator = "glibc defaults" if args.default_allocator else f"tuned={tune_cpu_allocator()}"
     torch.set_num_threads(args.threads)
@@ -177,13 +181,17 @@ def main() -> None:
                 updates_per_second(algorithm, buffer, BATCH, args.updates, args.device, algorithm.warmup_updates)
             )
         for path, algorithm in ours.items():
+            use_cpu_products(products_of(path))
             ours_rates[path].append(updates_per_second(algorithm, buffer, BATCH, args.updates, args.device))
+        use_cpu_products("onednn")
     theirs_rate = statistics.median(theirs_rates)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(
         f"device: {device_name}, torch {torch.__version__}, float32 matmul precision {args.matmul_precision}, "
         f"allocator {allocator}" + (f", {torchrl_version()}" if torchrl_runs else "")
     )
+    if args.device == "cpu":
+        print(f"offline_rl eager: {describe_cpu_products()}")
     print_rates("tianshou CQL:", theirs_rates)
     for mode, rates in torchrl_rates.items():
         print_rates(f"torchrl CQLLoss, {mode}:", rates)

@@ -1,7 +1,7 @@
 """Updates per second and memory: offline_rl's discrete CQL against Tianshou 2.0.1's `DiscreteCQL`.
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
-        [--paths eager,captured,compiled,host-fed]
+        [--paths eager,eager-blas,captured,compiled,host-fed]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -10,7 +10,9 @@ Nature CNN architecture with 200 quantiles — Tianshou's as its Atari examples 
 (channels-last) — batch 32, n-step 1, min-Q weight 10. Rounds alternate; the
 figure is the median. Also printed: sampling alone (a batch of 32 stacked obs + obs_next) and the
 bytes per transition each buffer holds, and the arithmetic of one update (GFLOP of its matrix products
-and convolutions, counted by torch on an eager update of each). The last line is `ratio_vs_tianshou: X.XX`.
+and convolutions, counted by torch on an eager update of each). On CPU ours runs eager twice by
+default: with its layers' products in oneDNN (`eager`) and in torch's BLAS (`eager-blas`, what
+`--cpu-products blas` selects). The last line is `ratio_vs_tianshou: X.XX`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
-from timing import matrix_gflop_per_update, updates_per_second
+from timing import matrix_gflop_per_update, products_of, updates_per_second
 
+from offline_rl.cpu_products import use_cpu_products
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.perf import tune_cpu_allocator
@@ -87,13 +90,13 @@ def build_tianshou(device: str) -> TianshouDiscreteCQL:
 
 
 def build_ours(device: str, path: str) -> CQLQRDQN:
-    """`path`: eager, captured (one CUDA graph per update), compiled (torch.compile, then captured),
-    or host-fed (captured, with the dataset kept in host memory and each batch copied one update
-    ahead, as when it does not fit in GPU memory)."""
+    """`path`: eager (eager-blas: with torch's BLAS on CPU), captured (one CUDA graph per update),
+    compiled (torch.compile, then captured), or host-fed (captured, with the dataset kept in host
+    memory and each batch copied one update ahead, as when it does not fit in GPU memory)."""
     obs_space, act_space = spaces()
     config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
-    algorithm.capture = path != "eager"
+    algorithm.capture = path not in ("eager", "eager-blas")
     algorithm.compile_update = path == "compiled"
     algorithm.dataset_on_device = False if path == "host-fed" else None
     algorithm.statistics_interval = 100  # the examples' --log-interval default
@@ -121,10 +124,13 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--paths", default="eager", help="ours: eager, captured, compiled and/or host-fed, comma-separated"
+        "--paths",
+        default=None,
+        help="ours: eager, eager-blas, captured, compiled and/or host-fed, comma-separated (default: eager and "
+        "eager-blas on CPU, eager on CUDA)",
     )
     args = parser.parse_args()
-    paths = args.paths.split(",")
+    paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
     torch.set_num_threads(args.threads)
     tune_cpu_allocator()
     torch.manual_seed(0)
@@ -136,7 +142,9 @@ def main() -> None:
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
         for path, algorithm in ours.items():
+            use_cpu_products(products_of(path))
             ours_rates[path].append(updates_per_second(algorithm, ours_buffer, BATCH, args.updates, args.device))
+        use_cpu_products("onednn")
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
     sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))

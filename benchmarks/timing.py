@@ -6,6 +6,7 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 
 # isort: split
 
+import math
 import time
 from typing import Any
 
@@ -15,11 +16,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 
+def products_of(path: str) -> str:
+    """The library of our networks' CPU products on a benchmark path: `eager-blas` is the eager path
+    with torch's BLAS (`--cpu-products blas`), every other path uses the default, oneDNN."""
+    return "blas" if path == "eager-blas" else "onednn"
+
+
 def updates_per_second(
     algorithm: Any, buffer: Any, batch_size: int, updates: int, device: str, warmup: int = 5
 ) -> float:
     """Gradient updates per second through `algorithm.update(buffer, batch_size)`, as Tianshou's
-    offline trainer calls it; CUDA work is synchronised before the clock is read."""
+    offline trainer calls it; CUDA work is synchronised before the clock is read. Times the
+    process's current CPU-products choice (`offline_rl.cpu_products.use_cpu_products`)."""
     with policy_within_training_step(algorithm.policy):
         for _ in range(warmup):  # allocator, lazy initialisation, kernel selection, a CUDA graph's capture
             algorithm.update(buffer=buffer, sample_size=batch_size)
@@ -33,9 +41,13 @@ def updates_per_second(
     return updates / (time.perf_counter() - start)
 
 
+_ONEDNN_LINEAR = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+
+
 class MatrixFlops(TorchDispatchMode):
     """Adds up the FLOPs of every matrix product and convolution torch runs, by torch's own formulas
-    (`torch.utils.flop_counter`). `FlopCounterMode` itself also attributes them to modules, and its
+    (`torch.utils.flop_counter`), and of the oneDNN products our CPU critics use, which torch's
+    table lacks. `FlopCounterMode` itself also attributes them to modules, and its
     module tracker fails on TorchRL's, which are tensordicts too."""
 
     def __init__(self) -> None:
@@ -48,6 +60,12 @@ class MatrixFlops(TorchDispatchMode):
         formula = flop_registry.get(func._overloadpacket)
         if formula is not None:
             self.flops += formula(*args, **kwargs, out_val=out)
+        elif func._overloadpacket is _ONEDNN_LINEAR:  # x @ weight.T, weight (out, in)
+            x, weight = args[0], args[1]
+            self.flops += 2 * math.prod(x.shape[:-1]) * weight.shape[0] * weight.shape[1]
+        elif func._overloadpacket is torch.ops.aten.mkldnn_linear_backward_weights:  # grad_out.T @ x
+            grad_out, x = args[0], args[1]
+            self.flops += 2 * grad_out.shape[0] * grad_out.shape[1] * x.shape[1]
         return out
 
 

@@ -220,7 +220,12 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
             if torch.get_float32_matmul_precision() == "highest":
                 precision = "; float32 products (--matmul-precision high: TF32, ~1.4x faster on an H100)"
             return f"updates: captured as one CUDA graph{fused}, replayed each step (--no-compile: eager){precision}"
-        return f"updates: eager ({blocker})"
+        line = f"updates: eager ({blocker})"
+        if self.device.type == "cpu" and any(getattr(m, "USES_CPU_PRODUCTS", False) for m in self.modules()):
+            from offline_rl.cpu_products import describe_cpu_products
+
+            line += f"; {describe_cpu_products()}"
+        return line
 
     def run_step(self, step: Callable[[], dict[str, torch.Tensor]], key: Hashable, *, eager: bool = False) -> Any:
         """Run one update, `step()` returning its device statistics, eagerly or as a replayed graph;

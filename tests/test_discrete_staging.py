@@ -126,7 +126,10 @@ def test_a_prioritized_buffer_is_sampled_on_the_host_and_says_so() -> None:
     with policy_within_training_step(algo.policy):
         algo.update(buffer, 5)
     assert algo._staged == "a prioritized buffer (its priorities are sampled on the host)"
-    assert algo.update_path() == "updates: eager (a prioritized buffer (its priorities are sampled on the host))"
+    assert algo.update_path() == (
+        "updates: eager (a prioritized buffer (its priorities are sampled on the host)); "
+        "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
+    )
 
 
 def captured_and_eager() -> tuple[CQLQRDQN, CQLQRDQN]:

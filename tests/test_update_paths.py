@@ -63,9 +63,10 @@ def test_windows_follow_the_run_update_count_across_a_resume() -> None:
 
 def test_the_cpu_path_is_eager_and_says_why() -> None:
     algo = build(small_config())
-    assert algo.update_path() == "updates: eager (the device is cpu; CUDA graphs need CUDA)"
+    products = "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
+    assert algo.update_path() == f"updates: eager (the device is cpu; CUDA graphs need CUDA); {products}"
     algo.capture = False
-    assert algo.update_path() == "updates: eager (--no-compile)"
+    assert algo.update_path() == f"updates: eager (--no-compile); {products}"
 
 
 @pytest.mark.parametrize(("precision", "hint"), [("highest", True), ("high", False)])

@@ -32,6 +32,13 @@ class TorchConfig:
         choices=("highest", "high", "medium"),
         per_invocation=True,
     )
+    cpu_products: str = setting(
+        "onednn",
+        "library of the networks' CPU matrix products: onednn (~2x torch's default on AMD CPUs, same float32 "
+        "arithmetic) or blas (torch's default, MKL in PyPI's wheels)",
+        choices=("onednn", "blas"),
+        per_invocation=True,
+    )
     compile: bool | None = setting(
         None,
         "record each gradient update once and replay it as one CUDA graph (none: on for CUDA; CPU runs "

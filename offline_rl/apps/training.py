@@ -308,9 +308,10 @@ def cpu_threads(requested: int) -> tuple[int, str]:
 
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
-    """Threads, float32 matmul precision, CPU allocator and seeds, once per run."""
+    """Threads, float32 matmul precision, CPU products, CPU allocator and seeds, once per run."""
     import random
 
+    from offline_rl.cpu_products import use_cpu_products
     from offline_rl.perf import tune_cpu_allocator
 
     if device == "cpu":
@@ -320,6 +321,7 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     elif settings.threads > 0:
         torch.set_num_threads(settings.threads)
     torch.set_float32_matmul_precision(settings.matmul_precision)
+    use_cpu_products(settings.cpu_products)
     if device == "cpu":
         tune_cpu_allocator()
     random.seed(seed)

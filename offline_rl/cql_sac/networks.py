@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from offline_rl.cpu_products import dense
 from offline_rl.mlp import relu_mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -131,6 +132,8 @@ class EnsembleCritic(nn.Module):
     K actions per state, (B, K, A), and returns Q-values (E, B, K).
     """
 
+    USES_CPU_PRODUCTS = True  # its hidden layers run through offline_rl.cpu_products.dense
+
     def __init__(
         self,
         obs_dim: int,
@@ -174,7 +177,8 @@ class EnsembleCritic(nn.Module):
         weight gradient of a batched product over ~8k rows ran as a 32×32-tile kernel that took
         45% of the update; 2-D products get cuBLAS's split-K kernels, and the update ran 1.42×
         faster), and the scalar output layer is a matrix-vector product, whose backward is an
-        outer product rather than a degenerate K = 1 matrix product.
+        outer product rather than a degenerate K = 1 matrix product. On CPU the hidden layers'
+        products go through oneDNN (`offline_rl.cpu_products`).
         """
         batch, samples = actions.shape[0], actions.shape[1]
         inputs = torch.cat([obs.unsqueeze(1).expand(batch, samples, obs.shape[-1]), actions], dim=-1)
@@ -187,7 +191,7 @@ class EnsembleCritic(nn.Module):
                 w, b = weight[member], bias[member, 0]
                 if detach_params:
                     w, b = w.detach(), b.detach()
-                hidden = torch.addmm(b, hidden, w).relu_()
+                hidden = dense(hidden, w.t(), b, relu=True)
             w, b = self.weights[-1][member, :, 0], self.biases[-1][member, 0, 0]
             if detach_params:
                 w, b = w.detach(), b.detach()

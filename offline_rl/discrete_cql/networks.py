@@ -42,9 +42,7 @@ class QuantileNatureCNN(nn.Module):
         self.features.to(memory_format=torch.channels_last)
         with torch.no_grad():
             flat = int(self.features(torch.zeros(1, *input_shape)).shape[1])
-        self.head = nn.Sequential(
-            nn.Linear(flat, 512), nn.ReLU(inplace=True), nn.Linear(512, num_actions * num_quantiles)
-        )
+        self.head = relu_mlp(flat, [512], num_actions * num_quantiles)
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
         device = self.head[-1].weight.device

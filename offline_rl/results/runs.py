@@ -35,6 +35,7 @@ _NOT_SETTINGS = {
     "device",
     "threads",
     "matmul_precision",
+    "cpu_products",
     "download",
     "log_interval",
     "progress",
