@@ -4,6 +4,11 @@ Each is used because the public API would copy data or cost more than the work i
 dataset wrapped without a copy, a 32-transition Atari batch built in microseconds, one fused Polyak
 kernel). `tests/test_compat.py` checks each against the installed versions, so an upgrade that
 changes one fails there, loudly, and not as a silent wrong result somewhere else.
+
+One exception: the two oneDNN operators behind the networks' CPU products live in
+`offline_rl/cpu_products.py`, which must stay importable without Tianshou (exported policy files
+load with torch alone). It checks them against `F.linear` at first use and falls back to torch's
+BLAS if they fail, and `tests/test_cpu_products.py` requires the installed torch to pass.
 """
 
 from __future__ import annotations

@@ -9,13 +9,14 @@ through oneDNN made the whole CPU update ~1.5x faster. The actor's and the discr
 (`offline_rl.mlp.ReluMLP`) take the same path. The arithmetic is the same float32 FMA
 (only the summation order differs); `--cpu-products blas` restores torch's default.
 
-The forward product and both backward products (input and weight gradients) go through
-`torch.ops.mkldnn._linear_pointwise`, an operator torch exposes for its own compiler. It is
-private, so the path is checked once per process against `torch.addmm` on a small layer, forward
-and backward, and any failure or mismatch falls back to BLAS with the reason kept for the run's
-start line. Under `torch.compile`, on GPUs, for other dtypes and when `--matmul-precision` lets
-torch use lower-precision arithmetic (on CPUs with bf16 units that is as fast as oneDNN's float32),
-layers use `torch.addmm`.
+The forward product and the input gradient go through `torch.ops.mkldnn._linear_pointwise` (an
+operator torch exposes for its own compiler), the weight gradient through it or through
+`aten.mkldnn_linear_backward_weights`, whichever measured faster for the shape. Both are private,
+so the path is checked once per process against `F.linear` on small layers, forward and backward,
+and any failure or mismatch falls back to BLAS with the reason kept for the run's start line.
+Under `torch.compile`, on GPUs, for other dtypes and when `--matmul-precision` lets torch use
+lower-precision arithmetic (on CPUs with bf16 units that is as fast as oneDNN's float32), layers
+run `F.linear`, exactly as `nn.Linear` does.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def onednn_blocker() -> str | None:
         expected_grads = torch.autograd.grad(expected, (x, stored, b), upstream)
         pairs = [(got, expected), *zip(got_grads, expected_grads, strict=True)]
         if not all(torch.allclose(a, e, rtol=1e-4, atol=1e-4) for a, e in pairs):
-            return "oneDNN's linear operators disagreed with torch.addmm in their check"
+            return "oneDNN's linear operators disagreed with F.linear in their check"
     return None
 
 

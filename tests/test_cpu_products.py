@@ -75,7 +75,7 @@ def reference(**layer: Any) -> tuple[torch.Tensor, ...]:
         use_cpu_products("onednn")
 
 
-def test_this_torch_build_runs_the_critics_products_in_onednn() -> None:
+def test_this_torch_build_runs_the_networks_products_in_onednn() -> None:
     """The CI's torch must keep the fast path: a torch that lost the operator would fall back
     silently, and only this test would notice."""
     assert onednn_blocker() is None
