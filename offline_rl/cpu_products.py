@@ -28,6 +28,9 @@ import torch
 import torch.nn.functional as F
 
 CHOICES = ("onednn", "blas")
+# torch < 2.3 has no torch.compiler.is_compiling; this project compiles only on CUDA, where `dense` never
+# takes the oneDNN path, so there "never compiling" is safe.
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _state: dict[str, str] = {"choice": "onednn"}
 
 
@@ -100,7 +103,7 @@ def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, relu: bo
         and x.dim() == 2
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
-        and not torch.compiler.is_compiling()
+        and not _is_compiling()
         and torch.backends.mkldnn.enabled
         and onednn_products_active()
     ):
