@@ -44,7 +44,7 @@ from timing import matrix_gflop_per_update, products_of, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
-from offline_rl.cpu_products import describe_cpu_products, use_cpu_products
+from offline_rl.cpu_products import describe_cpu_products
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.perf import tune_cpu_allocator
@@ -181,9 +181,9 @@ def main() -> None:
                 updates_per_second(algorithm, buffer, BATCH, args.updates, args.device, algorithm.warmup_updates)
             )
         for path, algorithm in ours.items():
-            use_cpu_products(products_of(path))
-            ours_rates[path].append(updates_per_second(algorithm, buffer, BATCH, args.updates, args.device))
-        use_cpu_products("onednn")
+            ours_rates[path].append(
+                updates_per_second(algorithm, buffer, BATCH, args.updates, args.device, cpu_products=products_of(path))
+            )
     theirs_rate = statistics.median(theirs_rates)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(

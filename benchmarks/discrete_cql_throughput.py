@@ -35,7 +35,6 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
 from timing import matrix_gflop_per_update, products_of, updates_per_second
 
-from offline_rl.cpu_products import use_cpu_products
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.perf import tune_cpu_allocator
@@ -142,9 +141,11 @@ def main() -> None:
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
         for path, algorithm in ours.items():
-            use_cpu_products(products_of(path))
-            ours_rates[path].append(updates_per_second(algorithm, ours_buffer, BATCH, args.updates, args.device))
-        use_cpu_products("onednn")
+            ours_rates[path].append(
+                updates_per_second(
+                    algorithm, ours_buffer, BATCH, args.updates, args.device, cpu_products=products_of(path)
+                )
+            )
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
     sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))

@@ -15,6 +15,8 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from offline_rl.cpu_products import use_cpu_products
+
 
 def products_of(path: str) -> str:
     """The library of our networks' CPU products on a benchmark path: `eager-blas` is the eager path
@@ -23,11 +25,26 @@ def products_of(path: str) -> str:
 
 
 def updates_per_second(
-    algorithm: Any, buffer: Any, batch_size: int, updates: int, device: str, warmup: int = 5
+    algorithm: Any,
+    buffer: Any,
+    batch_size: int,
+    updates: int,
+    device: str,
+    warmup: int = 5,
+    *,
+    cpu_products: str = "onednn",
 ) -> float:
     """Gradient updates per second through `algorithm.update(buffer, batch_size)`, as Tianshou's
-    offline trainer calls it; CUDA work is synchronised before the clock is read. Times the
-    process's current CPU-products choice (`offline_rl.cpu_products.use_cpu_products`)."""
+    offline trainer calls it; CUDA work is synchronised before the clock is read. Our networks'
+    CPU products run in `cpu_products` (`offline_rl.cpu_products`) while timed, oneDNN after."""
+    use_cpu_products(cpu_products)
+    try:
+        return _timed_updates(algorithm, buffer, batch_size, updates, device, warmup)
+    finally:
+        use_cpu_products("onednn")
+
+
+def _timed_updates(algorithm: Any, buffer: Any, batch_size: int, updates: int, device: str, warmup: int) -> float:
     with policy_within_training_step(algorithm.policy):
         for _ in range(warmup):  # allocator, lazy initialisation, kernel selection, a CUDA graph's capture
             algorithm.update(buffer=buffer, sample_size=batch_size)
