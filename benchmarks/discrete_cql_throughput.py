@@ -1,7 +1,7 @@
 """Updates per second and memory: offline_rl's discrete CQL against Tianshou 2.0.1's `DiscreteCQL`.
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
-        [--paths eager,eager-blas,captured,compiled,host-fed]
+        [--paths eager,eager-blas,captured,compiled,host-fed] [--network nature-cnn|mlp]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -13,6 +13,11 @@ bytes per transition each buffer holds, and the arithmetic of one update (GFLOP 
 and convolutions, counted by torch on an eager update of each). On CPU ours runs eager twice by
 default: with its layers' products in oneDNN (`eager`) and in torch's BLAS (`eager-blas`, what
 `--cpu-products blas` selects). The last line is `ratio_vs_tianshou: X.XX`.
+
+`--network mlp` times the vector-task configuration instead (Tianshou's own CartPole QR-DQN and
+discrete CQL tests, `configs/discrete_cql/CartPole-v1.yaml`): 4-dimensional observations, 2 actions,
+one hidden layer of 64, 200 quantiles, 3-step returns, batch 32, both algorithms reading the same
+Tianshou `ReplayBuffer` (episodes of 200 steps). There the quantile-Huber loss is most of an update.
 """
 
 from __future__ import annotations
@@ -33,13 +38,17 @@ from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
+from tianshou.utils.net.common import Net
 from timing import matrix_gflop_per_update, products_of, updates_per_second
 
 from offline_rl.data.frame_stack import FrameStackBuffer
+from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.perf import tune_cpu_allocator
 
 STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
+VECTOR_OBS, VECTOR_ACTIONS, VECTOR_HIDDEN, VECTOR_EPISODE = 4, 2, [64], 200
+LEARNING_SETTINGS = {"nature-cnn": (1e-4, 1), "mlp": (3e-3, 3)}  # learning rate, n-step horizon
 
 
 def synthetic_buffers(transitions: int, seed: int = 0) -> tuple[ReplayBuffer, FrameStackBuffer]:
@@ -75,25 +84,67 @@ def spaces() -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
     return gym.spaces.Box(0, 255, (STACK, 84, 84), np.uint8), gym.spaces.Discrete(ACTIONS)
 
 
-def build_tianshou(device: str) -> TianshouDiscreteCQL:
-    obs_space, act_space = spaces()
-    model = TianshouAtariQRDQNNet(obs_space.shape, ACTIONS, QUANTILES).to(device)
-    policy = QRDQNPolicy(model=model, action_space=act_space, observation_space=obs_space)
+def vector_buffer(transitions: int, seed: int = 0) -> ReplayBuffer:
+    """CartPole-shaped transitions in one Tianshou buffer, which both implementations read."""
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(transitions, VECTOR_OBS)).astype(np.float32)
+    terminated = np.zeros(transitions, bool)
+    terminated[VECTOR_EPISODE - 1 :: VECTOR_EPISODE] = True
+    return make_replay_buffer(
+        obs=obs,
+        act=rng.integers(0, VECTOR_ACTIONS, transitions),
+        rew=np.ones(transitions, np.float32),
+        terminated=terminated,
+        truncated=np.zeros(transitions, bool),
+        obs_next=np.roll(obs, -1, axis=0),
+    )
+
+
+def vector_spaces() -> tuple[gym.spaces.Box, gym.spaces.Discrete]:
+    return gym.spaces.Box(-np.inf, np.inf, (VECTOR_OBS,), np.float32), gym.spaces.Discrete(VECTOR_ACTIONS)
+
+
+def build_tianshou(device: str, network: str = "nature-cnn") -> TianshouDiscreteCQL:
+    """The Nature CNN as Tianshou's Atari examples build it, or the MLP of its
+    `test/offline/test_discrete_cql.py`; the same settings as `build_ours`."""
+    if network == "mlp":
+        obs_space, act_space = vector_spaces()
+        model: torch.nn.Module = Net(
+            state_shape=(VECTOR_OBS,),
+            action_shape=(VECTOR_ACTIONS,),
+            hidden_sizes=VECTOR_HIDDEN,
+            softmax=False,
+            num_atoms=QUANTILES,
+        )
+    else:
+        obs_space, act_space = spaces()
+        model = TianshouAtariQRDQNNet(obs_space.shape, ACTIONS, QUANTILES)
+    lr, n_step = LEARNING_SETTINGS[network]
+    policy = QRDQNPolicy(model=model.to(device), action_space=act_space, observation_space=obs_space)
     return TianshouDiscreteCQL(
         policy=policy,
-        optim=AdamOptimizerFactory(lr=1e-4),
+        optim=AdamOptimizerFactory(lr=lr),
         min_q_weight=10.0,
         num_quantiles=QUANTILES,
+        n_step_return_horizon=n_step,
         target_update_freq=500,
     ).to(device)
 
 
-def build_ours(device: str, path: str) -> CQLQRDQN:
+def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
     """`path`: eager (eager-blas: with torch's BLAS on CPU), captured (one CUDA graph per update),
     compiled (torch.compile, then captured), or host-fed (captured, with the dataset kept in host
     memory and each batch copied one update ahead, as when it does not fit in GPU memory)."""
-    obs_space, act_space = spaces()
-    config = DiscreteCQLConfig(num_quantiles=QUANTILES, cql_weight=10.0, lr=1e-4, target_update_freq=500)
+    obs_space, act_space = vector_spaces() if network == "mlp" else spaces()
+    lr, n_step = LEARNING_SETTINGS[network]
+    config = DiscreteCQLConfig(
+        num_quantiles=QUANTILES,
+        cql_weight=10.0,
+        lr=lr,
+        target_update_freq=500,
+        hidden_sizes=VECTOR_HIDDEN,  # the MLP's; the Nature CNN has its own layers
+        n_step=n_step,
+    )
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
     algorithm.capture = path not in ("eager", "eager-blas")
     algorithm.compile_update = path == "compiled"
@@ -128,14 +179,23 @@ def main() -> None:
         help="ours: eager, eager-blas, captured, compiled and/or host-fed, comma-separated (default: eager and "
         "eager-blas on CPU, eager on CUDA)",
     )
+    parser.add_argument(
+        "--network",
+        choices=["nature-cnn", "mlp"],
+        default="nature-cnn",
+        help="nature-cnn: Atari frames (default); mlp: the CartPole configuration",
+    )
     args = parser.parse_args()
     paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
     torch.set_num_threads(args.threads)
     tune_cpu_allocator()
     torch.manual_seed(0)
-    theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
-    theirs = build_tianshou(args.device)
-    ours = {path: build_ours(args.device, path) for path in paths}
+    if args.network == "mlp":
+        theirs_buffer = ours_buffer = vector_buffer(args.transitions)
+    else:
+        theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
+    theirs = build_tianshou(args.device, args.network)
+    ours = {path: build_ours(args.device, path, args.network) for path in paths}
     theirs_rates: list[float] = []
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
     for _ in range(args.rounds):
@@ -147,17 +207,18 @@ def main() -> None:
                 )
             )
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"device: {device_name}, torch {torch.__version__}, {len(ours_buffer)} transitions")
-    sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
-    sampling_ours = statistics.median(sampling_ms(ours_buffer, 200) for _ in range(3))
-    print(
-        f"sampling 32 stacked obs + obs_next: tianshou {sampling_theirs:.3f} ms, offline_rl {sampling_ours:.3f} ms "
-        f"(median of 3 × 200; ratio {sampling_theirs / sampling_ours:.2f})"
-    )
-    print(
-        f"bytes per transition: tianshou {tianshou_bytes(theirs_buffer) / len(theirs_buffer):.0f}, "
-        f"offline_rl {ours_buffer.nbytes / len(ours_buffer):.0f}"
-    )
+    print(f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions")
+    if args.network == "nature-cnn":  # the two frame-stack buffers; the MLP's is one and the same
+        sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
+        sampling_ours = statistics.median(sampling_ms(ours_buffer, 200) for _ in range(3))
+        print(
+            f"sampling 32 stacked obs + obs_next: tianshou {sampling_theirs:.3f} ms, offline_rl "
+            f"{sampling_ours:.3f} ms (median of 3 × 200; ratio {sampling_theirs / sampling_ours:.2f})"
+        )
+        print(
+            f"bytes per transition: tianshou {tianshou_bytes(theirs_buffer) / len(theirs_buffer):.0f}, "
+            f"offline_rl {ours_buffer.nbytes / len(ours_buffer):.0f}"
+        )
     theirs_rate = statistics.median(theirs_rates)
     print(
         f"tianshou DiscreteCQL:   {theirs_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})"
@@ -166,7 +227,7 @@ def main() -> None:
         rounds = ", ".join(f"{r:.2f}" for r in rates)
         print(f"offline_rl CQLQRDQN, {path}: {statistics.median(rates):7.2f} updates/s  (rounds: {rounds})")
     ours_rate = max(statistics.median(rates) for rates in ours_rates.values())
-    ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager"), ours_buffer, BATCH)
+    ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager", args.network), ours_buffer, BATCH)
     theirs_gflop = matrix_gflop_per_update(theirs, theirs_buffer, BATCH)
     print(
         f"matrix products per update (torch.utils.flop_counter): tianshou {theirs_gflop:.2f} GFLOP, "

@@ -16,6 +16,7 @@ from test_cql_sac_training import build, narrow_band_buffer, small_config, train
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from offline_rl import cpu_products
 from offline_rl.apps.run_config import TorchConfig
 from offline_rl.apps.training import configure_torch
 from offline_rl.cpu_products import dense, describe_cpu_products, onednn_blocker, use_cpu_products
@@ -26,8 +27,13 @@ from offline_rl.discrete_cql.networks import QuantileNatureCNN
 ONEDNN_OPS = {"mkldnn._linear_pointwise", "aten.mkldnn_linear_backward_weights"}
 
 
+DEFAULT_SMALL_PRODUCT = cpu_products.SMALL_PRODUCT
+
+
 @pytest.fixture(autouse=True)
-def restore_the_process_settings() -> Iterator[None]:
+def restore_the_process_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every layer of these tests, however small, takes oneDNN unless a test says otherwise."""
+    monkeypatch.setattr(cpu_products, "SMALL_PRODUCT", 0)
     precision = torch.get_float32_matmul_precision()
     yield
     use_cpu_products("onednn")
@@ -126,6 +132,16 @@ def test_the_choice_decides_which_library_runs_the_products() -> None:
     blas = operators_of(layer)
     assert not ONEDNN_OPS & set(blas) and blas["aten.addmm"] == 1 and blas["aten.mm"] == 2
     assert describe_cpu_products() == "matrix products: torch's BLAS (--cpu-products blas)"
+
+
+def test_small_layers_stay_with_torch_s_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below `SMALL_PRODUCT` multiply-adds oneDNN's per-call setup costs more than it saves."""
+    monkeypatch.setattr(cpu_products, "SMALL_PRODUCT", DEFAULT_SMALL_PRODUCT)
+    assert 300 * 200 * 48 < DEFAULT_SMALL_PRODUCT <= 2100 * 64 * 48
+    small = operators_of(lambda: layer_with_gradients(200, rows=300))
+    assert not ONEDNN_OPS & set(small) and small["aten.addmm"] == 1
+    assert set(operators_of(lambda: layer_with_gradients(64, rows=2100))) >= ONEDNN_OPS
+    assert describe_cpu_products().startswith("matrix products: oneDNN")
 
 
 def test_lower_matmul_precision_is_left_to_torch() -> None:

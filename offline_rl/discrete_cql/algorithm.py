@@ -12,7 +12,7 @@ One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`)
 2. Target quantiles θ̄(s', a*), a* greedy under the target network (or the online one with
    `double_q`); target network copied from the online one every `target_update_freq` updates
    (0: no target network, the online one gives the targets, as in Tianshou).
-3. Quantile-Huber loss with τ̂ᵢ = (i + 0.5)/Nq: Σᵢ meanⱼ |τ̂ᵢ − 1{uᵢⱼ < 0}|·Lκ(uᵢⱼ)/κ with
+3. Quantile-Huber loss (`quantile_loss.py`) with τ̂ᵢ = (i + 0.5)/Nq: Σᵢ meanⱼ |τ̂ᵢ − 1{uᵢⱼ < 0}|·Lκ(uᵢⱼ)/κ with
    uᵢⱼ = Tⱼ − θᵢ(s, a_data), averaged over the batch (weighted by a prioritized buffer's
    importance weights, which then receive meanᵢ Σⱼ Lκ(uᵢⱼ) as new priorities, as in Tianshou).
 4. Conservative term: `cql_weight`·mean over the batch of (logsumexp_a Q(s, a) − Q(s, a_data)),
@@ -28,7 +28,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tianshou.algorithm.algorithm_base import OfflineAlgorithm, TrainingStats
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import OptimizerFactory
@@ -39,6 +38,7 @@ from offline_rl.compat import importance_weights
 from offline_rl.data.staging import is_prioritized
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.discrete_cql.host_feed import HostBatchFeed
+from offline_rl.discrete_cql.quantile_loss import quantile_huber_loss
 from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 from offline_rl.perf import make_adam
 
@@ -86,23 +86,6 @@ def nstep_returns(
         active = still
     bootstrap = discount * (1.0 - np.asarray(buffer.terminated[last], dtype=np.float64))
     return returns, bootstrap, last
-
-
-def quantile_huber_loss(
-    current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """QR-DQN's loss per transition, Σᵢ meanⱼ ρ^κ_τ̂ᵢ(Tⱼ − θᵢ), and its priority for a prioritized
-    buffer, meanᵢ Σⱼ Lκ(Tⱼ − θᵢ) (Tianshou's); current, target are (B, Nq)."""
-    batch, num_quantiles = current.shape
-    tau_hat = (torch.arange(num_quantiles, device=current.device, dtype=current.dtype) + 0.5) / num_quantiles
-    shape = (batch, num_quantiles, num_quantiles)  # (B, i, j): u_ij = T_j - θ_i
-    current_ij, target_ij = current.unsqueeze(2).expand(shape), target.unsqueeze(1).expand(shape)
-    huber = F.huber_loss(current_ij, target_ij, reduction="none", delta=kappa)  # one fused kernel
-    # |τ̂ᵢ − 1{u_ij < 0}| is 1 − τ̂ᵢ where the target lies below the quantile, τ̂ᵢ elsewhere: one select.
-    tau_i = tau_hat.view(1, -1, 1)
-    weight = torch.where(target_ij < current_ij, 1.0 - tau_i, tau_i)
-    loss = (weight * huber).mean(dim=2).sum(dim=1) / kappa
-    return loss, huber.detach().sum(dim=2).mean(dim=1)
 
 
 def clips_rewards(config: DiscreteCQLConfig, observation_space: gym.Space | None) -> bool:
