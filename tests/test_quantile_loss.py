@@ -134,3 +134,9 @@ def test_a_nan_quantile_makes_the_loss_nan() -> None:
     assert not loss[[0, 2]].isnan().any()
     target[2, 0] = math.nan
     assert math.isnan(sorted_quantile_huber_loss(current, target, 1.0)[0][2].item())
+
+
+def test_a_target_that_would_take_a_gradient_is_refused() -> None:
+    """The sorted form sends no gradient to the target; it must not pretend to."""
+    with pytest.raises(ValueError, match="target quantiles must be constants"):
+        sorted_quantile_huber_loss(torch.randn(2, 3), torch.randn(2, 3, requires_grad=True))

@@ -13,7 +13,7 @@ consecutive runs, found by binary search; Lκ is linear in Tⱼ on the outer run
 inner ones, so each run's sum of Lκ, and of its derivative, is a closed form of the run's length and
 of prefix sums of Tⱼ and Tⱼ². That is O(Nq log Nq) per transition instead of O(Nq²). The prefix sums
 are taken in float64 after centring each row on its median target, so the differences of large
-prefix sums cost no precision: the result is as close to the exact value as the pairwise float32 form
+prefix sums cost no precision: the result is at least as close to the exact value as the pairwise float32 form
 (tests/test_quantile_loss.py compares both with a float64 evaluation). Lκ and its derivative are
 continuous where a run ends (u = −κ, 0, κ), so which run a tie falls into does not matter.
 """
@@ -53,7 +53,10 @@ def pairwise_quantile_huber_loss(
 def sorted_quantile_huber_loss(
     current: torch.Tensor, target: torch.Tensor, kappa: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same loss and priority from sorted targets and prefix sums, without the (B, Nq, Nq) table."""
+    """The same loss and priority from sorted targets and prefix sums, without the (B, Nq, Nq) table.
+    Its gradient reaches the current quantiles only, so a target that would take one is refused."""
+    if target.requires_grad:
+        raise ValueError("the target quantiles must be constants (computed under torch.no_grad())")
     return _SortedQuantileHuber.apply(current, target, kappa)
 
 
