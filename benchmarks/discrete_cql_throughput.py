@@ -1,7 +1,7 @@
 """Updates per second and memory: offline_rl's discrete CQL against Tianshou 2.0.1's `DiscreteCQL`.
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
-        [--paths eager,eager-blas,captured,compiled,host-fed] [--network nature-cnn|mlp]
+        [--paths eager,eager-blas,captured,compiled,host-fed[+sorted|+pairwise]] [--network nature-cnn|mlp]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -13,6 +13,10 @@ bytes per transition each buffer holds, and the arithmetic of one update (GFLOP 
 and convolutions, counted by torch on an eager update of each). On CPU ours runs eager twice by
 default: with its layers' products in oneDNN (`eager`) and in torch's BLAS (`eager-blas`, what
 `--cpu-products blas` selects). The last line is `ratio_vs_tianshou: X.XX`.
+
+A path with `+sorted` or `+pairwise` appended computes the quantile-Huber loss in that form
+(`offline_rl/discrete_cql/quantile_loss.py`) instead of the device's default (sorted on CPU,
+pairwise on GPUs), e.g. `--paths captured,captured+sorted` on a GPU.
 
 `--network mlp` times the vector-task configuration instead (Tianshou's own CartPole QR-DQN and
 discrete CQL tests, `configs/discrete_cql/CartPole-v1.yaml`): 4-dimensional observations, 2 actions,
@@ -27,8 +31,10 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 # isort: split
 
 import argparse
+import contextlib
 import statistics
 import time
+from collections.abc import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -44,6 +50,8 @@ from timing import matrix_gflop_per_update, products_of, updates_per_second
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.discrete_cql import algorithm as discrete_algorithm
+from offline_rl.discrete_cql.quantile_loss import pairwise_quantile_huber_loss, sorted_quantile_huber_loss
 from offline_rl.perf import tune_cpu_allocator
 
 STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
@@ -146,11 +154,32 @@ def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
         n_step=n_step,
     )
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
+    path = path.partition("+")[0]
     algorithm.capture = path not in ("eager", "eager-blas")
     algorithm.compile_update = path == "compiled"
     algorithm.dataset_on_device = False if path == "host-fed" else None
     algorithm.statistics_interval = 100  # the examples' --log-interval default
     return algorithm
+
+
+LOSS_FORMS = {"sorted": sorted_quantile_huber_loss, "pairwise": pairwise_quantile_huber_loss}
+
+
+@contextlib.contextmanager
+def loss_form(path: str) -> Iterator[None]:
+    """The quantile-Huber loss form a path names after '+', for the updates inside (the algorithm
+    module looks the loss up by name at each eager update, and a CUDA graph records the form in
+    force when it is captured, at the path's first update)."""
+    form = path.partition("+")[2]
+    if not form:
+        yield
+        return
+    default = discrete_algorithm.quantile_huber_loss
+    discrete_algorithm.quantile_huber_loss = LOSS_FORMS[form]
+    try:
+        yield
+    finally:
+        discrete_algorithm.quantile_huber_loss = default
 
 
 def sampling_ms(buffer, repeats: int = 50) -> float:
@@ -187,6 +216,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
+    for path in paths:
+        if path.partition("+")[2] not in ("", *LOSS_FORMS):
+            parser.error(f"--paths: {path!r}: the loss form after '+' must be one of {', '.join(LOSS_FORMS)}")
     torch.set_num_threads(args.threads)
     tune_cpu_allocator()
     torch.manual_seed(0)
@@ -201,11 +233,12 @@ def main() -> None:
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
         for path, algorithm in ours.items():
-            ours_rates[path].append(
-                updates_per_second(
-                    algorithm, ours_buffer, BATCH, args.updates, args.device, cpu_products=products_of(path)
+            products = products_of(path.partition("+")[0])
+            with loss_form(path):
+                rate = updates_per_second(
+                    algorithm, ours_buffer, BATCH, args.updates, args.device, cpu_products=products
                 )
-            )
+            ours_rates[path].append(rate)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions")
     if args.network == "nature-cnn":  # the two frame-stack buffers; the MLP's is one and the same
