@@ -154,7 +154,6 @@ def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
         n_step=n_step,
     )
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
-    path = path.partition("+")[0]
     algorithm.capture = path not in ("eager", "eager-blas")
     algorithm.compile_update = path == "compiled"
     algorithm.dataset_on_device = False if path == "host-fed" else None
@@ -166,11 +165,10 @@ LOSS_FORMS = {"sorted": sorted_quantile_huber_loss, "pairwise": pairwise_quantil
 
 
 @contextlib.contextmanager
-def loss_form(path: str) -> Iterator[None]:
-    """The quantile-Huber loss form a path names after '+', for the updates inside (the algorithm
-    module looks the loss up by name at each eager update, and a CUDA graph records the form in
-    force when it is captured, at the path's first update)."""
-    form = path.partition("+")[2]
+def loss_form(form: str) -> Iterator[None]:
+    """The quantile-Huber loss in `form` (a `LOSS_FORMS` key; '' keeps the device's default) for the
+    updates inside (the algorithm module looks the loss up by name at each eager update, and a CUDA
+    graph records the form in force when it is captured, at the path's first update)."""
     if not form:
         yield
         return
@@ -216,8 +214,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
-    for path in paths:
-        if path.partition("+")[2] not in ("", *LOSS_FORMS):
+    parts = {path: path.partition("+")[::2] for path in paths}  # 'captured+sorted': ('captured', 'sorted')
+    for path, (_, form) in parts.items():
+        if form not in ("", *LOSS_FORMS):
             parser.error(f"--paths: {path!r}: the loss form after '+' must be one of {', '.join(LOSS_FORMS)}")
     torch.set_num_threads(args.threads)
     tune_cpu_allocator()
@@ -227,16 +226,16 @@ def main() -> None:
     else:
         theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
     theirs = build_tianshou(args.device, args.network)
-    ours = {path: build_ours(args.device, path, args.network) for path in paths}
+    ours = {path: build_ours(args.device, base, args.network) for path, (base, _) in parts.items()}
     theirs_rates: list[float] = []
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
         for path, algorithm in ours.items():
-            products = products_of(path.partition("+")[0])
-            with loss_form(path):
+            base, form = parts[path]
+            with loss_form(form):
                 rate = updates_per_second(
-                    algorithm, ours_buffer, BATCH, args.updates, args.device, cpu_products=products
+                    algorithm, ours_buffer, BATCH, args.updates, args.device, cpu_products=products_of(base)
                 )
             ours_rates[path].append(rate)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
