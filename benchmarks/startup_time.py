@@ -26,10 +26,20 @@ COMMANDS = {
     ],
     **{
         f"python {script} --help": [sys.executable, str(ROOT / script), "--help"]
-        for script in ("examples/d4rl_cql.py", "examples/atari_cql.py", "examples/atari_qrdqn.py")
+        for script in (
+            "examples/d4rl_cql.py", "examples/atari_cql.py", "examples/atari_qrdqn.py",
+            "converters/d4rl.py", "converters/minari.py", "converters/rl_unplugged_atari.py",
+        )
+    },
+    **{
+        f"python -m {module} --help": [sys.executable, "-m", module, "--help"]
+        for module in ("offline_rl.collect", "offline_rl.sweep", "offline_rl.results")
     },
     "python examples/d4rl_cql.py --epoch none (a flag error)": [
         sys.executable, str(ROOT / "examples/d4rl_cql.py"), "--epoch", "none",
+    ],
+    "python converters/rl_unplugged_atari.py --task Pongg (an unknown game)": [
+        sys.executable, str(ROOT / "converters/rl_unplugged_atari.py"), "--task", "Pongg",
     ],
 }  # fmt: skip
 
@@ -50,13 +60,15 @@ def best_time(command: list[str], repeat: int, cwd: Path = ROOT) -> float:
 
 
 def empty_tianshou_jit_cache() -> None:
-    """Remove numba's cached compilations of Tianshou's functions (next to its sources)."""
-    import tianshou
+    """Remove numba's cached compilations of Tianshou's functions (next to its sources). Found without
+    importing Tianshou, whose TensorBoard import would load TensorFlow where it is installed."""
+    import importlib.util
 
-    for index in Path(tianshou.__file__).parent.rglob("*.nbi"):
-        index.unlink()
-    for data in Path(tianshou.__file__).parent.rglob("*.nbc"):
-        data.unlink()
+    spec = importlib.util.find_spec("tianshou")
+    assert spec is not None and spec.origin is not None, "Tianshou is not installed"
+    package = Path(spec.origin).parent
+    for cached in [*package.rglob("*.nbi"), *package.rglob("*.nbc")]:
+        cached.unlink()
 
 
 def main() -> None:

@@ -11,9 +11,6 @@ from collections.abc import Sequence
 from offline_rl.apps.cli import run_main
 from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.apps.flags import parse_config
-from offline_rl.data.d4rl import read_d4rl_file
-from offline_rl.data.minari import load_minari
-from offline_rl.data.stats import dataset_stats
 
 
 def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
@@ -22,6 +19,11 @@ def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = config_from_args(argv)
+    # after the flags: reading the result back needs Tianshou (seconds to import); --help does not
+    from offline_rl.data.d4rl import read_d4rl_file
+    from offline_rl.data.minari import load_minari
+    from offline_rl.data.stats import dataset_stats
+
     started = time.monotonic()
     path = collect_dataset(config)
     seconds = time.monotonic() - started

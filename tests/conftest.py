@@ -106,16 +106,21 @@ def run_repo_script(
 
 def modules_imported_by(script: str, *argvs: list[str], watched: tuple[str, ...]) -> list[str]:
     """Which of the `watched` top-level modules a fresh interpreter has imported after running
-    `script` (from the repo root, its own folder importable, as `python script` has it) once per argv;
+    `script` (from the repo root, its own folder importable, as `python script` has it; or a module,
+    `-m name`) once per argv;
     each run must end in exit status 0 or 2 (help, or a flag error)."""
-    path = REPO_ROOT / script
+    if script.startswith("-m "):  # a module, as `python -m offline_rl.collect` runs it
+        folder, run = REPO_ROOT, f"runpy.run_module({script[3:]!r}, run_name='__main__', alter_sys=True)"
+    else:
+        path = REPO_ROOT / script
+        folder, run = path.parent, f"runpy.run_path({str(path)!r}, run_name='__main__')"
     program = (
         "import runpy, sys\n"
-        f"sys.path.insert(0, {str(path.parent)!r})\n"
+        f"sys.path.insert(0, {str(folder)!r})\n"
         f"for argv in {[list(argv) for argv in argvs]!r}:\n"
         "    sys.argv = ['prog', *argv]\n"
         "    try:\n"
-        f"        runpy.run_path({str(path)!r}, run_name='__main__')\n"
+        f"        {run}\n"
         "    except SystemExit as exited:\n"
         "        assert exited.code in (0, 2), exited.code\n"
         f"print(sorted(name for name in {watched!r} if name in sys.modules))\n"

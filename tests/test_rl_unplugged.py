@@ -332,6 +332,37 @@ def test_several_shards_in_parallel_then_rerun_skips_them(tmp_path: Path) -> Non
     assert redo.returncode == 0 and "converted 1 shard(s)" in redo.stdout
 
 
+def test_a_preset_file_drives_the_converter_and_flags_override_it(tmp_path: Path) -> None:
+    shard = small_shard(tmp_path)
+    preset = tmp_path / "conversion.yaml"
+    preset.write_text(f"shard_file: [{shard}]\noutput: {tmp_path / 'from-preset.hdf5'}\ncompression: lzf\n")
+    result = run_converter("--config", str(preset), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert buffer_multiset(load_buffer(tmp_path / "from-preset.hdf5")) == reference_multiset(shard)
+    again = run_converter("--config", str(preset), "--output", str(tmp_path / "from-flag.hdf5"), cwd=tmp_path)
+    assert again.returncode == 0 and (tmp_path / "from-flag.hdf5").is_file(), again.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--task", "Pong", "--run-id", "6"], "--run-id 6: expected a value in [1, 5]"),
+        (["--task", "Pong", "--shard-id", "100"], "--shard-id 100: expected a value in [0, 99]"),
+        (["--task", "Pong", "--output", "x.hdf5"], "--output goes with --shard-file"),
+        (["--shard-file", "a", "--workers", "0"], "--workers 0: expected at least 1"),
+        (["--shard-file", "a", "--compression", "zstd"], "invalid choice: 'zstd'"),
+        ([], "give either --task (with --run-id/--shard-id) or --shard-file"),
+    ],
+)
+def test_converter_flag_mistakes_are_one_line_before_any_download(
+    flags: list[str], message: str, tmp_path: Path
+) -> None:
+    result = run_converter(*flags, "--dataset-dir", str(tmp_path / "datasets"), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "datasets").exists()
+
+
 def test_many_games_runs_and_shards_as_ray_tasks_then_rerun_skips_them(tmp_path: Path, ray_address: str) -> None:
     datasets, buffers = tmp_path / "datasets", tmp_path / "buffers"
     shards = []

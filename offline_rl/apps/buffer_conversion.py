@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
-
-from tianshou.data import ReplayBuffer
+from typing import TYPE_CHECKING, ClassVar
 
 from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
-from offline_rl.data.buffers import save_buffer
-from offline_rl.data.stats import dataset_stats
-from offline_rl.envs import check_dataset_belongs_to_task
 from offline_rl.settings import setting
+
+if TYPE_CHECKING:
+    from tianshou.data import ReplayBuffer
 
 
 @dataclass
@@ -55,8 +53,14 @@ def run_conversion(
     prog: str,
     source_help: str,
 ) -> int:
-    """Parse flags, load, check against `--task`, save atomically and print the statistics."""
+    """Parse flags, load, check against `--task`, save atomically and print the statistics. `load`
+    imports its reader itself, so that `--help` and a flag error answer without torch and Tianshou."""
     config = conversion_config_from_args(default, argv, prog=prog, source_help=source_help)
+    # after the flags: the buffer needs torch and Tianshou (seconds to import); --help does not
+    from offline_rl.data.buffers import save_buffer
+    from offline_rl.data.stats import dataset_stats
+    from offline_rl.envs import check_dataset_belongs_to_task
+
     output = check_output(config.output, flag="--output", overwrite=config.overwrite)
     buffer = load(config.source, bool(getattr(config, "download", False)))
     if config.task:
@@ -71,12 +75,16 @@ def run_conversion(
 def convert_d4rl(argv: Sequence[str] | None = None) -> int:
     """`converters/d4rl.py` and `offline-rl-convert-d4rl`: D4RL names download on demand, as D4RL
     itself does; a path is read as it is."""
-    from offline_rl.data import load_d4rl
+
+    def load(source: str, _download: bool) -> ReplayBuffer:
+        from offline_rl.data import load_d4rl
+
+        return load_d4rl(source, download=True)
 
     return run_conversion(
         argv,
         ConversionConfig(),
-        lambda source, _download: load_d4rl(source, download=True),
+        load,
         prog="converters/d4rl.py",
         source_help="a D4RL HDF5 file or dataset name (e.g. halfcheetah-medium-v2)",
     )
@@ -84,12 +92,16 @@ def convert_d4rl(argv: Sequence[str] | None = None) -> int:
 
 def convert_minari(argv: Sequence[str] | None = None) -> int:
     """`converters/minari.py` and `offline-rl-convert-minari`."""
-    from offline_rl.data import load_minari
+
+    def load(source: str, download: bool) -> ReplayBuffer:
+        from offline_rl.data import load_minari
+
+        return load_minari(source, download=download)
 
     return run_conversion(
         argv,
         DownloadableConversionConfig(),
-        lambda source, download: load_minari(source, download=download),
+        load,
         prog="converters/minari.py",
         source_help="a Minari dataset id or dataset directory",
     )

@@ -26,7 +26,7 @@ import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -37,9 +37,11 @@ from offline_rl.data.collection_journal import CollectionJournal, journal_direct
 from offline_rl.envs import TaskMismatchWarning, make_env, same_task, with_flat_observations
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.file_lock import FileLock
-from offline_rl.policy_file import PolicyNetwork, load_policy
 from offline_rl.progress import progress_bar
 from offline_rl.settings import SEED_RANGE, check_ranges, setting
+
+if TYPE_CHECKING:
+    from offline_rl.policy_file import PolicyNetwork
 
 RANDOM_POLICY = "random"
 OUTPUT_FORMATS = ("d4rl", "minari")
@@ -189,12 +191,20 @@ class _DatasetWriter:
         self.cursor = end
 
 
+def load_behaviour_policy(config: CollectConfig) -> PolicyNetwork:
+    """The `--policy` file's network; torch is imported here, not with the module, so that collecting
+    random data and the command's `--help` and flag errors go without it."""
+    from offline_rl.policy_file import load_policy
+
+    return load_policy(config.policy)
+
+
 def with_task(config: CollectConfig) -> CollectConfig:
     """`config` with its task: --task, else the one the policy file was trained on (said in one line);
     a one-line error when neither names one."""
     if config.task:
         return config
-    task = load_policy(config.policy).task if config.policy != RANDOM_POLICY else None
+    task = load_behaviour_policy(config).task if config.policy != RANDOM_POLICY else None
     if not task:
         named = "--policy random" if config.policy == RANDOM_POLICY else f"--policy {config.policy} names no task"
         raise OfflineRLError(f"--task: required ({named}); e.g. --task HalfCheetah-v4")
@@ -244,7 +254,7 @@ def _behaviour(config: CollectConfig, space: gym.Space, obs_shape: tuple[int, ..
         def base(obs: np.ndarray) -> np.ndarray:
             return rng.uniform(low, high, size=(len(obs), *low.shape)).astype(np.float32)
     else:
-        network = load_policy(config.policy)
+        network = load_behaviour_policy(config)
         check_policy_fits_task(network, config, obs_shape, tuple(low.shape))
 
         def base(obs: np.ndarray) -> np.ndarray:

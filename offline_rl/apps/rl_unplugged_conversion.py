@@ -14,58 +14,94 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from offline_rl.apps.flags import FlagParser
+from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
 from offline_rl.cpu_cores import available_cores
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
-from offline_rl.rl_unplugged.shard_converter import ShardSummary
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
+from offline_rl.settings import check_ranges, require, setting
+
+if TYPE_CHECKING:
+    from offline_rl.rl_unplugged.parallel import ConversionJob
+    from offline_rl.rl_unplugged.shard_converter import ShardSummary
+
+PROG = "converters/rl_unplugged_atari.py"
+DESCRIPTION = "Convert RL Unplugged Atari shards (gzip TFRecord) to replay buffers for examples/atari_cql.py."
+FROM_RL_UNPLUGGED = "shards from RL Unplugged (downloaded when missing)"
+ON_DISK = "shards already on disk"
+ShardAndBuffer = tuple[Path, Path]
+"""A shard and the buffer it converts to."""
+RUNS, SHARDS_PER_RUN = 5, 100  # DQN-Replay's layout: 5 training runs of each game, 100 shards each
 
 
-def build_parser() -> FlagParser:
-    root = default_root()
-    parser = FlagParser(
-        prog="converters/rl_unplugged_atari.py",
-        description="Convert RL Unplugged Atari shards (gzip TFRecord) to replay buffers for examples/atari_cql.py.",
+@dataclass
+class RLUnpluggedConversionConfig:
+    """Which shards (a game's runs and shard ids, or files), where they and their buffers live, and how
+    they convert. The folders default under `~/.rl_unplugged` when the command runs, not when this
+    module is imported, so a changed HOME (a test's, a cluster job's) is honoured."""
+
+    FLAG_GROUP: ClassVar[str] = "conversion"
+
+    task: list[str] | None = setting(
+        None, "game(s): Breakout, Pong, ... (BreakoutNoFrameskip-v4 also works)", group=FROM_RL_UNPLUGGED
     )
-    source = parser.add_argument_group("shards from RL Unplugged (downloaded when missing)")
-    source.add_argument(
-        "--task", nargs="+", default=None, help="game(s): Breakout, Pong, ... (BreakoutNoFrameskip-v4 also works)"
+    run_id: list[int] = setting([1], "training run(s), 1 to 5", minimum=1, maximum=RUNS, group=FROM_RL_UNPLUGGED)
+    shard_id: list[int] = setting(
+        [0], "shard ids, 0 to 99", minimum=0, maximum=SHARDS_PER_RUN - 1, group=FROM_RL_UNPLUGGED
     )
-    source.add_argument("--run-id", type=int, nargs="+", default=[1], help="training run(s), 1 to 5 (default: 1)")
-    source.add_argument("--shard-id", type=int, nargs="+", default=[0], help="shard ids, 0 to 99 (default: 0)")
-    source.add_argument("--dataset-dir", type=Path, default=root / "datasets", help="where shards are kept")
-    source.add_argument("--buffer-dir", type=Path, default=root / "buffers", help="where buffers are written")
-    local = parser.add_argument_group("shards already on disk")
-    local.add_argument("--shard-file", type=Path, nargs="+", default=None, help="shard file(s) to convert")
-    local.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help="buffer file (one shard) or directory (several); default: --buffer-dir",
+    dataset_dir: Path | None = setting(
+        None, "where shards are kept (none: ~/.rl_unplugged/datasets)", group=FROM_RL_UNPLUGGED
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="shards converted in parallel (default: one per core, at most one per shard)",
+    buffer_dir: Path | None = setting(
+        None, "where buffers are written (none: ~/.rl_unplugged/buffers)", group=FROM_RL_UNPLUGGED
     )
-    parser.add_argument(
-        "--ray-address",
-        default=os.environ.get("RAY_ADDRESS"),
-        help="convert as Ray tasks: auto, ray://HOST:PORT, or local (default: $RAY_ADDRESS; without: --workers here)",
+    shard_file: list[Path] | None = setting(None, "shard file(s) to convert", group=ON_DISK)
+    output: Path | None = setting(
+        None, "buffer file (one shard) or directory (several); none: --buffer-dir", group=ON_DISK
     )
-    parser.add_argument("--skip-corrupt", action="store_true", help="skip damaged records and report how many")
-    parser.add_argument("--overwrite", action="store_true", help="convert again shards whose buffer exists")
-    parser.add_argument("--compression", default=None, choices=["gzip", "lzf"], help="compress the buffer's frames")
-    return parser
+    workers: int | None = setting(
+        None, "shards converted in parallel (none: one per core, at most one per shard)", minimum=1
+    )
+    ray_address: str | None = setting(
+        None, "convert as Ray tasks: auto, ray://HOST:PORT, or local (none: $RAY_ADDRESS; without: --workers here)"
+    )
+    skip_corrupt: bool = setting(False, "skip damaged records and report how many")
+    overwrite: bool = setting(False, "convert again shards whose buffer exists")
+    compression: str | None = setting(
+        None, "compress the buffer's frames: gzip or lzf (none: uncompressed)", choices=(None, "gzip", "lzf")
+    )
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(
+            (self.task is None) != (self.shard_file is None),
+            "give either --task (with --run-id/--shard-id) or --shard-file",
+        )
+        require(
+            self.task is None or self.output is None,
+            "--output goes with --shard-file; with --task, buffers go to --buffer-dir",
+        )
+
+    def shards_folder(self) -> Path:
+        return (self.dataset_dir or default_root() / "datasets").expanduser()
+
+    def buffers_folder(self) -> Path:
+        return (self.buffer_dir or default_root() / "buffers").expanduser()
+
+    def ray_cluster(self) -> str | None:
+        return self.ray_address or os.environ.get("RAY_ADDRESS") or None
 
 
-def _jobs_for_files(files: Sequence[Path], output: Path | None, buffer_dir: Path) -> list[ConversionJob]:
+def config_from_args(argv: Sequence[str] | None) -> RLUnpluggedConversionConfig:
+    return parse_config(RLUnpluggedConversionConfig(), argv, prog=PROG, description=DESCRIPTION)
+
+
+def _pairs_for_files(files: Sequence[Path], output: Path | None, buffer_dir: Path) -> list[ShardAndBuffer]:
     if output is not None and len(files) > 1 and output.exists() and not output.is_dir():
         raise OfflineRLError(f"--output {output}: several shards are converted, so it must be a directory")
     jobs = []
@@ -79,20 +115,20 @@ def _jobs_for_files(files: Sequence[Path], output: Path | None, buffer_dir: Path
             target = output.expanduser() / f"{shard.name}.hdf5"
         else:
             target = output.expanduser()
-        jobs.append(ConversionJob(shard, target))
+        jobs.append((shard, target))
     return jobs
 
 
-def _jobs_for_tasks(
+def _pairs_for_tasks(
     tasks: Sequence[str], run_ids: Sequence[int], shard_ids: Sequence[int], dataset_dir: Path, buffer_dir: Path
-) -> list[ConversionJob]:
+) -> list[ShardAndBuffer]:
     jobs = []
     for game in dict.fromkeys(map(game_name, tasks)):
         for run_id in dict.fromkeys(run_ids):
             for shard_id in dict.fromkeys(shard_ids):
                 name = shard_name(run_id, shard_id)
                 shard = dataset_dir.expanduser() / game / name
-                jobs.append(ConversionJob(shard, buffer_dir.expanduser() / game / f"{name}.hdf5"))
+                jobs.append((shard, buffer_dir.expanduser() / game / f"{name}.hdf5"))
     return jobs
 
 
@@ -116,34 +152,35 @@ def total_line(summaries: Sequence[ShardSummary], seconds: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if (args.task is None) == (args.shard_file is None):
-        parser.error("give either --task (with --run-id/--shard-id) or --shard-file")
-    if args.workers is not None and args.workers < 1:
-        parser.error(f"--workers {args.workers}: expected at least 1")
-    if args.shard_file is not None:
-        jobs = _jobs_for_files(args.shard_file, args.output, args.buffer_dir)
+    config = config_from_args(argv)
+    if config.shard_file is not None:
+        pairs = _pairs_for_files(config.shard_file, config.output, config.buffers_folder())
     else:
-        if args.output is not None:
-            parser.error("--output goes with --shard-file; with --task, buffers go to --buffer-dir")
-        jobs = _jobs_for_tasks(args.task, args.run_id, args.shard_id, args.dataset_dir, args.buffer_dir)
+        assert config.task is not None  # validate(): one of the two
+        folders = config.shards_folder(), config.buffers_folder()
+        pairs = _pairs_for_tasks(config.task, config.run_id, config.shard_id, *folders)
+    # only now: converting needs torch and Tianshou (seconds to import), --help and a mistyped flag,
+    # game or file need neither and answer at once
+    from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
+
+    jobs = [ConversionJob(shard, output) for shard, output in pairs]
     todo = []
     for job in jobs:
-        if job.output.exists() and not args.overwrite:
+        if job.output.exists() and not config.overwrite:
             print(f"{job.output}: already converted, skipped (--overwrite converts it again)")
         else:
             todo.append(job)
     if not todo:
         return 0
     for job in todo:  # before any download or conversion
-        check_output(job.output, flag="--output" if args.output is not None else "--buffer-dir")
+        check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
     _fetch_missing(todo)
-    workers = args.workers or min(len(todo), available_cores())
-    options = ConversionOptions(skip_corrupt=args.skip_corrupt, compression=args.compression)
+    workers = config.workers or min(len(todo), available_cores())
+    options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
     started = time.perf_counter()
-    if args.ray_address:
-        summaries = convert_shards_on_ray(todo, options, args.ray_address)
+    ray_address = config.ray_cluster()
+    if ray_address:
+        summaries = convert_shards_on_ray(todo, options, ray_address)
     else:
         summaries = convert_shards(todo, options, workers=workers)
     seconds = time.perf_counter() - started

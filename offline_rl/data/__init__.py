@@ -5,35 +5,46 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 `obs_next` belongs to another episode.
 """
 
-from offline_rl.data.action_units import action_units_of, set_action_units
-from offline_rl.data.buffers import load_buffer, load_buffers, save_buffer
-from offline_rl.data.d3rlpy import load_d3rlpy
-from offline_rl.data.d4rl import MissingTimeoutsWarning, d4rl_path, d4rl_url, load_d4rl
-from offline_rl.data.detect import detect_format, load_dataset
-from offline_rl.data.frame_pool import FramePoolBuffer
-from offline_rl.data.frame_stack import FrameStackBuffer, FrameStackBufferBuilder
-from offline_rl.data.minari import load_minari
-from offline_rl.data.stats import DatasetStats, dataset_stats
-from offline_rl.data.transitions import dataset_info
+from __future__ import annotations
 
-__all__ = [
-    "DatasetStats",
-    "FramePoolBuffer",
-    "FrameStackBuffer",
-    "FrameStackBufferBuilder",
-    "MissingTimeoutsWarning",
-    "action_units_of",
-    "d4rl_path",
-    "d4rl_url",
-    "dataset_info",
-    "dataset_stats",
-    "detect_format",
-    "load_buffer",
-    "load_buffers",
-    "load_d3rlpy",
-    "load_d4rl",
-    "load_dataset",
-    "load_minari",
-    "save_buffer",
-    "set_action_units",
-]
+import importlib
+from typing import Any
+
+# Each public name and the module that defines it, imported on first use: most loaders need torch and
+# Tianshou (seconds to import), and a command's `--help`, its flag errors and the modules here that
+# need neither (collection journals, file locks) should not wait for them.
+_DEFINED_IN = {
+    "DatasetStats": "stats",
+    "FramePoolBuffer": "frame_pool",
+    "FrameStackBuffer": "frame_stack",
+    "FrameStackBufferBuilder": "frame_stack",
+    "MissingTimeoutsWarning": "d4rl",
+    "action_units_of": "action_units",
+    "d4rl_path": "d4rl",
+    "d4rl_url": "d4rl",
+    "dataset_info": "transitions",
+    "dataset_stats": "stats",
+    "detect_format": "detect",
+    "load_buffer": "buffers",
+    "load_buffers": "buffers",
+    "load_d3rlpy": "d3rlpy",
+    "load_d4rl": "d4rl",
+    "load_dataset": "detect",
+    "load_minari": "minari",
+    "save_buffer": "buffers",
+    "set_action_units": "action_units",
+}
+__all__ = sorted(_DEFINED_IN)
+
+
+def __getattr__(name: str) -> Any:
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

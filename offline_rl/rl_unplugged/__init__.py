@@ -7,6 +7,18 @@ command line is `offline_rl.apps.rl_unplugged_conversion`.
 `testing` writes and reads shards with TensorFlow itself, for the tests and the benchmark.
 """
 
-from offline_rl.rl_unplugged.shard_converter import ShardError, ShardSummary, convert_shard
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["ShardError", "ShardSummary", "convert_shard"]
+
+
+def __getattr__(name: str) -> Any:
+    """The converter's names, imported on first use: writing buffers needs torch and Tianshou (seconds to
+    import), and the command line's `--help`, flag errors and shard names need neither."""
+    if name in __all__:
+        from offline_rl.rl_unplugged import shard_converter
+
+        return getattr(shard_converter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
