@@ -185,8 +185,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def is_frame_pool_file(path: str | os.PathLike[str]) -> bool:
-    with h5py.File(path, "r") as file:
-        return FRAME_POOL_MARKER in file
