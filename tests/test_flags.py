@@ -313,6 +313,28 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
     assert modules_imported_by(script, ["--help"], ["--epoch", "none"], watched=watched) == []
 
 
+@pytest.mark.parametrize("package", ["offline_rl", "offline_rl.data", "offline_rl.rl_unplugged"])
+def test_packages_import_their_names_on_first_use_and_every_name_resolves(package: str) -> None:
+    """Importing a package costs nothing (what keeps `--help` instant); each exported name is then found
+    in the module the package names for it (a misspelt entry would only fail when first used)."""
+    import subprocess
+    import sys
+
+    from conftest import script_env
+
+    program = (
+        "import importlib, sys\n"
+        f"package = importlib.import_module({package!r})\n"
+        "print(sorted(name for name in ('torch', 'tianshou') if name in sys.modules))\n"
+        "missing = [name for name in package.__all__ if getattr(package, name, None) is None]\n"
+        "print(missing)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=script_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, missing = done.stdout.strip().splitlines()[-2:]
+    assert (loaded, missing) == ("[]", "[]")
+
+
 def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
     import importlib
     import re as regex

@@ -5,46 +5,54 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 `obs_next` belongs to another episode.
 """
 
-from __future__ import annotations
+from offline_rl.lazy import lazy_exports
 
-import importlib
-from typing import Any
+# Each name is imported on first use from its module: most loaders need torch and Tianshou (seconds to
+# import), and a command's `--help`, its flag errors and the modules here that need neither (collection
+# journals, file locks) should not wait for them.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DatasetStats": "offline_rl.data.stats",
+        "FramePoolBuffer": "offline_rl.data.frame_pool",
+        "FrameStackBuffer": "offline_rl.data.frame_stack",
+        "FrameStackBufferBuilder": "offline_rl.data.frame_stack",
+        "MissingTimeoutsWarning": "offline_rl.data.d4rl",
+        "action_units_of": "offline_rl.data.action_units",
+        "d4rl_path": "offline_rl.data.d4rl",
+        "d4rl_url": "offline_rl.data.d4rl",
+        "dataset_info": "offline_rl.data.transitions",
+        "dataset_stats": "offline_rl.data.stats",
+        "detect_format": "offline_rl.data.detect",
+        "load_buffer": "offline_rl.data.buffers",
+        "load_buffers": "offline_rl.data.buffers",
+        "load_d3rlpy": "offline_rl.data.d3rlpy",
+        "load_d4rl": "offline_rl.data.d4rl",
+        "load_dataset": "offline_rl.data.detect",
+        "load_minari": "offline_rl.data.minari",
+        "save_buffer": "offline_rl.data.buffers",
+        "set_action_units": "offline_rl.data.action_units",
+    },
+)
 
-# Each public name and the module that defines it, imported on first use: most loaders need torch and
-# Tianshou (seconds to import), and a command's `--help`, its flag errors and the modules here that
-# need neither (collection journals, file locks) should not wait for them.
-_DEFINED_IN = {
-    "DatasetStats": "stats",
-    "FramePoolBuffer": "frame_pool",
-    "FrameStackBuffer": "frame_stack",
-    "FrameStackBufferBuilder": "frame_stack",
-    "MissingTimeoutsWarning": "d4rl",
-    "action_units_of": "action_units",
-    "d4rl_path": "d4rl",
-    "d4rl_url": "d4rl",
-    "dataset_info": "transitions",
-    "dataset_stats": "stats",
-    "detect_format": "detect",
-    "load_buffer": "buffers",
-    "load_buffers": "buffers",
-    "load_d3rlpy": "d3rlpy",
-    "load_d4rl": "d4rl",
-    "load_dataset": "detect",
-    "load_minari": "minari",
-    "save_buffer": "buffers",
-    "set_action_units": "action_units",
-}
-__all__ = sorted(_DEFINED_IN)
-
-
-def __getattr__(name: str) -> Any:
-    module = _DEFINED_IN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__all__ = [
+    "DatasetStats",
+    "FramePoolBuffer",
+    "FrameStackBuffer",
+    "FrameStackBufferBuilder",
+    "MissingTimeoutsWarning",
+    "action_units_of",
+    "d4rl_path",
+    "d4rl_url",
+    "dataset_info",
+    "dataset_stats",
+    "detect_format",
+    "load_buffer",
+    "load_buffers",
+    "load_d3rlpy",
+    "load_d4rl",
+    "load_dataset",
+    "load_minari",
+    "save_buffer",
+    "set_action_units",
+]

@@ -7,18 +7,13 @@ command line is `offline_rl.apps.rl_unplugged_conversion`.
 `testing` writes and reads shards with TensorFlow itself, for the tests and the benchmark.
 """
 
-from __future__ import annotations
+from offline_rl.lazy import lazy_exports
 
-from typing import Any
+# imported on first use: writing buffers needs torch and Tianshou (seconds to import), and the command
+# line's `--help`, flag errors and shard names need neither
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {name: "offline_rl.rl_unplugged.shard_converter" for name in ("ShardError", "ShardSummary", "convert_shard")},
+)
 
 __all__ = ["ShardError", "ShardSummary", "convert_shard"]
-
-
-def __getattr__(name: str) -> Any:
-    """The converter's names, imported on first use: writing buffers needs torch and Tianshou (seconds to
-    import), and the command line's `--help`, flag errors and shard names need neither."""
-    if name in __all__:
-        from offline_rl.rl_unplugged import shard_converter
-
-        return getattr(shard_converter, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
