@@ -108,8 +108,36 @@ def test_hdf5_of_unknown_layout(tmp_path: Path) -> None:
 
 
 def test_unknown_source_string() -> None:
-    with pytest.raises(DatasetError, match="not a D4RL dataset name"):
+    with pytest.raises(DatasetError, match="not a D4RL dataset name") as raised:
         load_dataset("definitely not a dataset")
+    assert "did you mean" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("halfchetah_medium", "halfcheetah-medium-v2"),  # a typo, underscores, no version: read as nothing
+        ("Hopper-Medium-Expert", "hopper-medium-expert-v2"),
+        ("halfcheetah-medium-v0", "halfcheetah-medium-v2"),  # D4RL's older versions read as Minari ids
+        ("walker2d-medium-replay-v1", "walker2d-medium-replay-v2"),
+        ("antmaze-umaze-v0", "antmaze-umaze-v2"),
+    ],
+)
+def test_a_near_miss_of_a_d4rl_name_is_told_the_name(
+    name: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))  # no Minari dataset of that id here
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(name)
+    assert str(raised.value).endswith(f"; did you mean D4RL's {meant}?")
+
+
+@pytest.mark.parametrize("name", ["pen-human-v1", "mujoco/halfcheetah/medium-v0", "CartPole-v1"])
+def test_other_dataset_ids_get_no_d4rl_suggestion(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(name)
+    assert "did you mean" not in str(raised.value)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

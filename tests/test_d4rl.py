@@ -14,7 +14,7 @@ import pytest
 from conftest import episodes_to_arrays, write_d4rl_file
 from offline_rl.data import d4rl as d4rl_module
 from offline_rl.data import dataset_info, load_d4rl
-from offline_rl.errors import DownloadError
+from offline_rl.errors import DatasetError, DownloadError
 
 
 def test_timeouts_are_truncations_and_terminals_are_terminations(tmp_path: Path) -> None:
@@ -119,6 +119,16 @@ def test_urls_follow_d4rl_file_names() -> None:
     assert d4rl_module.d4rl_url("antmaze-large-play-v2").endswith(
         "/ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5"
     )
+
+
+def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
+    names = d4rl_module.d4rl_names()
+    assert len(names) == 4 * 6 + 6 and len(set(names)) == len(names)
+    for name in names:
+        assert d4rl_module.is_d4rl_name(name) and d4rl_module.closest_d4rl_name(name) == name
+        assert d4rl_module.d4rl_url(name).startswith(d4rl_module.D4RL_URL_ROOT)
+    with pytest.raises(DatasetError, match=re.escape("'hopper-medium-v0' (did you mean hopper-medium-v2?)")):
+        load_d4rl("hopper-medium-v0")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

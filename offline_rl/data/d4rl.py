@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,9 @@ D4RL_URL_ROOT = "http://rail.eecs.berkeley.edu/datasets/offline_rl"
 REQUIRED_KEYS = ("observations", "actions", "rewards", "terminals")
 OPTIONAL_KEYS = ("timeouts", "next_observations")
 
-_LOCOMOTION = re.compile(
-    r"(halfcheetah|hopper|walker2d|ant)-(random|medium|expert|medium-replay|medium-expert|full-replay)-v2"
-)
+_LOCOMOTION_ENVS = ("halfcheetah", "hopper", "walker2d", "ant")
+_LOCOMOTION_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
+_LOCOMOTION = re.compile(f"({'|'.join(_LOCOMOTION_ENVS)})-({'|'.join(_LOCOMOTION_KINDS)})-v2")
 _ANTMAZE_FILES = {
     "antmaze-umaze-v2": "Ant_maze_u-maze_noisy_multistart_False_multigoal_False_sparse_fixed.hdf5",
     "antmaze-umaze-diverse-v2": "Ant_maze_u-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
@@ -129,17 +130,41 @@ def d4rl_url(name: str) -> str:
         return f"{D4RL_URL_ROOT}/gym_mujoco_v2/{env}_{kind.replace('-', '_')}-v2.hdf5"
     if name in _ANTMAZE_FILES:
         return f"{D4RL_URL_ROOT}/ant_maze_v2/{_ANTMAZE_FILES[name]}"
+    closest = closest_d4rl_name(name)
     raise DatasetError(
-        f"unknown D4RL dataset name '{name}'; expected e.g. halfcheetah-medium-v2 "
-        "({halfcheetah,hopper,walker2d,ant}-{random,medium,expert,medium-replay,medium-expert,"
-        "full-replay}-v2) or antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,large-play,"
-        "large-diverse}-v2, or a path to an HDF5 file"
+        f"unknown D4RL dataset name '{name}'{f' (did you mean {closest}?)' if closest else ''}; "
+        f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-v2) or "
+        f"antmaze-{_choices(name.removeprefix('antmaze-').removesuffix('-v2') for name in _ANTMAZE_FILES)}-v2, "
+        "or a path to an HDF5 file"
     )
+
+
+def _choices(words: Iterable[str]) -> str:
+    return "{" + ",".join(words) + "}"
 
 
 def is_d4rl_name(source: str) -> bool:
     """Whether `source` is a D4RL dataset name this package knows how to find and download."""
     return bool(_LOCOMOTION.fullmatch(source)) or source in _ANTMAZE_FILES
+
+
+def d4rl_names() -> list[str]:
+    """Every D4RL dataset name this package can find and download."""
+    locomotion = [f"{env}-{kind}-v2" for env in _LOCOMOTION_ENVS for kind in _LOCOMOTION_KINDS]
+    return locomotion + list(_ANTMAZE_FILES)
+
+
+def closest_d4rl_name(name: str) -> str | None:
+    """The D4RL name a near miss stands for (`halfcheetah-medium-v0`, `halfchetah_medium-v2`,
+    `Hopper-Medium-Expert`: other versions, underscores, case and typos), None for anything else."""
+    import difflib
+
+    wanted = str(name).strip().lower().replace("_", "-")
+    if not re.search(r"-v\d+$", wanted):
+        wanted += "-v2"
+    wanted = re.sub(r"-v\d+$", "-v2", wanted)  # D4RL's v0/v1 files differ; these are the v2 ones
+    matches = difflib.get_close_matches(wanted, d4rl_names(), n=1, cutoff=0.85)
+    return matches[0] if matches else None
 
 
 def d4rl_dataset_dir() -> Path:

@@ -11,7 +11,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
 from offline_rl.data.d3rlpy import d3rlpy_layout, load_d3rlpy
-from offline_rl.data.d4rl import is_d4rl_name, load_d4rl
+from offline_rl.data.d4rl import closest_d4rl_name, is_d4rl_name, load_d4rl
 from offline_rl.data.minari import is_minari_directory, load_minari
 from offline_rl.errors import DatasetError
 
@@ -52,8 +52,14 @@ def detect_format(source: str | os.PathLike[str]) -> str:
         return "minari"
     raise DatasetError(
         f"{name}: no such file or directory, and not a D4RL dataset name (e.g. halfcheetah-medium-v2) "
-        "or a Minari dataset id (e.g. mujoco/halfcheetah/medium-v0)"
+        f"or a Minari dataset id (e.g. mujoco/halfcheetah/medium-v0){_d4rl_hint(name)}"
     )
+
+
+def _d4rl_hint(name: str) -> str:
+    """`; did you mean D4RL's ...?` for a near miss of a D4RL name, else nothing."""
+    closest = closest_d4rl_name(name) if "/" not in name else None
+    return f"; did you mean D4RL's {closest}?" if closest else ""
 
 
 def load_dataset(
@@ -68,7 +74,13 @@ def load_dataset(
     if kind == "tianshou":
         return load_buffer(source)
     if kind == "minari":
-        return load_minari(source, download=download)
+        try:
+            return load_minari(source, download=download)
+        except DatasetError as error:  # `hopper-medium-v0` reads as a Minari id, but was meant as D4RL's
+            hint = _d4rl_hint(str(source)) if not Path(source).expanduser().is_dir() else ""
+            if not hint:
+                raise
+            raise type(error)(f"{error}{hint}") from None
     if kind == "d3rlpy":
         return load_d3rlpy(source)
     return load_d4rl(source, download=download, max_episode_steps=max_episode_steps)
