@@ -202,3 +202,21 @@ def test_reward_clipping_is_the_atari_default_and_reaches_the_learner(monkeypatc
     with policy_within_training_step(algo.policy):
         algo.update(episode_buffer(), 4)
     assert seen == [True]
+
+
+def test_the_cnn_sees_uint8_frames_as_float_then_divided_by_255() -> None:
+    """Its input conversion (channels-last bytes, then one division) changes no value: the logits equal
+    those of the frames converted the plain way, bit for bit, and float frames are taken as well."""
+    from offline_rl.discrete_cql.networks import QuantileNatureCNN
+
+    torch.manual_seed(0)
+    net = QuantileNatureCNN((4, 84, 84), num_actions=3, num_quantiles=5)
+    frames = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
+    plain = (frames.float() / 255.0).contiguous(memory_format=torch.channels_last)
+    expected = net.head(net.features(plain)).view(-1, 3, 5)
+    assert torch.equal(net(frames)[0], expected)
+    assert torch.equal(net(frames.numpy())[0], expected)
+    assert torch.equal(net(frames.double())[0], expected)  # any dtype ends as float32
+    unscaled = QuantileNatureCNN((4, 84, 84), num_actions=3, num_quantiles=5, scale_obs=False)
+    unscaled.load_state_dict(net.state_dict())
+    assert torch.equal(unscaled(plain)[0], expected)
