@@ -149,6 +149,7 @@ def test_missing_named_dataset_is_downloaded_atomically(tmp_path: Path, monkeypa
         buffer = load_d4rl("hopper-medium-v2")
     finally:
         server.shutdown()
+        server.server_close()
     assert len(buffer) == 8
     target_dir = tmp_path / "d4rl"
     assert sorted(p.name for p in target_dir.iterdir()) == ["hopper_medium-v2.hdf5"]

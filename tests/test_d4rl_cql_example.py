@@ -232,6 +232,7 @@ def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Pa
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
     assert FileLock(folder / ".lock").acquire(wait=False)  # released with the process that held it
 
 
