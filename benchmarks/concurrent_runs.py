@@ -1,7 +1,7 @@
 """Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
 
     python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
-        [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
+        [--mps-thread-percentage 50] [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
 run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
@@ -12,8 +12,13 @@ evaluation are not counted. The table gives each run's rate, the group's total a
 relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
 
 Processes on one GPU take turns unless an MPS daemon lets their kernels run side by side
-(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for the runs, as `python -m
-offline_rl.sweep --mps` does for a sweep's trials.
+(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for each group of two or more runs,
+each run held to `--mps-thread-percentage` of the multiprocessors, as `python -m offline_rl.sweep
+--mps` does for a sweep's trials. One run alone never goes through it: it is timed as it trains
+without company, the fastest way to train one (through MPS it was 10-13% slower on an H100), so the
+ratio compares sharing with training the runs one after another. Until 2026-11-26 `--mps` also
+took the 1-run group through the daemon and held no client to a share (today's
+`--mps-thread-percentage 100`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from offline_rl.errors import OfflineRLError
-from offline_rl.gpu_sharing import mps_daemon
+from offline_rl.gpu_sharing import DEFAULT_THREAD_PERCENTAGE, mps_control, mps_daemon
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
 STEADY_FROM = 0.2
@@ -83,22 +88,36 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--task", default="HalfCheetah-v4")
     parser.add_argument("--dataset-size", type=int, default=20_000)
-    parser.add_argument("--mps", action="store_true", help="run every group through a CUDA MPS daemon of its own")
+    parser.add_argument("--mps", action="store_true", help="run each group of 2+ through a CUDA MPS daemon of its own")
+    parser.add_argument(
+        "--mps-thread-percentage",
+        "--mps_thread_percentage",
+        type=int,
+        default=DEFAULT_THREAD_PERCENTAGE,
+        help="with --mps, each run's share of the multiprocessors in percent (100: no cap)",
+    )
     args, extra = parser.parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+    if args.mps:
+        try:
+            mps_control(args.mps_thread_percentage)
+        except OfflineRLError as error:
+            raise SystemExit(str(error)) from None
+        share = args.mps_thread_percentage
+        print(f"groups of 2+ runs share the GPU through a CUDA MPS daemon, each on up to {share}%", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        if args.mps:
-            try:
-                stack.enter_context(mps_daemon(root))
-            except OfflineRLError as error:
-                raise SystemExit(str(error)) from None
-            print("runs share the GPU through a CUDA MPS daemon", flush=True)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
         subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
         totals: dict[int, float] = {}
         for count in args.runs:
-            rates = run_group(count, args, extra, root)
+            with contextlib.ExitStack() as sharing:
+                if args.mps and count > 1:
+                    try:
+                        sharing.enter_context(mps_daemon(root / f"mps-{count}", args.mps_thread_percentage))
+                    except OfflineRLError as error:
+                        raise SystemExit(str(error)) from None
+                rates = run_group(count, args, extra, root)
             totals[count] = sum(rates)
             relative = f"{totals[count] / totals[1]:.2f}× one run" if 1 in totals else ""
             print(

@@ -11,21 +11,22 @@
 #     --platform manylinux_2_28_x86_64 -d .whl torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
 #
 # then, with `.whl` carried, one device call per line (each ~3-8 minutes). A session now has 15 device
-# minutes, the machine's start included, so take them in this order and stop where the time ends: the
-# first two measure issue #10's one open target (4 runs together >= 2x one) in the settings most
-# likely to reach it; the rest re-measure what earlier sessions already recorded.
+# minutes, the machine's start included (~30 s on 2026-11-26), so take them in this order and stop
+# where the time ends: the first measures issue #10's one open target (4 runs together >= 2x one) as
+# sweeps now share a GPU (MPS, each run on half the SMs; 1.95x in TF32 on 2026-11-26, float32 not yet
+# measured so); the second is the learning check TF32 needs before it can be the CUDA default; the
+# rest re-measure what earlier sessions already recorded.
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps-tf32
-#   bash benchmarks/gpu_session.sh concurrent-mps-half
+#   bash benchmarks/gpu_session.sh concurrent-mps concurrent-mps-tf32
+#   bash benchmarks/gpu_session.sh learning-tf32
 #   bash benchmarks/gpu_session.sh throughput tests
-#   bash benchmarks/gpu_session.sh concurrent
-#   bash benchmarks/gpu_session.sh concurrent-mps
-#   bash benchmarks/gpu_session.sh end-to-end
+#   bash benchmarks/gpu_session.sh concurrent end-to-end
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
 # line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
 # machine with the project installed), nothing is installed. Its checks last ran on an H100 on 2026-11-24,
-# grouped a little differently, in calls of 174-421 s (BENCHMARKS.md, "Fourth H100 session").
+# grouped a little differently, in calls of 174-421 s (BENCHMARKS.md, "Fourth H100 session"); its
+# concurrent parts on 2026-11-26 ("Fifth H100 session").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-session}
@@ -72,16 +73,17 @@ for part in "$@"; do
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000
       ;;
-    concurrent-mps)  # through a private MPS daemon (what `offline_rl.sweep --mps` does); 8 runs: is 4 the GPU's limit?
-      check concurrent_runs_mps 450 python3 benchmarks/concurrent_runs.py --runs 1 2 4 8 --updates 20000 --mps
+    concurrent-mps)  # 1 run alone, then 4 through a private MPS daemon at half the SMs each (what `sweep --mps` does)
+      check concurrent_runs_mps 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps
       ;;
-    concurrent-mps-tf32)  # the same through MPS in TF32: a float32 update's products already fill most of the GPU
-      check concurrent_runs_mps_tf32 270 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
+    concurrent-mps-tf32)  # the same in TF32 (1.95x on 2026-11-26), with 2 runs
+      check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
-    concurrent-mps-half)  # 4 runs through MPS, each client held to half the SMs: does less contention add up to more?
-      check concurrent_runs_mps_half 240 env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 \
-        python3 benchmarks/concurrent_runs.py --runs 4 --updates 20000 --mps
+    learning-tf32)  # float32 against TF32, 2 seeds, 100k updates each, as one 4-trial sweep through MPS
+      check learning_tf32 360 python3 -m offline_rl.sweep --example d4rl_cql --grid seed=0,1 \
+        --grid matmul_precision=highest,high --set task=HalfCheetah-v4 --set dataset_size=100000 --set epoch=5 \
+        --set step_per_epoch=20000 --set test_num=10 --mps --jobs 4 --name learning-tf32 --logdir "$out/sweeps"
       ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
@@ -90,7 +92,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-tf32, concurrent-mps-half or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-tf32, learning-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -5,8 +5,11 @@ kernels of two runs never execute at the same moment, however few of the GPU's m
 one fills. A run whose update replays as one CUDA graph keeps the GPU busy, which leaves the others
 little: on an H100 four `d4rl_cql.py` runs together did 1.08x the updates of one. Through NVIDIA's
 Multi-Process Service their kernels run at once, as one process's streams can: 1.60x (BENCHMARKS.md,
-"Fourth H100 session"). The daemon started here is private: its pipe and log folders live in a folder
-the caller owns, and only processes started with its variables in their environment connect to it.
+"Fourth H100 session"). Holding each client to half the multiprocessors lets them contend less and do
+more together: four TF32 runs did 2395 updates/s uncapped, 2840 at half and 2677 at a quarter (1.95x
+one run alone; "Fifth H100 session"), hence the default cap. The daemon started here is private: its
+pipe and log folders live in a folder the caller owns, and only processes started with its variables
+in their environment connect to it.
 """
 
 from __future__ import annotations
@@ -22,22 +25,37 @@ from offline_rl.errors import OfflineRLError
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 MPS_VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+THREAD_PERCENTAGE_VARIABLE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+DEFAULT_THREAD_PERCENTAGE = 50
+"""The share of the GPU's multiprocessors each client may use, in percent: the best of 25, 50 and 100
+measured for four runs on an H100 (BENCHMARKS.md, "Fifth H100 session")."""
 
 
-@contextlib.contextmanager
-def mps_daemon(folder: Path) -> Iterator[None]:
-    """Start an MPS control daemon whose pipe and log folders are under `folder`, and put their
-    variables in this process's environment, so that every process started inside the block shares
-    the GPU through it; on the way out, whatever happened, ask it to quit and restore the environment.
-    `folder` must have a short path: the daemon's sockets live in it."""
+def mps_control(thread_percentage: int = DEFAULT_THREAD_PERCENTAGE) -> str:
+    """The MPS control program's path, once the request is known to be possible: callers that start
+    daemons later ask first, so that a machine without one fails before any work."""
+    if not 1 <= thread_percentage <= 100:
+        raise OfflineRLError(f"--mps-thread-percentage {thread_percentage}: expected a value in [1, 100]")
     control = shutil.which(MPS_CONTROL)
     if control is None:
         raise OfflineRLError(f"--mps: {MPS_CONTROL} is not on PATH (it comes with the NVIDIA driver's tools)")
+    return control
+
+
+@contextlib.contextmanager
+def mps_daemon(folder: Path, thread_percentage: int = DEFAULT_THREAD_PERCENTAGE) -> Iterator[None]:
+    """Start an MPS control daemon whose pipe and log folders are under `folder`, and put their
+    variables in this process's environment, so that every process started inside the block shares
+    the GPU through it, each held to `thread_percentage` percent of its multiprocessors (100: no
+    cap); on the way out, whatever happened, ask it to quit and restore the environment.
+    `folder` must have a short path: the daemon's sockets live in it."""
+    control = mps_control(thread_percentage)
     pipe, log = folder / "mps-pipe", folder / "mps-log"
-    previous = {variable: os.environ.get(variable) for variable in MPS_VARIABLES}
+    previous = {variable: os.environ.get(variable) for variable in (*MPS_VARIABLES, THREAD_PERCENTAGE_VARIABLE)}
     for variable, path in zip(MPS_VARIABLES, (pipe, log), strict=True):
         path.mkdir(parents=True, exist_ok=True)
         os.environ[variable] = str(path)
+    os.environ[THREAD_PERCENTAGE_VARIABLE] = str(thread_percentage)  # the daemon's default and each client's
     try:
         started = subprocess.run([control, "-d"], capture_output=True, text=True, check=False)
         if started.returncode != 0:

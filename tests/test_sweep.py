@@ -225,6 +225,21 @@ def test_a_bad_sweep_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) 
     assert not (tmp_path / "log").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--mps", "--mps-thread-percentage", "0"], "error: --mps-thread-percentage 0: expected a value in [1, 100]"),
+        (["--mps", "--mps_thread_percentage", "101"], "error: --mps-thread-percentage 101: expected a value in"),
+        (["--mps-thread-percentage", "50"], "error: --mps-thread-percentage: applies to trials sharing a GPU"),
+    ],
+)
+def test_a_bad_share_of_the_gpu_is_one_line_and_exit_2(tmp_path: Path, flags: list[str], message: str) -> None:
+    result = run_sweep(tmp_path, "--example", "d4rl_cql", "--grid", "seed=0", *flags)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().startswith(message)
+    assert not (tmp_path / "log").exists()
+
+
 def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "table.yaml"
     path.write_text("example: d4rl_cql\nset: {task: Pendulum-v1, epoch: 3}\ngrid: {seed: [0, 1], cql_weight: [1, 5]}\n")
@@ -243,40 +258,51 @@ def fake_mps_control(folder: Path, *, fails: bool = False) -> Path:
     script.write_text(
         "#!/bin/sh\n"
         'if [ "$1" = "-d" ]; then\n'
-        f'  echo "-d $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> {folder}/calls; {start}\nfi\n'
+        '  echo "-d $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"'
+        f" >> {folder}/calls\n"
+        f"  {start}\nfi\n"
         f'read command; echo "$command $CUDA_MPS_PIPE_DIRECTORY" >> {folder}/calls\n'
     )
     script.chmod(0o755)
     return folder
 
 
+@pytest.mark.parametrize(("share_flags", "share"), [([], "50"), (["--mps-thread-percentage", "100"], "100")])
 def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    share_flags: list[str],
+    share: str,
 ) -> None:
     from offline_rl.sweep import engines
 
     control = fake_mps_control(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{control}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", raising=False)
     monkeypatch.chdir(tmp_path)
     seen: dict[str, str | None] = {}
     run_locally = engines.run_locally
 
     def run_locally_seeing_the_environment(*args, **kwargs) -> None:
         seen["pipe"] = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")  # what each trial's process inherits
+        seen["share"] = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
         seen["calls"] = (control / "calls").read_text()
         run_locally(*args, **kwargs)
 
     monkeypatch.setattr(engines, "run_locally", run_locally_seeing_the_environment)
     args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--set", "task=Pendulum-v1", "--mps"]
-    assert sweep_main([*args, "--name", "shared"]) == 1  # the trial fails at once: no dataset
+    assert sweep_main([*args, *share_flags, "--name", "shared"]) == 1  # the trial fails at once: no dataset
     pipe = seen["pipe"]
     assert pipe is not None and pipe.endswith("mps-pipe") and Path(pipe).parent.name.startswith("mps-")
-    assert seen["calls"] == f"-d {pipe} {Path(pipe).parent / 'mps-log'}\n"  # started before any trial
+    assert seen["share"] == share  # each trial's cap on the GPU's multiprocessors, and the daemon's default
+    assert seen["calls"] == f"-d {pipe} {Path(pipe).parent / 'mps-log'} {share}\n"  # started before any trial
     assert (control / "calls").read_text().splitlines()[1] == f"quit {pipe}"  # and asked to quit after them
-    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ and not Path(pipe).exists()
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in os.environ
+    assert not Path(pipe).exists()
     out = capsys.readouterr().out
-    assert "trials share each GPU through a CUDA MPS daemon of this sweep's own" in out
+    assert f"trials share each GPU through a CUDA MPS daemon of this sweep's own, each on up to {share}%" in out
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,14 @@ class SweepConfig:
     mps: bool = setting(
         False,
         "trials on a GPU share it through a CUDA MPS daemon of the sweep's own, so their kernels run side by side "
-        "(an H100 did 1.6x one run's updates with 4 runs, 1.08x without)",
+        "(an H100 did 1.95x one run's updates with 4 TF32 runs at half the SMs each, 1.08x without MPS)",
+    )
+    mps_thread_percentage: int | None = setting(
+        None,
+        "with --mps, the share of the GPU's multiprocessors each trial may use, in percent "
+        "(none: 50, the best measured for 4 trials; 100: no cap)",
+        minimum=1,
+        maximum=100,
     )
     ray_address: str | None = setting(
         None, "run trials as Ray tasks: auto, ray://HOST:PORT, or local (a Ray runtime here); default $RAY_ADDRESS"
@@ -62,6 +69,8 @@ class SweepConfig:
                 "--mps: the local engine's option; on Ray, start the daemon on each GPU node "
                 "(nvidia-cuda-mps-control -d) before its Ray worker"
             )
+        if self.mps_thread_percentage is not None and not self.mps:
+            raise OfflineRLError("--mps-thread-percentage: applies to trials sharing a GPU through --mps; add --mps")
 
 
 def build_spec(config: SweepConfig) -> Any:
@@ -87,7 +96,8 @@ def build_spec(config: SweepConfig) -> Any:
 def default_jobs(mps: bool = False) -> int:
     """One trial per CPU core pair; on a GPU machine two per GPU, four through MPS. Measured on an H100
     (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates without MPS and 1.60x
-    with it. Two without MPS still pay: while one trial evaluates on the CPU, the other trains."""
+    with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100 session"). Two without MPS still
+    pay: while one trial evaluates on the CPU, the other trains."""
     import shutil
     import subprocess
 
@@ -162,7 +172,8 @@ def _threads_given(trials: list[Any]) -> bool:
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
-    with sharing_gpus(config.mps):  # first: a daemon that cannot start is one line, before anything else
+    # first: a daemon that cannot start is one line, before anything else
+    with sharing_gpus(config.mps, config.mps_thread_percentage):
         return run_trials(config, spec, trials, folder, module)
 
 
@@ -220,16 +231,20 @@ def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, 
 
 
 @contextlib.contextmanager
-def sharing_gpus(mps: bool) -> Iterator[None]:
+def sharing_gpus(mps: bool, thread_percentage: int | None = None) -> Iterator[None]:
     """With `--mps`, the trials started inside run through one MPS daemon, stopped when they end.
     Its sockets go in a short temporary folder: a sweep's log folder can be too long a path for one."""
     if not mps:
         yield
         return
-    from offline_rl.gpu_sharing import mps_daemon
+    from offline_rl.gpu_sharing import DEFAULT_THREAD_PERCENTAGE, mps_daemon
 
-    with tempfile.TemporaryDirectory(prefix="mps-") as short, mps_daemon(Path(short)):
-        print(f"trials share each GPU through a CUDA MPS daemon of this sweep's own (its folders: {short})")
+    share = DEFAULT_THREAD_PERCENTAGE if thread_percentage is None else thread_percentage
+    with tempfile.TemporaryDirectory(prefix="mps-") as short, mps_daemon(Path(short), share):
+        print(
+            f"trials share each GPU through a CUDA MPS daemon of this sweep's own, each on up to {share}% of its "
+            f"multiprocessors (its folders: {short})"
+        )
         yield
 
 
