@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from offline_rl.cpu_cores import available_cores
 from offline_rl.errors import OfflineRLError
 from offline_rl.gpu_sharing import DEFAULT_THREAD_PERCENTAGE, mps_control, mps_daemon
 
@@ -55,20 +56,27 @@ def steady_rate(log_root: Path) -> float:
 
 
 def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path) -> list[float]:
-    """`count` runs started together; their steady rates."""
+    """`count` runs started together, each with its share of the CPU cores as a sweep gives its trials
+    (unless `extra` sets --threads); their steady rates. Each run's messages go to a file of its own:
+    a pipe nobody reads while another run is awaited could fill and stall the run writing to it."""
+    given = any(flag.split("=")[0] == "--threads" for flag in extra)
+    threads = [] if given else ["--threads", str(max(1, available_cores() // count))]
     processes = []
     for seed in range(count):
         log_root = root / f"{count}-runs" / f"seed{seed}"
+        log_root.parent.mkdir(parents=True, exist_ok=True)
         command = [
             *base_command(args),
             *("--step-per-epoch", str(args.updates), "--seed", str(seed), "--logdir", str(log_root)),
+            *threads,
             *extra,
         ]
-        processes.append((log_root, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
-    for _, process in processes:
-        _, errors = process.communicate()
-        if process.returncode != 0:
-            raise SystemExit(f"a run of {count} failed (exit {process.returncode}):\n{errors.decode()[-2000:]}")
+        with log_root.with_suffix(".stderr").open("wb") as errors:
+            processes.append((log_root, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)))
+    for log_root, process in processes:
+        if process.wait() != 0:
+            errors = log_root.with_suffix(".stderr").read_text(errors="replace")[-2000:]
+            raise SystemExit(f"a run of {count} failed (exit {process.returncode}):\n{errors}")
     return [steady_rate(log_root) for log_root, _ in processes]
 
 
