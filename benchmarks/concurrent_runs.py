@@ -1,7 +1,7 @@
 """Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
 
     python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
-        [--mps-thread-percentage 50] [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
+        [--mps-thread-percentage PERCENT] [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
 run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
@@ -12,13 +12,13 @@ evaluation are not counted. The table gives each run's rate, the group's total a
 relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
 
 Processes on one GPU take turns unless an MPS daemon lets their kernels run side by side
-(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for each group of two or more runs,
-each run held to `--mps-thread-percentage` of the multiprocessors, as `python -m offline_rl.sweep
---mps` does for a sweep's trials. One run alone never goes through it: it is timed as it trains
-without company, the fastest way to train one (through MPS it was 10-13% slower on an H100), so the
-ratio compares sharing with training the runs one after another. Until 2026-11-26 `--mps` also
-took the 1-run group through the daemon and held no client to a share (today's
-`--mps-thread-percentage 100`).
+(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for each group of two or more
+runs, each run held to `--mps-thread-percentage` of the multiprocessors (by default the share a
+sweep gives its trials: 200 / runs, at most 100), as `python -m offline_rl.sweep --mps` does for a
+sweep's trials. One run alone never goes through it: it is timed as it trains without company, the
+fastest way to train one (through MPS it was 10-13% slower on an H100), so the ratio compares
+sharing with training the runs one after another. Until 2026-11-26 `--mps` also took the 1-run
+group through the daemon and held no client to a share (today's `--mps-thread-percentage 100`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from offline_rl.cpu_cores import available_cores
 from offline_rl.errors import OfflineRLError
-from offline_rl.gpu_sharing import DEFAULT_THREAD_PERCENTAGE, mps_control, mps_daemon
+from offline_rl.gpu_sharing import default_thread_percentage, mps_control, mps_daemon
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
 STEADY_FROM = 0.2
@@ -101,18 +101,18 @@ def main() -> None:
         "--mps-thread-percentage",
         "--mps_thread_percentage",
         type=int,
-        default=DEFAULT_THREAD_PERCENTAGE,
-        help="with --mps, each run's share of the multiprocessors in percent (100: no cap)",
+        default=None,
+        help="with --mps, each run's share of the multiprocessors in percent (100: no cap; default: as a sweep "
+        "gives its trials, 200 / runs, at most 100)",
     )
     args, extra = parser.parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
     if args.mps:
         try:
-            mps_control(args.mps_thread_percentage)
+            mps_control(args.mps_thread_percentage or 100)
         except OfflineRLError as error:
             raise SystemExit(str(error)) from None
-        share = args.mps_thread_percentage
-        print(f"groups of 2+ runs share the GPU through a CUDA MPS daemon, each on up to {share}%", flush=True)
+        print("groups of 2+ runs share the GPU through a CUDA MPS daemon", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
@@ -120,16 +120,19 @@ def main() -> None:
         totals: dict[int, float] = {}
         for count in args.runs:
             with contextlib.ExitStack() as sharing:
+                share = ""
                 if args.mps and count > 1:
+                    percentage = args.mps_thread_percentage or default_thread_percentage(count)
                     try:
-                        sharing.enter_context(mps_daemon(root / f"mps-{count}", args.mps_thread_percentage))
+                        sharing.enter_context(mps_daemon(root / f"mps-{count}", percentage))
                     except OfflineRLError as error:
                         raise SystemExit(str(error)) from None
+                    share = f" through MPS, {percentage}% of the multiprocessors each"
                 rates = run_group(count, args, extra, root)
             totals[count] = sum(rates)
             relative = f"{totals[count] / totals[1]:.2f}× one run" if 1 in totals else ""
             print(
-                f"{count} run(s): {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
+                f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
                 f"(median {statistics.median(rates):.1f}); total {totals[count]:.1f} updates/s {relative}",
                 flush=True,
             )

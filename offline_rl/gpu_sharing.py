@@ -7,7 +7,7 @@ little: on an H100 four `d4rl_cql.py` runs together did 1.08x the updates of one
 Multi-Process Service their kernels run at once, as one process's streams can: 1.60x (BENCHMARKS.md,
 "Fourth H100 session"). Holding each client to half the multiprocessors lets them contend less and do
 more together: four TF32 runs did 2395 updates/s uncapped, 2840 at half and 2677 at a quarter (1.95x
-one run alone; "Fifth H100 session"), hence the default cap. The daemon started here is private: its
+one run alone; "Fifth H100 session"), hence the default share. The daemon started here is private: its
 pipe and log folders live in a folder the caller owns, and only processes started with its variables
 in their environment connect to it.
 """
@@ -26,12 +26,26 @@ from offline_rl.errors import OfflineRLError
 MPS_CONTROL = "nvidia-cuda-mps-control"
 MPS_VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 THREAD_PERCENTAGE_VARIABLE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
-DEFAULT_THREAD_PERCENTAGE = 50
-"""The share of the GPU's multiprocessors each client may use, in percent: the best of 25, 50 and 100
-measured for four runs on an H100 (BENCHMARKS.md, "Fifth H100 session")."""
 
 
-def mps_control(thread_percentage: int = DEFAULT_THREAD_PERCENTAGE) -> str:
+def default_thread_percentage(runs_per_gpu: int) -> int:
+    """Each run's share of the multiprocessors, in percent, when `runs_per_gpu` share a GPU: enough
+    for every multiprocessor to be open to two runs (200 / runs, at most 100). For four runs that is
+    50, the best of 25, 50 and 100 measured on an H100 (BENCHMARKS.md, "Fifth H100 session"); one or
+    two runs are not held back at all, since one alone trains fastest with the whole GPU."""
+    return max(1, min(100, 200 // max(1, runs_per_gpu)))
+
+
+def gpu_count() -> int:
+    """The NVIDIA GPUs `nvidia-smi` lists (0 without the driver's tools); asked without importing torch,
+    which a sweep's parent process never needs."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
+    return sum(line.startswith("GPU ") for line in listed.splitlines())
+
+
+def mps_control(thread_percentage: int) -> str:
     """The MPS control program's path, once the request is known to be possible: callers that start
     daemons later ask first, so that a machine without one fails before any work."""
     if not 1 <= thread_percentage <= 100:
@@ -43,7 +57,7 @@ def mps_control(thread_percentage: int = DEFAULT_THREAD_PERCENTAGE) -> str:
 
 
 @contextlib.contextmanager
-def mps_daemon(folder: Path, thread_percentage: int = DEFAULT_THREAD_PERCENTAGE) -> Iterator[None]:
+def mps_daemon(folder: Path, thread_percentage: int) -> Iterator[None]:
     """Start an MPS control daemon whose pipe and log folders are under `folder`, and put their
     variables in this process's environment, so that every process started inside the block shares
     the GPU through it, each held to `thread_percentage` percent of its multiprocessors (100: no

@@ -267,7 +267,14 @@ def fake_mps_control(folder: Path, *, fails: bool = False) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("share_flags", "share"), [([], "50"), (["--mps-thread-percentage", "100"], "100")])
+@pytest.mark.parametrize(
+    ("share_flags", "share"),
+    [
+        (["--jobs", "4"], "50"),  # four trials on the one GPU the test stands for: half the multiprocessors each
+        (["--jobs", "2"], "100"),  # two: each may use them all
+        (["--jobs", "4", "--mps-thread-percentage", "100"], "100"),  # the flag wins
+    ],
+)
 def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -303,6 +310,13 @@ def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
     assert not Path(pipe).exists()
     out = capsys.readouterr().out
     assert f"trials share each GPU through a CUDA MPS daemon of this sweep's own, each on up to {share}%" in out
+
+
+@pytest.mark.parametrize(("runs", "share"), [(1, 100), (2, 100), (3, 66), (4, 50), (8, 25), (400, 1)])
+def test_each_run_s_default_share_of_a_gpu_leaves_every_multiprocessor_to_two_runs(runs: int, share: int) -> None:
+    from offline_rl.gpu_sharing import default_thread_percentage
+
+    assert default_thread_percentage(runs) == share
 
 
 @pytest.mark.parametrize(

@@ -48,8 +48,8 @@ class SweepConfig:
     )
     mps_thread_percentage: int | None = setting(
         None,
-        "with --mps, the share of the GPU's multiprocessors each trial may use, in percent "
-        "(none: 50, the best measured for 4 trials; 100: no cap)",
+        "with --mps, the share of a GPU's multiprocessors each trial may use, in percent (none: 200 / trials "
+        "per GPU, at most 100; 50 for the default 4, the best measured; 100: no cap)",
         minimum=1,
         maximum=100,
     )
@@ -93,18 +93,14 @@ def build_spec(config: SweepConfig) -> Any:
     return spec
 
 
-def default_jobs(mps: bool = False) -> int:
+def default_jobs(mps: bool = False, gpus: int | None = None) -> int:
     """One trial per CPU core pair; on a GPU machine two per GPU, four through MPS. Measured on an H100
     (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates without MPS and 1.60x
     with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100 session"). Two without MPS still
     pay: while one trial evaluates on the CPU, the other trains."""
-    import shutil
-    import subprocess
+    from offline_rl.gpu_sharing import gpu_count
 
-    gpus = 0
-    if shutil.which("nvidia-smi"):
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
-        gpus = sum(line.startswith("GPU ") for line in listed.splitlines())
+    gpus = gpu_count() if gpus is None else gpus
     return (4 if mps else 2) * gpus if gpus else max(1, available_cores() // 2)
 
 
@@ -172,19 +168,24 @@ def _threads_given(trials: list[Any]) -> bool:
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
+    if config.ray_address:
+        return run_trials(config, spec, trials, folder, module, workers=0)
+    from offline_rl.gpu_sharing import gpu_count
+
+    gpus = gpu_count() if config.mps or not config.jobs else 0  # asked only where it decides something
+    workers = config.jobs or default_jobs(config.mps, gpus)
     # first: a daemon that cannot start is one line, before anything else
-    with sharing_gpus(config.mps, config.mps_thread_percentage):
-        return run_trials(config, spec, trials, folder, module)
+    with sharing_gpus(config.mps, config.mps_thread_percentage, runs_per_gpu=-(-workers // max(1, gpus))):
+        return run_trials(config, spec, trials, folder, module, workers)
 
 
-def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
+def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str, workers: int) -> int:
     from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
     from offline_rl.sweep.state import SweepState
     from offline_rl.sweep.trial import done_outcome, finished_summary
 
     start = time.time()
     state = SweepState(folder, spec, trials)
-    workers = config.jobs or default_jobs(config.mps)
     threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, available_cores() // workers)
     per_invocation = [] if _threads_given(trials) else ["--threads", str(threads)]
     jobs, skipped = [], 0
@@ -231,15 +232,16 @@ def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, 
 
 
 @contextlib.contextmanager
-def sharing_gpus(mps: bool, thread_percentage: int | None = None) -> Iterator[None]:
-    """With `--mps`, the trials started inside run through one MPS daemon, stopped when they end.
+def sharing_gpus(mps: bool, thread_percentage: int | None, runs_per_gpu: int) -> Iterator[None]:
+    """With `--mps`, the trials started inside run through one MPS daemon, stopped when they end, each
+    on `thread_percentage` of a GPU's multiprocessors (none: the share that suits `runs_per_gpu`).
     Its sockets go in a short temporary folder: a sweep's log folder can be too long a path for one."""
     if not mps:
         yield
         return
-    from offline_rl.gpu_sharing import DEFAULT_THREAD_PERCENTAGE, mps_daemon
+    from offline_rl.gpu_sharing import default_thread_percentage, mps_daemon
 
-    share = DEFAULT_THREAD_PERCENTAGE if thread_percentage is None else thread_percentage
+    share = default_thread_percentage(runs_per_gpu) if thread_percentage is None else thread_percentage
     with tempfile.TemporaryDirectory(prefix="mps-") as short, mps_daemon(Path(short), share):
         print(
             f"trials share each GPU through a CUDA MPS daemon of this sweep's own, each on up to {share}% of its "
