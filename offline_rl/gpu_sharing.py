@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,13 +37,43 @@ def default_thread_percentage(runs_per_gpu: int) -> int:
     return max(1, min(100, 200 // max(1, runs_per_gpu)))
 
 
-def gpu_count() -> int:
-    """The NVIDIA GPUs `nvidia-smi` lists (0 without the driver's tools); asked without importing torch,
-    which a sweep's parent process never needs."""
+def visible_gpus() -> list[str]:
+    """The GPUs this process may hand to its children, as `CUDA_VISIBLE_DEVICES` entries: the ones
+    that variable already names, in its order (CUDA stops at the first negative entry, so do we),
+    or else every GPU `nvidia-smi` lists (none without the driver's tools). Asked without importing
+    torch, which a sweep's parent process never needs."""
+    named = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if named is not None:
+        entries = []
+        for entry in (part.strip() for part in named.split(",")):
+            if not entry or entry.startswith("-"):
+                break
+            entries.append(entry)
+        return entries
     if shutil.which("nvidia-smi") is None:
-        return 0
+        return []
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
-    return sum(line.startswith("GPU ") for line in listed.splitlines())
+    return [str(index) for index in range(sum(line.startswith("GPU ") for line in listed.splitlines()))]
+
+
+class GpuAssignment:
+    """Which GPU each of several concurrent runs gets: the one with the fewest runs so far (the first
+    of them on a tie), so that 8 trials on 2 GPUs run 4 on each rather than all on the first, where
+    every run's `--device auto` would otherwise put them. Thread-safe: a sweep's workers are threads."""
+
+    def __init__(self, gpus: list[str]) -> None:
+        self._running = dict.fromkeys(gpus, 0)
+        self._lock = threading.Lock()
+
+    def take(self) -> str:
+        with self._lock:
+            gpu = min(self._running, key=self._running.__getitem__)
+            self._running[gpu] += 1
+            return gpu
+
+    def give_back(self, gpu: str) -> None:
+        with self._lock:
+            self._running[gpu] -= 1
 
 
 def mps_control(thread_percentage: int) -> str:

@@ -319,6 +319,75 @@ def test_each_run_s_default_share_of_a_gpu_leaves_every_multiprocessor_to_two_ru
     assert default_thread_percentage(runs) == share
 
 
+def fake_nvidia_smi(folder: Path, gpus: int) -> Path:
+    """A stand-in for `nvidia-smi -L` on a machine with `gpus` GPUs."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "nvidia-smi"
+    lines = "".join(f'echo "GPU {index}: NVIDIA H100 80GB HBM3 (UUID: GPU-{index})"\n' for index in range(gpus))
+    script.write_text(f"#!/bin/sh\n{lines}")
+    script.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("visible", "gpus"),
+    [("2,3", ["2", "3"]), ("0,-1,1", ["0"]), ("", []), ("GPU-a1, GPU-b2", ["GPU-a1", "GPU-b2"]), (None, ["0", "1"])],
+)
+def test_the_gpus_a_sweep_may_hand_out_are_those_cuda_visible_devices_names_else_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None, gpus: list[str]
+) -> None:
+    from offline_rl.gpu_sharing import visible_gpus
+
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 2)}{os.pathsep}{os.environ['PATH']}")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert visible_gpus() == gpus
+
+
+def test_concurrent_runs_are_spread_evenly_over_the_gpus() -> None:
+    from offline_rl.gpu_sharing import GpuAssignment
+
+    assignment = GpuAssignment(["0", "1"])
+    taken = [assignment.take() for _ in range(8)]
+    assert taken == ["0", "1"] * 4  # 8 trials on 2 GPUs: 4 on each, not 8 on the first
+    assignment.give_back("1")
+    assignment.give_back("1")
+    assert [assignment.take(), assignment.take(), assignment.take()] == ["1", "1", "0"]
+
+
+@pytest.mark.parametrize(("more", "spread"), [([], True), (["--set", "device=cpu"], False)])
+def test_local_trials_on_a_machine_with_two_gpus_each_get_one(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    more: list[str],
+    spread: bool,
+) -> None:
+    from offline_rl.sweep import engines
+
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 2)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    given: list[str | None] = []
+    run_trial = engines.run_trial
+
+    def run_trial_seeing_its_gpu(*args, environment=None, **kwargs):
+        given.append((environment or {}).get("CUDA_VISIBLE_DEVICES"))
+        return run_trial(*args, environment=environment, **kwargs)
+
+    monkeypatch.setattr(engines, "run_trial", run_trial_seeing_its_gpu)
+    args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--grid", "seed=0,1,2,3", "--jobs", "2"]
+    assert sweep_main([*args, "--set", "task=Pendulum-v1", *more]) == 1  # each trial fails at once: no dataset
+    out = capsys.readouterr().out
+    if spread:
+        assert len(given) == 4 and set(given) == {"0", "1"}  # two at a time, one on each GPU
+        assert "2 at a time on this machine, spread over GPUs 0,1" in out
+    else:  # a trial that names its device keeps the GPUs the sweep sees
+        assert given == [None] * 4 and "spread over" not in out
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [

@@ -93,14 +93,11 @@ def build_spec(config: SweepConfig) -> Any:
     return spec
 
 
-def default_jobs(mps: bool = False, gpus: int | None = None) -> int:
-    """One trial per CPU core pair; on a GPU machine two per GPU, four through MPS. Measured on an H100
-    (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates without MPS and 1.60x
-    with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100 session"). Two without MPS still
-    pay: while one trial evaluates on the CPU, the other trains."""
-    from offline_rl.gpu_sharing import gpu_count
-
-    gpus = gpu_count() if gpus is None else gpus
+def default_jobs(mps: bool, gpus: int) -> int:
+    """One trial per CPU core pair; on a machine with `gpus` GPUs two per GPU, four through MPS.
+    Measured on an H100 (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates
+    without MPS and 1.60x with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100
+    session"). Two without MPS still pay: while one trial evaluates on the CPU, the other trains."""
     return (4 if mps else 2) * gpus if gpus else max(1, available_cores() // 2)
 
 
@@ -168,18 +165,28 @@ def _threads_given(trials: list[Any]) -> bool:
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
-    if config.ray_address:
-        return run_trials(config, spec, trials, folder, module, workers=0)
-    from offline_rl.gpu_sharing import gpu_count
+    if config.ray_address:  # Ray gives each task its GPUs itself
+        return run_trials(config, spec, trials, folder, module, workers=0, gpus=[])
+    from offline_rl.gpu_sharing import visible_gpus
 
-    gpus = gpu_count() if config.mps or not config.jobs else 0  # asked only where it decides something
-    workers = config.jobs or default_jobs(config.mps, gpus)
+    gpus = visible_gpus()
+    workers = config.jobs or default_jobs(config.mps, len(gpus))
+    spread = gpus if len(gpus) > 1 and not _device_given(trials) else []
     # first: a daemon that cannot start is one line, before anything else
-    with sharing_gpus(config.mps, config.mps_thread_percentage, runs_per_gpu=-(-workers // max(1, gpus))):
-        return run_trials(config, spec, trials, folder, module, workers)
+    with sharing_gpus(config.mps, config.mps_thread_percentage, runs_per_gpu=-(-workers // max(1, len(gpus)))):
+        return run_trials(config, spec, trials, folder, module, workers, spread)
 
 
-def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str, workers: int) -> int:
+def _device_given(trials: list[Any]) -> bool:
+    """A trial that names its device keeps it: a GPU of the sweep's choosing could make `cuda:1` vanish."""
+    return any(arg == "--device" or arg.startswith("--device=") for trial in trials for arg in trial.arguments)
+
+
+def run_trials(
+    config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str, workers: int, gpus: list[str]
+) -> int:
+    """`gpus`: the GPUs to spread local trials over, one per trial (none: every trial sees what the
+    sweep sees)."""
     from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
     from offline_rl.sweep.state import SweepState
     from offline_rl.sweep.trial import done_outcome, finished_summary
@@ -199,6 +206,8 @@ def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, 
         arguments, where_to = list(trial.arguments), str(directory.resolve())
         jobs.append(TrialJob(module, trial.id, arguments, where_to, per_invocation, config.max_retries, os.getcwd()))
     where = f"Ray at {config.ray_address}" if config.ray_address else f"{workers} at a time on this machine"
+    if gpus:
+        where += f", spread over GPUs {','.join(gpus)}"
     counts = f"{skipped} finished before, {len(jobs)} to run, {where}"
     print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
@@ -222,7 +231,7 @@ def run_trials(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, 
                 finished=finished,
             )
         elif jobs:
-            run_locally(jobs, workers, started, finished)
+            run_locally(jobs, workers, started, finished, gpus=gpus)
     except KeyboardInterrupt as interrupt:
         display.close()
         print(f"interrupted: trials stopped at their last checkpoint; run the same command to continue ({state.path})")

@@ -10,11 +10,12 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from offline_rl.gpu_sharing import GpuAssignment
 from offline_rl.sweep.trial import TrialOutcome, run_trial
 
 INTERRUPT_GRACE_S = 30.0
@@ -48,9 +49,13 @@ Started = Callable[[str], None]
 Finished = Callable[[TrialOutcome], None]
 
 
-def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: Finished) -> None:
-    """`workers` trials at a time, each in its own process; Ctrl-C stops them all (they stop as an
+def run_locally(
+    jobs: list[TrialJob], workers: int, started: Started, finished: Finished, gpus: Sequence[str] = ()
+) -> None:
+    """`workers` trials at a time, each in its own process, and, given `gpus`, each on the one of
+    them with the fewest trials (its `CUDA_VISIBLE_DEVICES`); Ctrl-C stops them all (they stop as an
     interrupted example does: checkpoint kept, resumable) and is raised again."""
+    assignment = GpuAssignment(list(gpus)) if gpus else None
     processes: dict[str, subprocess.Popen] = {}
     lock = threading.Lock()
     stopping = threading.Event()
@@ -75,11 +80,15 @@ def run_locally(jobs: list[TrialJob], workers: int, started: Started, finished: 
             if stopping.is_set():
                 _interrupt(process)
 
+        gpu = assignment.take() if assignment is not None else None
+        environment = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None
         try:
-            return run_trial(**job.kwargs(), on_start=on_start)
+            return run_trial(**job.kwargs(), environment=environment, on_start=on_start)
         finally:
             with lock:
                 processes.pop(job.trial_id, None)
+            if assignment is not None and gpu is not None:
+                assignment.give_back(gpu)
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
     pending = {pool.submit(one, job) for job in jobs}

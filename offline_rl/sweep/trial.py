@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,7 @@ def run_trial(
     per_invocation: Sequence[str] = (),
     max_retries: int = 2,
     cwd: str | None = None,
+    environment: Mapping[str, str] | None = None,
     on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> TrialOutcome:
     """Run the example `module` with `arguments` into `directory` until it has trained to its end.
@@ -128,7 +129,7 @@ def run_trial(
     restores the run's own settings and continues to its original end. Exit status 2 (a user error)
     fails at once with the example's one-line message; 130 or 143 (told to stop: Ctrl-C, or SIGTERM
     from a scheduler ending the job) stops; anything else (killed, crashed) is retried up to
-    `max_retries` times.
+    `max_retries` times. `environment` adds to the example's environment (the GPU a trial is given).
     """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -159,7 +160,7 @@ def run_trial(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(environment or {})},
                 start_new_session=True,  # Ctrl-C in the terminal reaches the sweep, which stops trials itself
                 preexec_fn=_die_with_parent,
             )
