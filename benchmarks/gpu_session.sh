@@ -8,17 +8,19 @@
 #
 #   bash ../shared/tools/device-wheels.sh
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_28_x86_64 -d .whl torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
+#     torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
 #
 # then, with `.whl` carried, one device call per line (each ~3-8 minutes). A session now has 15 device
 # minutes, the machine's start included (~30 s on 2026-11-26), so take them in this order and stop
-# where the time ends: the first measures issue #10's one open target (4 runs together >= 2x one) as
-# sweeps now share a GPU (MPS, each run on half the SMs; 1.95x in TF32 on 2026-11-26, float32 not yet
-# measured so); the second is the learning check TF32 needs before it can be the CUDA default; the
-# rest re-measure what earlier sessions already recorded.
+# where the time ends: the first measures issue #10's one open target (4 runs together >= 2x one) in
+# float32 as sweeps now share a GPU (MPS, each run on half the SMs; 1.95x in TF32 on 2026-11-26);
+# the second is the learning check TF32 needs before it can be the CUDA default (together ~11 of
+# the 15 minutes); the rest re-measure what earlier sessions already recorded.
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps concurrent-mps-tf32
+#   bash benchmarks/gpu_session.sh concurrent-mps
 #   bash benchmarks/gpu_session.sh learning-tf32
+#   bash benchmarks/gpu_session.sh concurrent-mps-tf32
 #   bash benchmarks/gpu_session.sh throughput tests
 #   bash benchmarks/gpu_session.sh concurrent end-to-end
 #
