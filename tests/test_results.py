@@ -127,6 +127,24 @@ def test_settings_that_differ_label_the_groups(tmp_path: Path) -> None:
     assert all(not run.normalized for run in runs)  # no reference returns: the score is the return
 
 
+def test_a_matmul_precision_labels_its_group_where_the_device_and_threads_do_not(tmp_path: Path) -> None:
+    """TF32 against float32 is a comparison of arithmetic; the GPU or the thread count a run had is not."""
+    for precision, device, threads in (("highest", "cuda", 4), ("highest", "cuda:1", 8), ("high", "cuda", 4)):
+        torch_settings = {"matmul_precision": precision, "device": device, "threads": threads}
+        write_run(
+            tmp_path / f"{precision}-{device}",
+            dataset="d",
+            seed=0,
+            scores=[1.0],
+            config_update={"run": {"seed": 0, "torch": torch_settings}},
+        )
+    assert sorted(run.setting for run in read_runs([tmp_path])) == [
+        "matmul_precision=high",
+        "matmul_precision=highest",
+        "matmul_precision=highest",
+    ]
+
+
 def test_labels_name_what_differs_within_a_dataset_not_what_follows_the_dataset(tmp_path: Path) -> None:
     """A sweep over D4RL datasets changes the task with the dataset: `task=...` would label every
     group and tell nothing. A setting is named alike on every dataset, even one that ran only it."""

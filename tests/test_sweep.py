@@ -240,6 +240,14 @@ def test_a_bad_share_of_the_gpu_is_one_line_and_exit_2(tmp_path: Path, flags: li
     assert not (tmp_path / "log").exists()
 
 
+@pytest.mark.parametrize("sizes", ["64 64", "64,64", "[64, 64]", "[64,64]"])
+def test_a_list_of_numbers_set_on_the_command_line_is_read_as_yaml_would(
+    sizes: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sweep_main(["--example", "d4rl_cql", "--grid", "seed=0", "--set", f"hidden_sizes={sizes}", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "seed=0: --hidden-sizes 64 64 --seed 0"
+
+
 def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "table.yaml"
     path.write_text("example: d4rl_cql\nset: {task: Pendulum-v1, epoch: 3}\ngrid: {seed: [0, 1], cql_weight: [1, 5]}\n")

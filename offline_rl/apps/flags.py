@@ -127,6 +127,8 @@ class _FlagType:
     is_list: bool = False
     optional: bool = False
     container: type = list
+    numbers: bool = False
+    """A list of numbers: its text may also be written `64,64` or `[64, 64]`, as in YAML."""
 
 
 def _flag_type(hint: Any) -> _FlagType:
@@ -140,7 +142,7 @@ def _flag_type(hint: Any) -> _FlagType:
 
         return dataclasses.replace(inner, convert=maybe_none, optional=True)
     if origin in (list, tuple):
-        return _FlagType(convert=_scalar(args[0]), is_list=True, container=origin)
+        return _FlagType(convert=_scalar(args[0]), is_list=True, container=origin, numbers=args[0] in (int, float))
     if hint is bool:
         return _FlagType(convert=str_to_bool, is_bool=True)
     return _FlagType(convert=_scalar(hint))
@@ -379,13 +381,22 @@ def _coerce(value: Any, kind: _FlagType, where: str) -> Any:
                 raise ValueError("null is not allowed here")
             return None
         if kind.is_list:
-            items = value if isinstance(value, list | tuple) else str(value).split()
+            items = value if isinstance(value, list | tuple) else _list_items(str(value), kind.numbers)
             return kind.container(kind.convert(item) for item in items)
         if kind.is_bool:
             return value if isinstance(value, bool) else str_to_bool(value)
         return kind.convert(value)
     except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
         raise OfflineRLError(f"{where}: {value!r} is not valid ({error})") from None
+
+
+def _list_items(text: str, numbers: bool) -> list[str]:
+    """The items of a list setting given as one piece of text (`--set hidden_sizes=...` in a sweep):
+    space-separated, as on an example's command line; numbers also comma-separated and bracketed,
+    which no number contains but a file name might."""
+    if numbers:
+        return [item for item in re.split(r"[\s,]+", text.strip().removeprefix("[").removesuffix("]")) if item]
+    return text.split()
 
 
 def _replace_paths(config: Config, updates: dict[tuple[str, ...], Any]) -> Config:

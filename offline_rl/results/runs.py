@@ -24,6 +24,8 @@ RUN_DIVERGED_FILE = "diverged.json"
 run removes it; tables count such runs and leave them out of the scores."""
 CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
 # Settings that never tell runs apart as "settings": where a run is, how it runs, and its data/seed.
+# `matmul_precision` is not among them: TF32 or bf16 products are other arithmetic, which a table
+# comparing precisions (float32 against TF32, as TF32's learning check does) must keep apart.
 _NOT_SETTINGS = {
     "seed",
     "dataset",
@@ -34,7 +36,6 @@ _NOT_SETTINGS = {
     "render",
     "device",
     "threads",
-    "matmul_precision",
     "cpu_products",
     "download",
     "log_interval",
