@@ -109,7 +109,7 @@ def main() -> None:
     extra = [flag for flag in extra if flag != "--"]
     if args.mps:
         try:
-            mps_control(args.mps_thread_percentage or 100)
+            mps_control(100 if args.mps_thread_percentage is None else args.mps_thread_percentage)
         except OfflineRLError as error:
             raise SystemExit(str(error)) from None
         print("groups of 2+ runs share the GPU through a CUDA MPS daemon", flush=True)
@@ -122,7 +122,9 @@ def main() -> None:
             with contextlib.ExitStack() as sharing:
                 share = ""
                 if args.mps and count > 1:
-                    percentage = args.mps_thread_percentage or default_thread_percentage(count)
+                    percentage = args.mps_thread_percentage
+                    if percentage is None:
+                        percentage = default_thread_percentage(count)
                     try:
                         sharing.enter_context(mps_daemon(root / f"mps-{count}", percentage))
                     except OfflineRLError as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -160,8 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example][0])
 
 
-def _threads_given(trials: list[Any]) -> bool:
-    return any(arg == "--threads" or arg.startswith("--threads=") for trial in trials for arg in trial.arguments)
+def _flag_given(trials: list[Any], flag: str) -> bool:
+    """Whether some trial sets `flag` itself: the sweep then leaves that choice (threads, device) to it."""
+    return any(arg == flag or arg.startswith(f"{flag}=") for trial in trials for arg in trial.arguments)
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
@@ -171,15 +173,12 @@ def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, m
 
     gpus = visible_gpus()
     workers = config.jobs or default_jobs(config.mps, len(gpus))
-    spread = gpus if len(gpus) > 1 and not _device_given(trials) else []
+    # a trial that names its device keeps it: a GPU of the sweep's choosing could make `cuda:1` vanish
+    spread = gpus if len(gpus) > 1 and not _flag_given(trials, "--device") else []
+    runs_per_gpu = math.ceil(workers / max(1, len(gpus)))
     # first: a daemon that cannot start is one line, before anything else
-    with sharing_gpus(config.mps, config.mps_thread_percentage, runs_per_gpu=-(-workers // max(1, len(gpus)))):
+    with sharing_gpus(config.mps, config.mps_thread_percentage, runs_per_gpu):
         return run_trials(config, spec, trials, folder, module, workers, spread)
-
-
-def _device_given(trials: list[Any]) -> bool:
-    """A trial that names its device keeps it: a GPU of the sweep's choosing could make `cuda:1` vanish."""
-    return any(arg == "--device" or arg.startswith("--device=") for trial in trials for arg in trial.arguments)
 
 
 def run_trials(
@@ -194,7 +193,7 @@ def run_trials(
     start = time.time()
     state = SweepState(folder, spec, trials)
     threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, available_cores() // workers)
-    per_invocation = [] if _threads_given(trials) else ["--threads", str(threads)]
+    per_invocation = [] if _flag_given(trials, "--threads") else ["--threads", str(threads)]
     jobs, skipped = [], 0
     for trial in trials:
         directory = folder / trial.id
