@@ -1,7 +1,8 @@
 """Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
 
     python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
-        [--mps-thread-percentage PERCENT] [--task HalfCheetah-v4] [--dataset-size 20000] [-- further d4rl_cql.py flags]
+        [--mps-thread-percentage PERCENT [PERCENT ...]] [--task HalfCheetah-v4] [--dataset-size 20000]
+        [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
 run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
@@ -15,9 +16,11 @@ Processes on one GPU take turns unless an MPS daemon lets their kernels run side
 (`offline_rl.gpu_sharing` says why); `--mps` starts a private one for each group of two or more
 runs, each run held to `--mps-thread-percentage` of the multiprocessors (by default the share a
 sweep gives its trials: 200 / runs, at most 100), as `python -m offline_rl.sweep --mps` does for a
-sweep's trials. One run alone never goes through it: it is timed as it trains without company, the
-fastest way to train one (through MPS it was 10-13% slower on an H100), so the ratio compares
-sharing with training the runs one after another. Until 2026-11-26 `--mps` also took the 1-run
+sweep's trials; given several percentages, each group of two or more runs once at each, all
+against the same run alone (a scan of shares in one device call). One run alone never goes
+through the daemon: it is timed as it trains without company, the fastest way to train one
+(through MPS it was 10-13% slower on an H100), so the ratio compares sharing with training the
+runs one after another. Until 2026-11-26 `--mps` also took the 1-run
 group through the daemon and held no client to a share (today's `--mps-thread-percentage 100`).
 """
 
@@ -101,15 +104,19 @@ def main() -> None:
         "--mps-thread-percentage",
         "--mps_thread_percentage",
         type=int,
+        nargs="+",
         default=None,
         help="with --mps, each run's share of the multiprocessors in percent (100: no cap; default: as a sweep "
-        "gives its trials, 200 / runs, at most 100)",
+        "gives its trials, 200 / runs, at most 100); several: each group of 2+ runs once at each",
     )
     args, extra = parser.parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
+    if args.mps_thread_percentage is not None and not args.mps:
+        raise SystemExit("error: --mps-thread-percentage needs --mps")
     if args.mps:
         try:
-            mps_control(100 if args.mps_thread_percentage is None else args.mps_thread_percentage)
+            for percentage in args.mps_thread_percentage or [100]:
+                mps_control(percentage)
         except OfflineRLError as error:
             raise SystemExit(str(error)) from None
         print("groups of 2+ runs share the GPU through a CUDA MPS daemon", flush=True)
@@ -117,27 +124,41 @@ def main() -> None:
         root = Path(tmp)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
         subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
-        totals: dict[int, float] = {}
-        for count in args.runs:
+        alone: float | None = None
+        for count, percentage in groups(args):
             with contextlib.ExitStack() as sharing:
                 share = ""
-                if args.mps and count > 1:
-                    percentage = args.mps_thread_percentage
-                    if percentage is None:
-                        percentage = default_thread_percentage(count)
+                if percentage is not None:
                     try:
-                        sharing.enter_context(mps_daemon(root / f"mps-{count}", percentage))
+                        sharing.enter_context(mps_daemon(root / f"mps-{count}-{percentage}", percentage))
                     except OfflineRLError as error:
                         raise SystemExit(str(error)) from None
                     share = f" through MPS, {percentage}% of the multiprocessors each"
-                rates = run_group(count, args, extra, root)
-            totals[count] = sum(rates)
-            relative = f"{totals[count] / totals[1]:.2f}× one run" if 1 in totals else ""
+                rates = run_group(count, args, extra, root / f"{percentage or 'alone'}")
+            total = sum(rates)
+            if count == 1 and percentage is None:
+                alone = total
+            relative = f"{total / alone:.2f}× one run" if alone else ""
             print(
                 f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
-                f"(median {statistics.median(rates):.1f}); total {totals[count]:.1f} updates/s {relative}",
+                f"(median {statistics.median(rates):.1f}); total {total:.1f} updates/s {relative}",
                 flush=True,
             )
+
+
+def groups(args: argparse.Namespace) -> list[tuple[int, int | None]]:
+    """(runs, MPS share in percent or None for no daemon) for each group to time, in order: one run
+    alone without a daemon; with --mps, each larger group once per share asked for (by default the
+    sweep's share for that many runs)."""
+    timed: list[tuple[int, int | None]] = []
+    for count in args.runs:
+        if count == 1 or not args.mps:
+            timed.append((count, None))
+        else:
+            timed += [
+                (count, percentage) for percentage in args.mps_thread_percentage or [default_thread_percentage(count)]
+            ]
+    return timed
 
 
 if __name__ == "__main__":
