@@ -57,6 +57,13 @@ check() {
   echo "== $name: exit ${PIPESTATUS[0]}" | tee -a "$out/$name.log"
 }
 
+# runs_archive LOGDIR NAME: the sweep LOGDIR/NAME as $out/NAME.tar.gz, settings, summaries and TensorBoard
+# logs only (no checkpoints, no replay), so that it comes back from the device as one file
+runs_archive() {
+  tar czf "$out/$2.tar.gz" --exclude='*.pth' --exclude='*.hdf5' -C "$1" "$2" &&
+    echo "== $2: runs in $out/$2.tar.gz ($(du -h "$out/$2.tar.gz" | cut -f1))"
+}
+
 for part in "$@"; do
   case $part in
     throughput)  # float32; TorchRL's three modes as columns when its wheels were carried
@@ -90,10 +97,13 @@ for part in "$@"; do
         -- --matmul-precision high
       ;;
     learning-tf32)  # float32 against TF32, 2 seeds, 75k updates each, as one 4-trial sweep through MPS (~5 min)
-      # (the device lacks rliable: make the table here, python -m offline_rl.results FILES_AT/sweeps/learning-tf32)
+      # Only 8 files, at most two folders down, come back from a device's $OUT: the sweep's runs travel as one
+      # archive without their checkpoints. The device lacks rliable, so make the table here:
+      #   tar xzf FILES_AT/learning-tf32.tar.gz -C /tmp && python -m offline_rl.results /tmp/learning-tf32
       check learning_tf32 420 python3 -m offline_rl.sweep --example d4rl_cql --grid seed=0,1 \
         --grid matmul_precision=highest,high --set task=HalfCheetah-v4 --set dataset_size=100000 --set epoch=5 \
-        --set step_per_epoch=15000 --set test_num=10 --mps --jobs 4 --name learning-tf32 --logdir "$out/sweeps"
+        --set step_per_epoch=15000 --set test_num=10 --mps --jobs 4 --name learning-tf32 --logdir /tmp/gpu-sweeps
+      runs_archive /tmp/gpu-sweeps learning-tf32
       ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
