@@ -92,7 +92,7 @@ def base_command(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, nargs="+", default=[1, 2, 4], help="group sizes, run one after another")
     parser.add_argument("--updates", type=int, default=60_000, help="updates of each run")
@@ -109,7 +109,11 @@ def main() -> None:
         help="with --mps, each run's share of the multiprocessors in percent (100: no cap; default: as a sweep "
         "gives its trials, 200 / runs, at most 100); several: each group of 2+ runs once at each",
     )
-    args, extra = parser.parse_known_args()
+    return parser
+
+
+def main() -> None:
+    args, extra = parser().parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
     if args.mps_thread_percentage is not None and not args.mps:
         raise SystemExit("error: --mps-thread-percentage needs --mps")

@@ -49,3 +49,30 @@ def test_a_benchmark_leaves_tensorflow_unimported() -> None:
         "tensorboard",
         "tianshou",
     ]
+
+
+def load_benchmark(name: str) -> object:
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--runs", "1", "2", "4"], [(1, None), (2, None), (4, None)]),  # no MPS: processes take turns
+        (["--runs", "1", "2", "4", "--mps"], [(1, None), (2, 100), (4, 50)]),  # the sweep's shares; one run alone
+        (  # a scan of shares: each group once per share, one run alone once
+            ["--runs", "1", "4", "--mps", "--mps-thread-percentage", "35", "65"],
+            [(1, None), (4, 35), (4, 65)],
+        ),
+    ],
+)
+def test_concurrent_runs_times_one_run_alone_and_each_group_at_each_share(
+    flags: list[str], expected: list[tuple[int, int | None]]
+) -> None:
+    concurrent_runs = load_benchmark("concurrent_runs")
+    args, _ = concurrent_runs.parser().parse_known_args(flags)
+    assert concurrent_runs.groups(args) == expected
