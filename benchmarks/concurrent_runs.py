@@ -34,7 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from offline_rl.cpu_cores import available_cores
+from offline_rl.apps.flags import sets_flag
+from offline_rl.cpu_cores import cores_per_run
 from offline_rl.errors import OfflineRLError
 from offline_rl.gpu_sharing import default_thread_percentage, mps_control, mps_daemon
 
@@ -62,8 +63,7 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
     """`count` runs started together, each with its share of the CPU cores as a sweep gives its trials
     (unless `extra` sets --threads); their steady rates. Each run's messages go to a file of its own:
     a pipe nobody reads while another run is awaited could fill and stall the run writing to it."""
-    given = any(flag.split("=")[0] == "--threads" for flag in extra)
-    threads = [] if given else ["--threads", str(max(1, available_cores() // count))]
+    threads = [] if sets_flag(extra, "--threads") else ["--threads", str(cores_per_run(count))]
     processes = []
     for seed in range(count):
         log_root = root / f"{count}-runs" / f"seed{seed}"
@@ -138,7 +138,7 @@ def main() -> None:
                     except OfflineRLError as error:
                         raise SystemExit(str(error)) from None
                     share = f" through MPS, {percentage}% of the multiprocessors each"
-                rates = run_group(count, args, extra, root / f"{percentage or 'alone'}")
+                rates = run_group(count, args, extra, root / (f"mps-{percentage}" if percentage else "no-mps"))
             total = sum(rates)
             if count == 1 and percentage is None:
                 alone = total

@@ -69,6 +69,12 @@ def available_cores() -> int:
     return core_budget()[0]
 
 
+def cores_per_run(runs: int) -> int:
+    """Each of `runs` concurrent processes' share of the available cores (at least one): the torch
+    threads a sweep gives each trial, and a benchmark of concurrent runs each run."""
+    return max(1, available_cores() // max(1, runs))
+
+
 def busy_cores(window_s: float = 0.3, *, stat: Path = PROC_STAT) -> float:
     """How many of this process's cores (its affinity) other processes keep busy now: their lines of
     /proc/stat sampled over `window_s` while this process sleeps; where /proc/stat cannot be read,

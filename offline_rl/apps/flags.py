@@ -390,6 +390,12 @@ def _coerce(value: Any, kind: _FlagType, where: str) -> Any:
         raise OfflineRLError(f"{where}: {value!r} is not valid ({error})") from None
 
 
+def sets_flag(arguments: Sequence[str], flag: str) -> bool:
+    """Whether a command line gives `flag` itself (`--threads 2` or `--threads=2`), so that whoever
+    starts the command leaves that choice to it."""
+    return any(argument == flag or argument.startswith(f"{flag}=") for argument in arguments)
+
+
 def _list_items(text: str, numbers: bool) -> list[str]:
     """The items of a list setting given as one piece of text (`--set hidden_sizes=...` in a sweep):
     space-separated, as on an example's command line; numbers also comma-separated and bracketed,

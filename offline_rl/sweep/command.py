@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from offline_rl.atomic import check_output
-from offline_rl.cpu_cores import available_cores
+from offline_rl.cpu_cores import cores_per_run
 from offline_rl.errors import OfflineRLError
 from offline_rl.interrupts import exit_status
 from offline_rl.results.runs import RUN_DIVERGED_FILE
@@ -99,7 +99,7 @@ def default_jobs(mps: bool, gpus: int) -> int:
     Measured on an H100 (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates
     without MPS and 1.60x with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100
     session"). Two without MPS still pay: while one trial evaluates on the CPU, the other trains."""
-    return (4 if mps else 2) * gpus if gpus else max(1, available_cores() // 2)
+    return (4 if mps else 2) * gpus if gpus else cores_per_run(2)
 
 
 class Display:
@@ -163,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _flag_given(trials: list[Any], flag: str) -> bool:
     """Whether some trial sets `flag` itself: the sweep then leaves that choice (threads, device) to it."""
-    return any(arg == flag or arg.startswith(f"{flag}=") for trial in trials for arg in trial.arguments)
+    from offline_rl.apps.flags import sets_flag
+
+    return any(sets_flag(trial.arguments, flag) for trial in trials)
 
 
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
@@ -192,7 +194,7 @@ def run_trials(
 
     start = time.time()
     state = SweepState(folder, spec, trials)
-    threads = max(1, int(config.cpus_per_trial)) if config.ray_address else max(1, available_cores() // workers)
+    threads = max(1, int(config.cpus_per_trial)) if config.ray_address else cores_per_run(workers)
     per_invocation = [] if _flag_given(trials, "--threads") else ["--threads", str(threads)]
     jobs, skipped = [], 0
     for trial in trials:
