@@ -13,36 +13,39 @@
 #
 # then, with `.whl` carried, one device call per line (each ~3-7 minutes). A session now has 15 device
 # minutes, the machine's start included (~30 s on 2026-11-26), so take them in this order and stop
-# where the time ends. Issue #10 has two open points. The first call is the learning check TF32 needs
-# before it can be the CUDA default. The second scans the MPS share for issue #10's one open target
-# (4 runs together >= 2x one) in TF32, where half the SMs each gave 1.95x on 2026-11-26 (25%:
-# 1.84x, uncapped: 1.64x); 35% and 65% lie on either side of that best. Together ~12 of the 15
-# minutes. The third compares float32 at half shares with a float32 run alone on one machine (~1.7x
-# from two sessions' figures); the rest re-measure what earlier sessions already recorded.
+# where the time ends. Issue #10 has one open point: 4 runs together >= 2x one. TF32 is d4rl_cql.py's
+# CUDA default since its learning check (`learning-tf32`, 2026-11-26 "Sixth H100 session"); there four
+# runs at half the SMs each gave 1.95x one run alone (25%: 1.84x, 35%: 1.83x, 65%: 1.89x, uncapped:
+# 1.64x), so the first call scans close around half, 50% itself re-timed against the same run alone.
+# The second re-measures TF32 with 2 runs too; float32 (`--matmul-precision highest`) gave 1.70x at
+# half shares (1702 against 1003 /s, same machine); the rest re-measure what earlier sessions recorded.
 #
-#   bash benchmarks/gpu_session.sh learning-tf32
 #   bash benchmarks/gpu_session.sh concurrent-mps-shares
-#   bash benchmarks/gpu_session.sh concurrent-mps
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32
 #   bash benchmarks/gpu_session.sh throughput tests
 #   bash benchmarks/gpu_session.sh concurrent end-to-end
+#   bash benchmarks/gpu_session.sh concurrent-mps
+#   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
 # line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
 # machine with the project installed), nothing is installed. Its checks last ran on an H100 on 2026-11-24,
 # grouped a little differently, in calls of 174-421 s (BENCHMARKS.md, "Fourth H100 session"); its
-# concurrent parts on 2026-11-26 ("Fifth H100 session").
+# concurrent parts and the learning check on 2026-11-26 ("Fifth" and "Sixth H100 session").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-session}
 mkdir -p "$out"
 
+# the wheels go to /tmp/site once per machine: a later call on the same warm machine finds them there
 if ! python3 -c "import tianshou" 2>/dev/null; then
-  if ! ls .whl/*.whl >/dev/null 2>&1; then
-    echo "no Tianshou here and no .whl/ to install it from: run ../shared/tools/device-wheels.sh and carry .whl" >&2
-    exit 2
+  if ! PYTHONPATH=/tmp/site python3 -c "import tianshou" 2>/dev/null; then
+    if ! ls .whl/*.whl >/dev/null 2>&1; then
+      echo "no Tianshou here and no .whl/ to install it from: run ../shared/tools/device-wheels.sh and carry .whl" >&2
+      exit 2
+    fi
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
   fi
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
@@ -83,14 +86,16 @@ for part in "$@"; do
         tests/test_exact_resume.py -k cuda
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
-      check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000
+      check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \
+        -- --matmul-precision highest
       ;;
-    concurrent-mps)  # 1 run alone, then 4 through a private MPS daemon at half the SMs each (what `sweep --mps` does)
-      check concurrent_runs_mps 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps
+    concurrent-mps)  # float32: 1 run alone, then 4 through a private MPS daemon at half the SMs each (`sweep --mps`)
+      check concurrent_runs_mps 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
+        -- --matmul-precision highest
       ;;
-    concurrent-mps-shares)  # TF32: 1 run alone, then 4 runs at 35% and at 65% of the SMs each (50%: 1.95x)
+    concurrent-mps-shares)  # TF32: 1 run alone, then 4 runs at 45%, 50% and 55% of the SMs each (50%: 1.95x)
       check concurrent_runs_mps_shares 330 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
-        --mps-thread-percentage 35 65 -- --matmul-precision high
+        --mps-thread-percentage 45 50 55 -- --matmul-precision high
       ;;
     concurrent-mps-tf32)  # the same in TF32 (1.95x on 2026-11-26), with 2 runs
       check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \

@@ -134,8 +134,8 @@ COMPILER_NOTICES = {
 }
 """torch.compile's notices that a run's user can do nothing about, by the module that issues them and
 how they start: Adam's step carries a profiler label that the compiled step drops (a warning line at
-every CUDA run's start), and inductor suggests TF32 where float32 is this project's chosen default
-(the run's own `updates:` line names `--matmul-precision high` instead)."""
+every CUDA run's start), and inductor suggests TF32 wherever a run has float32 products (the run's own
+`updates:` line names `--matmul-precision high` instead)."""
 
 
 class _DropNotice:

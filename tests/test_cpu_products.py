@@ -17,7 +17,7 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from offline_rl import cpu_products
-from offline_rl.apps.run_config import TorchConfig
+from offline_rl.apps.run_config import TorchConfig, resolve_matmul_precision
 from offline_rl.apps.training import configure_torch
 from offline_rl.cpu_products import dense, describe_cpu_products, onednn_blocker, use_cpu_products
 from offline_rl.data.transitions import make_replay_buffer
@@ -154,6 +154,31 @@ def test_lower_matmul_precision_is_left_to_torch() -> None:
 def test_an_unknown_choice_is_refused() -> None:
     with pytest.raises(ValueError, match="cpu products must be one of"):
         use_cpu_products("mkl")
+
+
+@pytest.mark.parametrize(
+    ("precision", "device", "resolved"),
+    [("auto", "cuda", "high"), ("auto", "cuda:1", "high"), ("auto", "cpu", "highest"), ("highest", "cuda", "highest")],
+)
+def test_auto_precision_is_tf32_on_cuda_and_float32_on_cpu(precision: str, device: str, resolved: str) -> None:
+    assert resolve_matmul_precision(precision, device) == resolved
+
+
+def test_an_auto_precision_run_on_cpu_keeps_onednns_float32_products() -> None:
+    configure_torch("cpu", TorchConfig(matmul_precision="auto", threads=1), seed=0)
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert describe_cpu_products().startswith("matrix products: oneDNN")
+
+
+def test_tf32_is_the_default_of_the_example_whose_learning_check_covered_it() -> None:
+    """CQL-SAC's learning check compared TF32 with float32 (BENCHMARKS.md, "Sixth H100 session"); the
+    discrete examples' was not made, so they keep float32 products."""
+    from offline_rl.apps.atari_cql import config_from_args as atari_cql_config
+    from offline_rl.apps.d4rl_cql import config_from_args as d4rl_cql_config
+
+    assert d4rl_cql_config([]).run.torch.matmul_precision == "auto"
+    assert atari_cql_config([]).run.torch.matmul_precision == "highest"
+    assert TorchConfig().matmul_precision == "highest"
 
 
 def test_the_run_setting_selects_the_library() -> None:

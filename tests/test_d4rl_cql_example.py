@@ -55,6 +55,9 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert {"policy.pth", "policy_last.pth", "checkpoint.pth", "behaviour_policy.pt"} <= names
     assert any(name.startswith("events.out.tfevents") for name in names)
     assert not any(name.endswith(".part") for name in names)
+    # the run's record names the products it used (--matmul-precision auto, resolved for its device)
+    recorded = json.loads((run_dir / "run.json").read_text())["config"]["run"]["torch"]["matmul_precision"]
+    assert recorded == ("high" if torch.cuda.is_available() else "highest")
 
     # Not on a terminal (a log file, CI): no progress-bar escape codes, and each evaluation printed once.
     assert "\x1b[" not in first.stdout + first.stderr and "\r" not in first.stdout + first.stderr
@@ -170,6 +173,8 @@ def test_flag_spellings_and_validation() -> None:
     assert config.algorithm.actor_hidden_sizes == [64, 32]
     assert config.algorithm.critic_hidden_sizes == [64, 64]
     assert config.algorithm.with_lagrange is True and config.algorithm.max_target_backup is False
+    assert config.run.torch.matmul_precision == "auto"  # TF32 on CUDA; its learning check: BENCHMARKS.md
+    assert config_from_args(["--matmul_precision", "highest"]).run.torch.matmul_precision == "highest"
     with pytest.raises(OfflineRLError, match="--epoch"):
         config_from_args(["--epoch", "0"])
     with pytest.raises(OfflineRLError, match="--temperature"):

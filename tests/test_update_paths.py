@@ -69,12 +69,19 @@ def test_the_cpu_path_is_eager_and_says_why() -> None:
     assert algo.update_path() == f"updates: eager (--no-compile); {products}"
 
 
-@pytest.mark.parametrize(("precision", "hint"), [("highest", True), ("high", False)])
-def test_the_captured_path_names_the_tf32_flag_only_when_products_are_float32(
-    monkeypatch: pytest.MonkeyPatch, precision: str, hint: bool
+@pytest.mark.parametrize(
+    ("precision", "hint"),
+    [
+        ("highest", "; float32 products (--matmul-precision high: TF32"),
+        ("high", "; TF32 products (--matmul-precision highest: float32)"),
+        ("medium", None),
+    ],
+)
+def test_the_captured_path_names_its_products_and_the_flag_for_the_other_precision(
+    monkeypatch: pytest.MonkeyPatch, precision: str, hint: str | None
 ) -> None:
     """torch.compile's own TF32 hint is quieted (it names a torch call, not this project's flag), so
-    the run's line says it, once, where it applies."""
+    the run's line says which products it uses and how to have the other ones."""
     algo = build(small_config())
     monkeypatch.setattr(algo, "capture_blocker", lambda: None)  # as on CUDA, without one
     previous = torch.get_float32_matmul_precision()
@@ -84,7 +91,8 @@ def test_the_captured_path_names_the_tf32_flag_only_when_products_are_float32(
     finally:
         torch.set_float32_matmul_precision(previous)
     assert line.startswith("updates: captured as one CUDA graph, losses and optimiser steps fused by torch.compile")
-    assert ("--matmul-precision high: TF32" in line) is hint
+    assert ("products (--matmul-precision" in line) is (hint is not None)
+    assert hint is None or hint in line
 
 
 def test_every_optimiser_is_made_capturable() -> None:

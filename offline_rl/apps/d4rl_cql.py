@@ -18,7 +18,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config
-from offline_rl.apps.run_config import OfflineRunConfig
+from offline_rl.apps.run_config import OfflineRunConfig, TorchConfig
 from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.cql_sac.config import CQLSACConfig
 from offline_rl.envs import (
@@ -58,7 +58,10 @@ class D4RLCQLConfig:
         "none: a random-policy dataset generated for --task and cached",
     )
     dataset_size: int = setting(100_000, "transitions in the generated default dataset", minimum=1)
-    run: OfflineRunConfig = field(default_factory=OfflineRunConfig)
+    run: OfflineRunConfig = field(
+        # TF32 on CUDA: CQL-SAC learned alike in TF32 and float32 (BENCHMARKS.md, "Sixth H100 session")
+        default_factory=lambda: OfflineRunConfig(torch=TorchConfig(matmul_precision="auto"))
+    )
     algorithm: CQLSACConfig = field(default_factory=CQLSACConfig)
 
 

@@ -11,6 +11,17 @@ from typing import ClassVar
 
 from offline_rl.settings import SEED_RANGE, check_ranges, require, setting
 
+MATMUL_PRECISIONS = ("auto", "highest", "high", "medium")
+
+
+def resolve_matmul_precision(precision: str, device: str) -> str:
+    """`auto`: TF32 products on CUDA (1.42x the float32 updates of d4rl_cql.py on an H100, and the same
+    learning in its check: BENCHMARKS.md, "Sixth H100 session"), float32 elsewhere (on a CPU any
+    other precision takes the products off oneDNN, ~2x slower on AMD processors)."""
+    if precision != "auto":
+        return precision
+    return "high" if device.startswith("cuda") else "highest"
+
 
 @dataclass
 class TorchConfig:
@@ -27,9 +38,10 @@ class TorchConfig:
     )
     matmul_precision: str = setting(
         "highest",
-        "torch.set_float32_matmul_precision; 'medium' lets CPUs with bf16 units (and GPUs) use faster "
-        "internal arithmetic for float32 matrix products",
-        choices=("highest", "high", "medium"),
+        "torch.set_float32_matmul_precision: highest (float32 products), high (TF32 tensor cores on GPUs), "
+        "medium (bf16 where the processor has it, GPUs and some CPUs), or auto (high on CUDA, highest on CPU, "
+        "where oneDNN's float32 products are the fast ones)",
+        choices=MATMUL_PRECISIONS,
         per_invocation=True,
     )
     cpu_products: str = setting(

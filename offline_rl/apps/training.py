@@ -21,7 +21,7 @@ import torch
 
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig
+from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
 from offline_rl.atomic import check_output
@@ -53,6 +53,8 @@ def start_session(run: RunConfig) -> Session:
     """Pick the device, set threads, precision and seeds, read the checkpoint to resume from, and
     make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
+    # the run's record (run.json) names the arithmetic its products used, which results tables group by
+    run.torch.matmul_precision = resolve_matmul_precision(run.torch.matmul_precision, device)
     check_run_folder(run)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     if checkpoint is not None and not run.watch:
@@ -320,7 +322,7 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
         print(f"torch CPU threads: {threads} ({why})")
     elif settings.threads > 0:
         torch.set_num_threads(settings.threads)
-    torch.set_float32_matmul_precision(settings.matmul_precision)
+    torch.set_float32_matmul_precision(resolve_matmul_precision(settings.matmul_precision, device))
     use_cpu_products(settings.cpu_products)
     if device == "cpu":
         tune_cpu_allocator()
