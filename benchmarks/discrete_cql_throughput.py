@@ -2,6 +2,7 @@
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
         [--paths eager,eager-blas,captured,compiled,host-fed[+sorted|+pairwise]] [--network nature-cnn|mlp]
+        [--matmul-precision highest|high|medium]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -207,6 +208,12 @@ def main() -> None:
         "eager-blas on CPU, eager on CUDA)",
     )
     parser.add_argument(
+        "--matmul-precision",
+        default="highest",
+        choices=["highest", "high", "medium"],
+        help="torch.set_float32_matmul_precision, applied to both implementations alike (high: TF32 on GPUs)",
+    )
+    parser.add_argument(
         "--network",
         choices=["nature-cnn", "mlp"],
         default="nature-cnn",
@@ -219,6 +226,7 @@ def main() -> None:
         if form not in ("", *LOSS_FORMS):
             parser.error(f"--paths: {path!r}: the loss form after '+' must be one of {', '.join(LOSS_FORMS)}")
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
     tune_cpu_allocator()
     torch.manual_seed(0)
     if args.network == "mlp":
@@ -239,7 +247,10 @@ def main() -> None:
                 )
             ours_rates[path].append(rate)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions")
+    print(
+        f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions, "
+        f"float32 matmul precision {args.matmul_precision}"
+    )
     if args.network == "nature-cnn":  # the two frame-stack buffers; the MLP's is one and the same
         sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
         sampling_ours = statistics.median(sampling_ms(ours_buffer, 200) for _ in range(3))

@@ -18,13 +18,15 @@
 # runs at half the SMs each gave 1.95x one run alone (25%: 1.84x, 35%: 1.83x, 65%: 1.89x, uncapped:
 # 1.64x), so the first call scans close around half, 50% itself re-timed against the same run alone.
 # The second re-measures TF32 with 2 runs too; float32 (`--matmul-precision highest`) gave 1.70x at
-# half shares (1702 against 1003 /s, same machine); the rest re-measure what earlier sessions recorded.
+# half shares (1702 against 1003 /s, same machine); the rest re-measure what earlier sessions recorded,
+# and `discrete-tf32` times discrete CQL's captured update in TF32 (its figure beside `throughput`'s
+# float32 one), the first step towards a TF32 default for the discrete examples.
 #
 #   bash benchmarks/gpu_session.sh concurrent-mps-shares
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32
 #   bash benchmarks/gpu_session.sh throughput tests
 #   bash benchmarks/gpu_session.sh concurrent end-to-end
-#   bash benchmarks/gpu_session.sh concurrent-mps
+#   bash benchmarks/gpu_session.sh discrete-tf32 concurrent-mps
 #   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
@@ -110,6 +112,10 @@ for part in "$@"; do
         --set step_per_epoch=15000 --set test_num=10 --mps --jobs 4 --name learning-tf32 --logdir /tmp/gpu-sweeps
       runs_archive /tmp/gpu-sweeps learning-tf32
       ;;
+    discrete-tf32)  # discrete CQL's captured update in TF32 (its convolutions are TF32 under cuDNN's default already)
+      check discrete_cql_throughput_tf32 180 python3 benchmarks/discrete_cql_throughput.py --device cuda \
+        --paths captured --updates 300 --rounds 2 --transitions 20000 --matmul-precision high
+      ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
         check "d4rl_cql_$precision" 270 python3 examples/d4rl_cql.py --task HalfCheetah-v4 --dataset-size 20000 \
@@ -117,7 +123,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, learning-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, learning-tf32, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac
