@@ -53,8 +53,6 @@ def start_session(run: RunConfig) -> Session:
     """Pick the device, set threads, precision and seeds, read the checkpoint to resume from, and
     make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
-    # the run's record (run.json) names the arithmetic its products used, which results tables group by
-    run.torch.matmul_precision = resolve_matmul_precision(run.torch.matmul_precision, device)
     check_run_folder(run)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     if checkpoint is not None and not run.watch:
@@ -310,7 +308,9 @@ def cpu_threads(requested: int) -> tuple[int, str]:
 
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
-    """Threads, float32 matmul precision, CPU products, CPU allocator and seeds, once per run."""
+    """Threads, float32 matmul precision, CPU products, CPU allocator and seeds, once per run. An `auto`
+    precision is replaced in `settings` by the one chosen for `device`, so that the run's record
+    (run.json, which results tables group by) names the arithmetic its products used."""
     import random
 
     from offline_rl.cpu_products import use_cpu_products
@@ -322,7 +322,8 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
         print(f"torch CPU threads: {threads} ({why})")
     elif settings.threads > 0:
         torch.set_num_threads(settings.threads)
-    torch.set_float32_matmul_precision(resolve_matmul_precision(settings.matmul_precision, device))
+    settings.matmul_precision = resolve_matmul_precision(settings.matmul_precision, device)
+    torch.set_float32_matmul_precision(settings.matmul_precision)
     use_cpu_products(settings.cpu_products)
     if device == "cpu":
         tune_cpu_allocator()
