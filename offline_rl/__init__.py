@@ -8,8 +8,10 @@ datasets in `offline_rl.data`.
 __version__ = "0.1.0"  # first: submodules read it while this package is still initialising
 
 from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+from offline_rl.triton_first import load_triton_before_tensorflow
 
 use_tensorboard_without_tensorflow()  # before anything below imports tianshou, hence tensorboard
+load_triton_before_tensorflow()  # where TensorFlow is installed: a Triton loaded after it crashes the process
 
 from offline_rl.lazy import lazy_exports  # noqa: E402
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# first, before any test module imports Tianshou or TensorFlow: TensorBoard without TensorFlow, and Triton
+# (torch's CUDA builds) loaded before the RL Unplugged tests' TensorFlow (offline_rl.triton_first says why)
+import offline_rl  # noqa: F401
+
+# isort: split
+
 import ast
 import os
 import subprocess
