@@ -24,6 +24,8 @@ import torch
 from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
+from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
+
 
 def timed(run, repeats: int) -> float:
     torch.cuda.synchronize()
@@ -51,7 +53,7 @@ def main() -> None:
     parser.add_argument("--critic-layers", type=int, default=2)
     parser.add_argument("--updates", type=int, default=500)
     parser.add_argument("--top", type=int, default=20)
-    parser.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"])
+    parser.add_argument("--matmul-precision", default="highest", choices=TORCH_MATMUL_PRECISIONS)
     args = parser.parse_args()
     torch.set_float32_matmul_precision(args.matmul_precision)
     torch.manual_seed(0)

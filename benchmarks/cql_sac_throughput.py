@@ -44,6 +44,7 @@ from timing import matrix_gflop_per_update, products_of, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
+from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
 from offline_rl.cpu_products import describe_cpu_products
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
@@ -133,7 +134,7 @@ def main() -> None:
     parser.add_argument(
         "--matmul-precision",
         default="highest",
-        choices=["highest", "high", "medium"],
+        choices=TORCH_MATMUL_PRECISIONS,
         help="torch.set_float32_matmul_precision, applied to both implementations alike",
     )
     parser.add_argument(

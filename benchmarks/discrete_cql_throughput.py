@@ -48,6 +48,7 @@ from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.net.common import Net
 from timing import matrix_gflop_per_update, products_of, updates_per_second
 
+from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
@@ -210,7 +211,7 @@ def main() -> None:
     parser.add_argument(
         "--matmul-precision",
         default="highest",
-        choices=["highest", "high", "medium"],
+        choices=TORCH_MATMUL_PRECISIONS,
         help="torch.set_float32_matmul_precision, applied to both implementations alike (high: TF32 on GPUs)",
     )
     parser.add_argument(

@@ -11,7 +11,10 @@ from typing import ClassVar
 
 from offline_rl.settings import SEED_RANGE, check_ranges, require, setting
 
-MATMUL_PRECISIONS = ("auto", "highest", "high", "medium")
+TORCH_MATMUL_PRECISIONS = ("highest", "high", "medium")
+"""torch.set_float32_matmul_precision's values; the benchmarks take these."""
+MATMUL_PRECISIONS = ("auto", *TORCH_MATMUL_PRECISIONS)
+"""A run's `--matmul-precision`: torch's values, or `auto` (`resolve_matmul_precision`)."""
 
 
 def resolve_matmul_precision(precision: str, device: str) -> str:
