@@ -10,6 +10,7 @@ import offline_rl  # noqa: F401
 
 import ast
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +29,17 @@ def isolated_data_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("D4RL_DATASET_DIR", str(tmp_path / "d4rl"))
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in every test, as in a terminal's foreground, also when the
+    suite runs as a script's background job (`pytest &`), whose shell starts it with SIGINT ignored.
+    The tests that press Ctrl-C, in this process or in the commands they start (which inherit an
+    ignored SIGINT), test what a user at a terminal gets; the ignored case has tests of its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def write_d4rl_file(

@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, script_env
-from offline_rl.interrupts import EXIT_TERMINATED, Terminated, interrupts_between_steps, sigterm_stops_like_ctrl_c
+from offline_rl.interrupts import (
+    EXIT_TERMINATED,
+    Terminated,
+    interrupts_between_steps,
+    interrupts_held_during,
+    sigterm_stops_like_ctrl_c,
+)
 
 
 @pytest.fixture
@@ -50,6 +56,17 @@ def test_without_the_handler_sigterm_is_left_alone() -> None:
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     with interrupts_between_steps():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_ctrl_c_ignored_as_in_a_background_job_stays_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # how a script's shell starts `command &`
+    with interrupts_between_steps() as stop_if_interrupted:
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+        stop_if_interrupted()  # nothing held: the step goes on
+    held = interrupts_held_during(lambda: signal.raise_signal(signal.SIGINT))
+    held()  # returns: nothing held, nothing raised
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
