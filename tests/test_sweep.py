@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import torch
 
 from conftest import script_env
 from offline_rl.errors import OfflineRLError
+from offline_rl.gpu_sharing import MPS_CONTROL
 from offline_rl.sweep.command import main as sweep_main
 
 TINY = ["task=Pendulum-v1", "dataset_size=600", "epoch=2", "step_per_epoch=10", "test_num=1"]
@@ -396,6 +398,13 @@ def test_local_trials_on_a_machine_with_two_gpus_each_get_one(
         assert given == [None] * 4 and "spread over" not in out
 
 
+def path_without_the_driver_tools(path: str) -> str:
+    """`path` less its folders that hold NVIDIA's tools, found as the sweep finds them (`shutil.which`:
+    a folder this user cannot read, such as another user's on an inherited PATH, holds nothing)."""
+    tools = ("nvidia-smi", MPS_CONTROL)
+    return os.pathsep.join(p for p in path.split(os.pathsep) if not any(shutil.which(t, path=p) for t in tools))
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
@@ -409,7 +418,7 @@ def test_mps_that_cannot_start_is_one_line_and_no_trial(tmp_path: Path, setup: s
     if setup == "fails":
         env["PATH"] = f"{fake_mps_control(tmp_path / 'bin', fails=True)}{os.pathsep}{env['PATH']}"
     else:  # the test machines have no NVIDIA driver; a PATH without its tools stands for one either way
-        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+        env["PATH"] = path_without_the_driver_tools(env["PATH"])
     more = ["--ray-address", "local"] if setup == "ray" else []
     result = subprocess.run(
         [sys.executable, "-m", "offline_rl.sweep", "--example", "d4rl_cql", "--grid", "seed=0", "--mps", *more],
