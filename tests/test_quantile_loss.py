@@ -142,6 +142,7 @@ def test_a_target_that_would_take_a_gradient_is_refused() -> None:
         sorted_quantile_huber_loss(torch.randn(2, 3), torch.randn(2, 3, requires_grad=True))
 
 
+@pytest.mark.usefixtures("cpu_compiler")
 def test_the_sorted_form_compiles_as_one_graph() -> None:
     """torch.compile traces it whole (no graph break), as a compiled update would need, and the
     compiled loss and gradient equal the eager ones."""

@@ -139,6 +139,7 @@ def test_captured_compiled_and_eager_updates_agree(monkeypatch: pytest.MonkeyPat
     assert_paths_agree(small_config(with_lagrange=True), compiled=True, tolerance=(1e-3, 1e-4))
 
 
+@pytest.mark.usefixtures("cpu_compiler")
 def test_compiled_updates_equal_eager_ones_on_cpu_and_compile_once_per_phase(monkeypatch: pytest.MonkeyPatch) -> None:
     """The losses and optimiser steps CUDA runs compiled, compiled here on CPU (inductor's C++
     backend, the optimisers switched to the multi-tensor kernels compiled steps use): same updates
