@@ -123,6 +123,13 @@ def non_finite_tensors(module: torch.nn.Module) -> list[str]:
     return [name for (name, _), bad in zip(named, broken, strict=True) if bad]
 
 
+def compiler_failure(error: BaseException) -> str:
+    """Why torch.compile failed, in one line: the first line of the error that says something (torch
+    heads a backend's error with `backend='inductor' raised:`, which names no cause)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return next((line for line in lines if not line.endswith("raised:")), type(error).__name__)
+
+
 class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # type: ignore[type-var]
     """A Tianshou `OfflineAlgorithm` that counts its updates in its state (so checkpoints restore the
     count) while keeping a host-side mirror (reading the device copy each update would sync).
@@ -286,8 +293,9 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         use_multi_tensor_kernels(self.capturable_optimizers(), False)
         self.compile_update = False
         self._captured = None
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"updates: torch.compile failed ({first_line[:160]}); capturing the uncompiled update instead")
+        print(
+            f"updates: torch.compile failed ({compiler_failure(error)[:160]}); capturing the uncompiled update instead"
+        )
 
     def count_update(self) -> int:
         """Advance the counter after a gradient step; returns the new count (from the host mirror)."""

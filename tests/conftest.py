@@ -51,11 +51,12 @@ def cpu_compiler() -> None:
     compilation falls back to the uncompiled update and says why."""
     import torch
 
+    from offline_rl.algorithm_base import compiler_failure
+
     try:
         torch.compile(lambda x: x * 2.0 + 1.0, fullgraph=True)(torch.ones(3))
-    except Exception as error:  # whatever the toolchain raises; dynamo heads it with "backend=... raised:"
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        reason = next((line for line in lines if not line.endswith("raised:")), type(error).__name__)
+    except Exception as error:  # whatever the toolchain raises
+        reason = compiler_failure(error)
         if any(character.isspace() for character in str(Path(torch.__file__).parent)):
             reason += " (torch is installed under a path with a space)"
         pytest.skip(f"torch.compile cannot build CPU code here: {reason[:200]}")

@@ -6,6 +6,7 @@ The CUDA tests run where CUDA is present (the lent GPU machines); the CPU ones e
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import torch
 from test_cql_sac_training import build, narrow_band_buffer, small_config
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.algorithm_base import stat_names
+from offline_rl.algorithm_base import compiler_failure, stat_names
 from offline_rl.cql_sac import CQLSACConfig
 from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
 from offline_rl.cuda_graphs import use_multi_tensor_kernels
@@ -95,6 +96,50 @@ def test_the_captured_path_names_its_products_and_the_flag_for_the_other_precisi
     assert hint is None or hint in line
 
 
+def test_a_compiler_that_fails_is_dropped_and_named_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the compiled update cannot be built (no C++ compiler here; on a GPU machine, no C
+    compiler for Triton), the run goes on with the uncompiled update and its optimisers' own
+    kernels, and its line names the cause, not torch's `backend='inductor' raised:` heading."""
+    import torch._dynamo
+    import torch._inductor.config
+
+    buffer = narrow_band_buffer()
+    algo = build(small_config())
+    algo.process_buffer(buffer)
+    kernels = [(group["fused"], group["foreach"]) for opt in algo.capturable_optimizers() for group in opt.param_groups]
+    algo._compile_update()
+    torch._dynamo.reset()
+    no_compiler = {"cpp.cxx": (None, "/nonexistent/g++")}
+    with torch._inductor.config.patch(no_compiler), pytest.raises(Exception) as raised:
+        run_updates(algo, buffer, 1)
+    torch._dynamo.reset()
+    algo._give_up_compiling(raised.value)
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("updates: torch.compile failed (InvalidCxxCompiler: No working C++ compiler")
+    assert line.endswith("); capturing the uncompiled update instead") and "\n" not in line
+    assert not algo.compile_update and "compute_losses" not in vars(algo) and "apply_gradients" not in vars(algo)
+    assert [(g["fused"], g["foreach"]) for opt in algo.capturable_optimizers() for g in opt.param_groups] == kernels
+    assert np.isfinite(figures(run_updates(algo, buffer, 1)[0])).all()
+
+
+def test_a_compiler_failure_is_named_by_its_cause_not_by_torchs_heading() -> None:
+    """torch heads a backend's error with `backend='...' raised:`; the line a run prints names the
+    error under it (here the message Triton gives on a GPU machine without a C compiler)."""
+    import torch._dynamo
+
+    def backend_without_a_c_compiler(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> None:
+        raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as raised:  # torch's wrapper of the backend's error
+        torch.compile(lambda x: x * 2.0, backend=backend_without_a_c_compiler)(torch.ones(3))
+    torch._dynamo.reset()
+    assert str(raised.value).splitlines()[0].endswith("raised:")  # torch's heading, which says nothing
+    assert compiler_failure(raised.value) == (
+        "RuntimeError: Failed to find C compiler. Please specify via CC environment variable."
+    )
+
+
 def test_every_optimiser_is_made_capturable() -> None:
     from offline_rl.cuda_graphs import make_optimizers_capturable
 
@@ -127,30 +172,35 @@ def test_captured_and_eager_updates_agree(overrides: dict) -> None:
     assert_paths_agree(small_config(**overrides), compiled=False, tolerance=(1e-4, 1e-5))
 
 
-@needs_cuda
-def test_captured_compiled_and_eager_updates_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch.compile fuses kernels, so float rounding differs slightly; the updates are the same.
-
-    Inductor draws its own random numbers (equally distributed, another stream) unless told to
-    call torch's random operators, as here, so that both paths see the same actions."""
+@pytest.fixture
+def inductor_draws_with_torch() -> Iterator[None]:
+    """Inductor draws its own random numbers (equally distributed, another stream) unless told to
+    call torch's random operators, so that compiled and eager paths see the same actions. Set with
+    the config's own `patch`: monkeypatch's undo left torch's config without the setting, and every
+    compilation after it in the process failed."""
     import torch._inductor.config
 
-    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
+    with torch._inductor.config.patch(fallback_random=True):
+        yield
+
+
+@needs_cuda
+@pytest.mark.usefixtures("inductor_draws_with_torch")
+def test_captured_compiled_and_eager_updates_agree() -> None:
+    """torch.compile fuses kernels, so float rounding differs slightly; the updates are the same."""
     assert_paths_agree(small_config(with_lagrange=True), compiled=True, tolerance=(1e-3, 1e-4))
 
 
-@pytest.mark.usefixtures("cpu_compiler")
-def test_compiled_updates_equal_eager_ones_on_cpu_and_compile_once_per_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("cpu_compiler", "inductor_draws_with_torch")
+def test_compiled_updates_equal_eager_ones_on_cpu_and_compile_once_per_phase() -> None:
     """The losses and optimiser steps CUDA runs compiled, compiled here on CPU (inductor's C++
     backend, the optimisers switched to the multi-tensor kernels compiled steps use): same updates
     as eager over both phases (behaviour-cloning warm-up, then CQL), and the losses compiled once
     more for the second phase, never per update (comparing the update counter inside the compiled
     code recompiled each time)."""
     import torch._dynamo
-    import torch._inductor.config
     from torch._dynamo.utils import counters
 
-    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)  # torch's random stream, as eager
     torch._dynamo.reset()
     counters.clear()
     buffer = narrow_band_buffer()
