@@ -4,6 +4,7 @@ the run stopped (epoch, env steps and so ε, replay, evaluation numbering, best)
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import h5py
@@ -85,6 +86,28 @@ def test_ctrl_c_says_how_far_the_run_got_and_how_to_go_on(tmp_path: Path, capsys
     line = capsys.readouterr().out.strip()
     assert line == f"interrupted after 123 env steps; continue with --resume-path {folder.log_path / 'checkpoint.pth'}"
     assert not (folder.log_path / "policy_last.pth").exists()  # only a run that ended writes its last policy
+
+
+def test_the_commands_it_prints_to_copy_survive_a_space_in_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.run_folder import RunFolder
+
+    logdir = tmp_path / "my runs"
+    folder = RunFolder.open(
+        torch.nn.Linear(2, 1), RunConfig(logdir=str(logdir)), lambda writer: EvaluationReporter(writer=writer),
+        task="CartPole-v1", algo_name="qrdqn", saved={"config": {"task": "CartPole-v1"}},
+    )  # fmt: skip
+    folder.save_last(1, 200, 20)
+    with pytest.raises(KeyboardInterrupt), folder.training(lambda: "1 env step"):
+        raise KeyboardInterrupt
+    resume = capsys.readouterr().out.strip().split("; continue with ")[1]
+    assert shlex.split(resume) == ["--resume-path", str(folder.log_path / "checkpoint.pth")]
+    folder.finish({}, "done")
+    curves = capsys.readouterr().out.strip().split("; curves: ")[1]
+    assert shlex.split(curves) == ["tensorboard", "--logdir", str(logdir)]
 
 
 def test_in_a_log_file_the_online_trainer_prints_its_env_step_rate(

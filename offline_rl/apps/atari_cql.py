@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from offline_rl.apps.flags import parse_config
+from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
@@ -84,12 +84,13 @@ def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
 def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False) -> str:
     if not is_atari_game(task):
         recipe = f"python examples/atari_qrdqn.py --config configs/qrdqn/CartPole-v1.yaml --task {task}"
-        return f"{recipe}, then {recipe} --watch --resume-path <the policy.pth it printed> --save-buffer-name {path}"
+        watch = f"--watch --resume-path <the policy.pth it printed> --save-buffer-name {shell_quoted(path)}"
+        return f"{recipe}, then {recipe} {watch}"
     if from_rl_unplugged:
         return f"python converters/rl_unplugged_atari.py --task {atari_game(task)} --run-id 1 --shard-id 0"
     return (
         f"python examples/atari_qrdqn.py --task {task} --watch --eps-test 0.2 --buffer-size 1000000 "
-        f"--save-buffer-name {path}"
+        f"--save-buffer-name {shell_quoted(path)}"
     )
 
 
@@ -127,7 +128,7 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
             f"--load-buffer-name {' '.join(names)}: its actions are continuous (floats, shape "
             f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes integer action indices (in a "
             f"D4RL-format file, an integer 'actions' column). Train on it with CQL-SAC: python "
-            f"examples/d4rl_cql.py --dataset {' '.join(names)}"
+            f"examples/d4rl_cql.py --dataset {' '.join(map(shell_quoted, names))}"
         )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(

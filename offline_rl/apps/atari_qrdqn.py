@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.apps.flags import parse_config
+from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.envs import is_atari_game, make_discrete_env
 from offline_rl.settings import check_ranges, require, setting
@@ -310,7 +310,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
         summary,
         f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "
         f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)",
-        f"collect a dataset with --watch --resume-path {best_policy} --save-buffer-name expert.hdf5",
+        f"collect a dataset with --watch --resume-path {shell_quoted(best_policy)} --save-buffer-name expert.hdf5",
     )
 
 

@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl import __version__
+from offline_rl.apps.flags import shell_quoted
 from offline_rl.atomic import atomic_hdf5, check_output
 from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.envs import TaskMismatchWarning, make_env, same_task, with_flat_observations
@@ -278,7 +279,8 @@ def check_collectable(config: CollectConfig, action_space: gym.Space, observatio
     from offline_rl.envs import is_atari_game
 
     command = (
-        f"python examples/atari_qrdqn.py --task {config.task} --watch --save-buffer-name {Path(config.output).name}"
+        f"python examples/atari_qrdqn.py --task {config.task} --watch --save-buffer-name "
+        f"{shell_quoted(Path(config.output).name)}"
     )
     if isinstance(action_space, gym.spaces.Discrete) and is_atari_game(str(config.task)):
         raise OfflineRLError(

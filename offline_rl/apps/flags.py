@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import functools
 import re
+import shlex
 import sys
 import types
 import typing
@@ -72,6 +73,12 @@ class FlagParser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(EXIT_USER_ERROR)
+
+
+def shell_quoted(value: object) -> str:
+    """`value` as it must be typed in a command printed for the user to copy: quoted only where a
+    shell would split or expand it (a space, a quote, `$`), so ordinary paths print as they are."""
+    return shlex.quote(str(value))
 
 
 def _with_snake_case(names: Sequence[str]) -> list[str]:

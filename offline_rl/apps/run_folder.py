@@ -33,6 +33,7 @@ import numpy as np
 
 from offline_rl.algorithm_base import non_finite_tensors
 from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.flags import shell_quoted
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
@@ -189,7 +190,7 @@ class RunFolder:
             yield
         except KeyboardInterrupt:
             last = self.log_path / "checkpoint.pth"
-            hint = f"; continue with --resume-path {last}" if last.exists() else ""
+            hint = f"; continue with --resume-path {shell_quoted(last)}" if last.exists() else ""
             print(f"interrupted after {progress()}{hint}")
             raise
         except TrainingDiverged as error:
@@ -228,7 +229,8 @@ class RunFolder:
         last_text = EvaluationReporter.format(last) if last else "n/a"
         print(
             f"{headline}; last evaluation {last_text} (policy_last.pth); best (optimistic) {best_text} "
-            f"(policy.pth); checkpoints in {self.log_path}; curves: tensorboard --logdir {self.settings.logdir}"
+            f"(policy.pth); checkpoints in {self.log_path}; "
+            f"curves: tensorboard --logdir {shell_quoted(self.settings.logdir)}"
             + (f"; {next_step}" if next_step else "")
         )
         return summary
