@@ -15,7 +15,7 @@ from test_cql_sac_training import build, narrow_band_buffer, small_config
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.algorithm_base import compiler_failure, stat_names
-from offline_rl.cql_sac import CQLSACConfig
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
 from offline_rl.cuda_graphs import use_multi_tensor_kernels
 
@@ -96,6 +96,11 @@ def test_the_captured_path_names_its_products_and_the_flag_for_the_other_precisi
     assert hint is None or hint in line
 
 
+def optimizer_kernels(algo: CQLSAC) -> list[tuple[bool | None, bool | None]]:
+    """Each optimiser group's (fused, foreach): the Adam kernels it steps with."""
+    return [(group["fused"], group["foreach"]) for opt in algo.capturable_optimizers() for group in opt.param_groups]
+
+
 def test_a_compiler_that_fails_is_dropped_and_named_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Where the compiled update cannot be built (no C++ compiler here; on a GPU machine, no C
     compiler for Triton), the run goes on with the uncompiled update and its optimisers' own
@@ -106,7 +111,7 @@ def test_a_compiler_that_fails_is_dropped_and_named_in_one_line(capsys: pytest.C
     buffer = narrow_band_buffer()
     algo = build(small_config())
     algo.process_buffer(buffer)
-    kernels = [(group["fused"], group["foreach"]) for opt in algo.capturable_optimizers() for group in opt.param_groups]
+    kernels = optimizer_kernels(algo)
     algo._compile_update()
     torch._dynamo.reset()
     no_compiler = {"cpp.cxx": (None, "/nonexistent/g++")}
@@ -118,7 +123,7 @@ def test_a_compiler_that_fails_is_dropped_and_named_in_one_line(capsys: pytest.C
     assert line.startswith("updates: torch.compile failed (InvalidCxxCompiler: No working C++ compiler")
     assert line.endswith("); capturing the uncompiled update instead") and "\n" not in line
     assert not algo.compile_update and "compute_losses" not in vars(algo) and "apply_gradients" not in vars(algo)
-    assert [(g["fused"], g["foreach"]) for opt in algo.capturable_optimizers() for g in opt.param_groups] == kernels
+    assert optimizer_kernels(algo) == kernels
     assert np.isfinite(figures(run_updates(algo, buffer, 1)[0])).all()
 
 
