@@ -23,6 +23,9 @@ When `torchrl` is installed (it is not a dependency), TorchRL's `CQLLoss` is a t
 as its offline CQL reference implementation sets it up (`torchrl_baseline.py` says how and where it
 departs): `--torchrl eager,compiled,cudagraph` picks its modes (default: eager on CPU, all three on
 CUDA; `--torchrl none` leaves it out), and `ratio_vs_torchrl: X.XX` compares the fastest of each.
+Likewise d3rlpy's `CQL` when `d3rlpy` is installed (`d3rlpy_baseline.py`; it pins an older gymnasium,
+so it gets a virtual environment of its own): `--d3rlpy eager,compiled` (default: eager on CPU, both
+on CUDA; `--d3rlpy none` leaves it out), then `ratio_vs_d3rlpy: X.XX`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from baselines import tianshou_cql
+from d3rlpy_baseline import D3rlpyColumn, d3rlpy_cql, d3rlpy_version
+from d3rlpy_baseline import modes_from as d3rlpy_modes_from
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
 from timing import matrix_gflop_per_update, products_of, updates_per_second
@@ -51,6 +56,7 @@ from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.perf import tune_cpu_allocator
 
 OBS_DIM, ACT_DIM, SIZE, BATCH, N_ACTIONS = 17, 6, 100_000, 256, 10
+ALPHA, CQL_WEIGHT = 0.2, 1.0  # every implementation's: α fixed, the conservative term's weight
 
 
 def synthetic_buffer(seed: int = 0) -> ReplayBuffer:
@@ -81,10 +87,10 @@ def build_ours(device: str, path: str = "eager", critic_layers: int = 2) -> CQLS
         actor_hidden_sizes=[256] * critic_layers,
         critic_layers=critic_layers,
         cql_n_actions=N_ACTIONS,
-        alpha=0.2,
+        alpha=ALPHA,
         auto_alpha=False,
         with_lagrange=False,
-        cql_weight=1.0,
+        cql_weight=CQL_WEIGHT,
     )
     algorithm = CQLSAC.build(obs_space, act_space, config, device=device)
     algorithm.capture = path in ("captured", "compiled", "compiled-losses")
@@ -99,8 +105,8 @@ def build_tianshou(device: str, hidden_layers: int = 2) -> CQL:
     return tianshou_cql(
         obs_space,
         act_space,
-        alpha=0.2,
-        cql_weight=1.0,
+        alpha=ALPHA,
+        cql_weight=CQL_WEIGHT,
         num_repeat_actions=N_ACTIONS,
         hidden_layers=hidden_layers,
         device=device,
@@ -111,9 +117,21 @@ def build_torchrl(device: str, mode: str, hidden_layers: int = 2) -> TorchRLCQL:
     return TorchRLCQL(
         OBS_DIM,
         ACT_DIM,
-        alpha=0.2,
-        cql_weight=1.0,
+        alpha=ALPHA,
+        cql_weight=CQL_WEIGHT,
         num_random=N_ACTIONS,
+        batch_size=BATCH,
+        device=device,
+        mode=mode,
+        hidden_sizes=(256,) * hidden_layers,
+    )
+
+
+def build_d3rlpy(device: str, mode: str, hidden_layers: int = 2) -> D3rlpyColumn:
+    return d3rlpy_cql(
+        alpha=ALPHA,
+        cql_weight=CQL_WEIGHT,
+        n_action_samples=N_ACTIONS,
         batch_size=BATCH,
         device=device,
         mode=mode,
@@ -157,9 +175,16 @@ def main() -> None:
         help="comma-separated TorchRL modes: eager, compiled, cudagraph, or none (default: eager on CPU, all on CUDA; "
         "only when torchrl is installed)",
     )
+    parser.add_argument(
+        "--d3rlpy",
+        default=None,
+        help="comma-separated d3rlpy modes: eager, compiled (CUDA only), or none (default: eager on CPU, both on "
+        "CUDA; only when d3rlpy is installed)",
+    )
     args = parser.parse_args()
     paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager,eager-blas")).split(",")
     torchrl_modes = torchrl_modes_from(args.torchrl, args.device)
+    d3rlpy_modes = d3rlpy_modes_from(args.d3rlpy, args.device)
     allocator = "glibc defaults" if args.default_allocator else f"tuned={tune_cpu_allocator()}"
     torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision(args.matmul_precision)
@@ -168,17 +193,22 @@ def main() -> None:
     ours = {path: build_ours(args.device, path, args.critic_layers) for path in paths}
     theirs = build_tianshou(args.device, args.critic_layers)
     torchrl_runs = {mode: build_torchrl(args.device, mode, args.critic_layers) for mode in torchrl_modes}
-    for algorithm in [*ours.values(), theirs, *torchrl_runs.values()]:
+    d3rlpy_runs = {mode: build_d3rlpy(args.device, mode, args.critic_layers) for mode in d3rlpy_modes}
+    peers: dict[str, TorchRLCQL | D3rlpyColumn] = {
+        **{f"torchrl CQLLoss, {mode}": run for mode, run in torchrl_runs.items()},
+        **{f"d3rlpy CQL, {mode}": run for mode, run in d3rlpy_runs.items()},
+    }
+    for algorithm in [*ours.values(), theirs, *peers.values()]:
         algorithm.process_buffer(buffer)
-    for mode, algorithm in torchrl_runs.items():
-        warm_up_or_exit(algorithm, f"--torchrl {mode}")
+    for label, algorithm in peers.items():
+        warm_up_or_exit(algorithm, label)
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
-    torchrl_rates: dict[str, list[float]] = {mode: [] for mode in torchrl_modes}
+    peer_rates: dict[str, list[float]] = {label: [] for label in peers}
     theirs_rates = []
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, buffer, BATCH, args.updates, args.device))
-        for mode, algorithm in torchrl_runs.items():
-            torchrl_rates[mode].append(
+        for label, algorithm in peers.items():
+            peer_rates[label].append(
                 updates_per_second(algorithm, buffer, BATCH, args.updates, args.device, algorithm.warmup_updates)
             )
         for path, algorithm in ours.items():
@@ -189,30 +219,36 @@ def main() -> None:
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(
         f"device: {device_name}, torch {torch.__version__}, float32 matmul precision {args.matmul_precision}, "
-        f"allocator {allocator}" + (f", {torchrl_version()}" if torchrl_runs else "")
+        f"allocator {allocator}"
+        + (f", {torchrl_version()}" if torchrl_runs else "")
+        + (f", {d3rlpy_version()}" if d3rlpy_runs else "")
     )
     if args.device == "cpu":
         print(f"offline_rl eager: {describe_cpu_products()}")
     print_rates("tianshou CQL:", theirs_rates)
-    for mode, rates in torchrl_rates.items():
-        print_rates(f"torchrl CQLLoss, {mode}:", rates)
+    for label, rates in peer_rates.items():
+        print_rates(f"{label}:", rates)
     for path, rates in ours_rates.items():
         print_rates(f"offline_rl CQL-SAC, {path}:", rates)
     best = max(statistics.median(rates) for rates in ours_rates.values())
-    print_arithmetic(args, buffer, theirs, bool(torchrl_runs), best)
-    if torchrl_rates:
-        print(f"ratio_vs_torchrl: {best / max(statistics.median(rates) for rates in torchrl_rates.values()):.2f}")
+    print_arithmetic(args, buffer, theirs, bool(torchrl_runs), bool(d3rlpy_runs), best)
+    for peer in ("torchrl", "d3rlpy"):
+        rates_of_peer = [statistics.median(rates) for label, rates in peer_rates.items() if label.startswith(peer)]
+        if rates_of_peer:
+            print(f"ratio_vs_{peer}: {best / max(rates_of_peer):.2f}")
     print(f"ratio_vs_tianshou: {best / theirs_rate:.2f}")
 
 
 def print_arithmetic(
-    args: argparse.Namespace, buffer: ReplayBuffer, theirs: CQL, with_torchrl: bool, best: float
+    args: argparse.Namespace, buffer: ReplayBuffer, theirs: CQL, with_torchrl: bool, with_d3rlpy: bool, best: float
 ) -> None:
     """How much arithmetic each implementation asks for per update, and what our fastest path makes of
     the device with it."""
     counted = {"tianshou": theirs}
     if with_torchrl:
         counted["torchrl"] = build_torchrl(args.device, "eager", args.critic_layers)
+    if with_d3rlpy:
+        counted["d3rlpy"] = build_d3rlpy(args.device, "eager", args.critic_layers)
     counted["offline_rl"] = build_ours(args.device, "eager", args.critic_layers)
     gflop = {}
     for name, algorithm in counted.items():
@@ -226,14 +262,14 @@ def print_arithmetic(
     )
 
 
-def warm_up_or_exit(algorithm: TorchRLCQL, flag: str) -> None:
+def warm_up_or_exit(algorithm: TorchRLCQL | D3rlpyColumn, label: str) -> None:
     """Compile and capture a peer before anything is timed: a CUDA graph capture that fails leaves the
     process's CUDA generator unusable for every implementation after it, so it must fail first and alone."""
     try:
         for _ in range(algorithm.warmup_updates + 1):
             algorithm.update()
     except Exception as error:
-        raise SystemExit(f"{flag}: TorchRL failed before timing ({str(error).splitlines()[0]}); leave it out") from None
+        raise SystemExit(f"{label} failed before timing ({str(error).splitlines()[0]}); leave it out") from None
 
 
 def torchrl_modes_from(flag: str | None, device: str) -> list[str]:

@@ -23,6 +23,11 @@ pairwise on GPUs), e.g. `--paths captured,captured+sorted` on a GPU.
 discrete CQL tests, `configs/discrete_cql/CartPole-v1.yaml`): 4-dimensional observations, 2 actions,
 one hidden layer of 64, 200 quantiles, 3-step returns, batch 32, both algorithms reading the same
 Tianshou `ReplayBuffer` (episodes of 200 steps). There the quantile-Huber loss is most of an update.
+
+When `d3rlpy` is installed (it is not a dependency, and pins an older gymnasium: `d3rlpy_baseline.py`),
+d3rlpy's `DiscreteCQL` on a quantile head is a third column, reading the same frames through its own
+`FrameStackTransitionPicker`: `--d3rlpy eager,compiled` (default: eager on CPU, both on CUDA;
+`--d3rlpy none` leaves it out), then `ratio_vs_d3rlpy: X.XX`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from baselines import TianshouAtariQRDQNNet
+from d3rlpy_baseline import D3rlpyColumn, d3rlpy_discrete_cql, d3rlpy_version
+from d3rlpy_baseline import modes_from as d3rlpy_modes_from
 from tianshou.algorithm import DiscreteCQL as TianshouDiscreteCQL
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
@@ -163,6 +170,22 @@ def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
     return algorithm
 
 
+def build_d3rlpy(device: str, mode: str, network: str = "nature-cnn") -> D3rlpyColumn:
+    """d3rlpy's DiscreteCQL with `build_ours`' settings (its returns are one-step: with the MLP's
+    3-step setting it does less than the other two)."""
+    lr, _ = LEARNING_SETTINGS[network]
+    return d3rlpy_discrete_cql(
+        num_quantiles=QUANTILES,
+        cql_weight=10.0,
+        lr=lr,
+        target_update_interval=500,
+        batch_size=BATCH,
+        device=device,
+        mode=mode,
+        hidden_sizes=tuple(VECTOR_HIDDEN) if network == "mlp" else None,
+    )
+
+
 LOSS_FORMS = {"sorted": sorted_quantile_huber_loss, "pairwise": pairwise_quantile_huber_loss}
 
 
@@ -220,8 +243,15 @@ def main() -> None:
         default="nature-cnn",
         help="nature-cnn: Atari frames (default); mlp: the CartPole configuration",
     )
+    parser.add_argument(
+        "--d3rlpy",
+        default=None,
+        help="comma-separated d3rlpy modes: eager, compiled (CUDA only), or none (default: eager on CPU, both on "
+        "CUDA; only when d3rlpy is installed)",
+    )
     args = parser.parse_args()
     paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
+    d3rlpy_modes = d3rlpy_modes_from(args.d3rlpy, args.device)
     parts = {path: path.partition("+")[::2] for path in paths}  # 'captured+sorted': ('captured', 'sorted')
     for path, (_, form) in parts.items():
         if form not in ("", *LOSS_FORMS):
@@ -236,10 +266,18 @@ def main() -> None:
         theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
     theirs = build_tianshou(args.device, args.network)
     ours = {path: build_ours(args.device, base, args.network) for path, (base, _) in parts.items()}
+    d3rlpy_runs = {mode: build_d3rlpy(args.device, mode, args.network) for mode in d3rlpy_modes}
+    for algorithm in d3rlpy_runs.values():
+        algorithm.process_buffer(ours_buffer)
     theirs_rates: list[float] = []
     ours_rates: dict[str, list[float]] = {path: [] for path in paths}
+    d3rlpy_rates: dict[str, list[float]] = {mode: [] for mode in d3rlpy_modes}
     for _ in range(args.rounds):
         theirs_rates.append(updates_per_second(theirs, theirs_buffer, BATCH, args.updates, args.device))
+        for mode, algorithm in d3rlpy_runs.items():
+            d3rlpy_rates[mode].append(
+                updates_per_second(algorithm, ours_buffer, BATCH, args.updates, args.device, algorithm.warmup_updates)
+            )
         for path, algorithm in ours.items():
             base, form = parts[path]
             with loss_form(form):
@@ -250,7 +288,7 @@ def main() -> None:
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(
         f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions, "
-        f"float32 matmul precision {args.matmul_precision}"
+        f"float32 matmul precision {args.matmul_precision}" + (f", {d3rlpy_version()}" if d3rlpy_runs else "")
     )
     if args.network == "nature-cnn":  # the two frame-stack buffers; the MLP's is one and the same
         sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
@@ -267,16 +305,26 @@ def main() -> None:
     print(
         f"tianshou DiscreteCQL:   {theirs_rate:6.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in theirs_rates)})"
     )
+    for mode, rates in d3rlpy_rates.items():
+        rounds = ", ".join(f"{r:.2f}" for r in rates)
+        print(f"d3rlpy DiscreteCQL, {mode}: {statistics.median(rates):7.2f} updates/s  (rounds: {rounds})")
     for path, rates in ours_rates.items():
         rounds = ", ".join(f"{r:.2f}" for r in rates)
         print(f"offline_rl CQLQRDQN, {path}: {statistics.median(rates):7.2f} updates/s  (rounds: {rounds})")
     ours_rate = max(statistics.median(rates) for rates in ours_rates.values())
     ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager", args.network), ours_buffer, BATCH)
     theirs_gflop = matrix_gflop_per_update(theirs, theirs_buffer, BATCH)
+    d3rlpy_gflop = ""
+    if d3rlpy_runs:
+        counted = build_d3rlpy(args.device, "eager", args.network)
+        counted.process_buffer(ours_buffer)
+        d3rlpy_gflop = f"d3rlpy {matrix_gflop_per_update(counted, ours_buffer, BATCH):.2f} GFLOP, "
     print(
-        f"matrix products per update (torch.utils.flop_counter): tianshou {theirs_gflop:.2f} GFLOP, "
+        f"matrix products per update (torch.utils.flop_counter): tianshou {theirs_gflop:.2f} GFLOP, {d3rlpy_gflop}"
         f"offline_rl {ours_gflop:.2f} GFLOP; offline_rl's fastest path: {ours_rate * ours_gflop / 1e3:.2f} TFLOP/s"
     )
+    if d3rlpy_rates:
+        print(f"ratio_vs_d3rlpy: {ours_rate / max(statistics.median(rates) for rates in d3rlpy_rates.values()):.2f}")
     print(f"ratio_vs_tianshou: {ours_rate / theirs_rate:.2f}")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,21 @@ def test_concurrent_runs_times_one_run_alone_and_each_group_at_each_share(
     concurrent_runs = load_benchmark("concurrent_runs")
     args, _ = concurrent_runs.parser().parse_known_args(flags)
     assert concurrent_runs.groups(args) == expected
+
+
+def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    d3rlpy_baseline = load_benchmark("d3rlpy_baseline")
+    monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: None)
+    assert d3rlpy_baseline.modes_from(None, "cuda") == []
+    assert d3rlpy_baseline.modes_from("eager,compiled", "cpu") == []
+
+
+def test_a_d3rlpy_that_does_not_import_stops_the_benchmark_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed without its dependencies (as wheels on a GPU machine are), d3rlpy fails to import: the
+    benchmark says why in one line instead of quietly timing one column fewer."""
+    d3rlpy_baseline = load_benchmark("d3rlpy_baseline")
+    monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setitem(sys.modules, "d3rlpy", None)  # `import d3rlpy` raises ImportError
+    with pytest.raises(SystemExit, match=r"^d3rlpy is installed but does not import \(.*\); --d3rlpy none leaves"):
+        d3rlpy_baseline.modes_from(None, "cpu")
+    assert d3rlpy_baseline.modes_from("none", "cpu") == []
