@@ -25,7 +25,9 @@ departs): `--torchrl eager,compiled,cudagraph` picks its modes (default: eager o
 CUDA; `--torchrl none` leaves it out), and `ratio_vs_torchrl: X.XX` compares the fastest of each.
 Likewise d3rlpy's `CQL` when `d3rlpy` is installed (`d3rlpy_baseline.py`; it pins an older gymnasium,
 so it gets a virtual environment of its own): `--d3rlpy eager,compiled` (default: eager on CPU, both
-on CUDA; `--d3rlpy none` leaves it out), then `ratio_vs_d3rlpy: X.XX`.
+on CUDA; `--d3rlpy none` leaves it out), then `ratio_vs_d3rlpy: X.XX`. And TF-Agents' `CqlSacAgent` on
+the CPU when `tf_agents` is installed (`tf_agents_baseline.py`, also a venv of its own; `--tf-agents
+none` leaves it out), then `ratio_vs_tf_agents: X.XX`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ import torch
 from baselines import tianshou_cql
 from d3rlpy_baseline import D3rlpyColumn, d3rlpy_cql, d3rlpy_version
 from d3rlpy_baseline import modes_from as d3rlpy_modes_from
+from peer_column import PeerColumn
+from tf_agents_baseline import TFAgentsCQL, tf_agents_version
+from tf_agents_baseline import modes_from as tf_agents_modes_from
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
 from timing import matrix_gflop_per_update, products_of, updates_per_second
@@ -139,6 +144,19 @@ def build_d3rlpy(device: str, mode: str, hidden_layers: int = 2) -> D3rlpyColumn
     )
 
 
+def build_tf_agents(threads: int, hidden_layers: int = 2, samples: int = N_ACTIONS) -> TFAgentsCQL:
+    return TFAgentsCQL(
+        OBS_DIM,
+        ACT_DIM,
+        alpha=ALPHA,
+        cql_weight=CQL_WEIGHT,
+        num_cql_samples=samples,
+        batch_size=BATCH,
+        threads=threads,
+        hidden_sizes=(256,) * hidden_layers,
+    )
+
+
 def print_rates(label: str, rates: list[float]) -> None:
     print(f"{label:32s}{statistics.median(rates):8.2f} updates/s  (rounds: {', '.join(f'{r:.2f}' for r in rates)})")
 
@@ -181,10 +199,24 @@ def main() -> None:
         help="comma-separated d3rlpy modes: eager, compiled (CUDA only), or none (default: eager on CPU, both on "
         "CUDA; only when d3rlpy is installed)",
     )
+    parser.add_argument(
+        "--tf-agents",
+        default=None,
+        help="TF-Agents' CqlSacAgent as a tf.function ('function'), or none (default: function on CPU; only when "
+        "tf_agents is installed)",
+    )
+    parser.add_argument(
+        "--tf-agents-samples",
+        type=int,
+        default=N_ACTIONS,
+        help=f"TF-Agents' num_cql_samples (default {N_ACTIONS}, as everyone's N; it scores 2N + 2 actions per state "
+        "where the others score 3N + 1, so 15 is about the others' arithmetic at 10)",
+    )
     args = parser.parse_args()
     paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager,eager-blas")).split(",")
     torchrl_modes = torchrl_modes_from(args.torchrl, args.device)
     d3rlpy_modes = d3rlpy_modes_from(args.d3rlpy, args.device)
+    tf_agents_modes = tf_agents_modes_from(args.tf_agents) if args.device == "cpu" else []
     allocator = "glibc defaults" if args.default_allocator else f"tuned={tune_cpu_allocator()}"
     torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision(args.matmul_precision)
@@ -194,9 +226,13 @@ def main() -> None:
     theirs = build_tianshou(args.device, args.critic_layers)
     torchrl_runs = {mode: build_torchrl(args.device, mode, args.critic_layers) for mode in torchrl_modes}
     d3rlpy_runs = {mode: build_d3rlpy(args.device, mode, args.critic_layers) for mode in d3rlpy_modes}
-    peers: dict[str, TorchRLCQL | D3rlpyColumn] = {
+    peers: dict[str, PeerColumn] = {
         **{f"torchrl CQLLoss, {mode}": run for mode, run in torchrl_runs.items()},
         **{f"d3rlpy CQL, {mode}": run for mode, run in d3rlpy_runs.items()},
+        **{
+            f"tf_agents CqlSacAgent, {mode}": build_tf_agents(args.threads, args.critic_layers, args.tf_agents_samples)
+            for mode in tf_agents_modes
+        },
     }
     for algorithm in [*ours.values(), theirs, *peers.values()]:
         algorithm.process_buffer(buffer)
@@ -222,6 +258,7 @@ def main() -> None:
         f"allocator {allocator}"
         + (f", {torchrl_version()}" if torchrl_runs else "")
         + (f", {d3rlpy_version()}" if d3rlpy_runs else "")
+        + (f", {tf_agents_version()}" if tf_agents_modes else "")
     )
     if args.device == "cpu":
         print(f"offline_rl eager: {describe_cpu_products()}")
@@ -232,7 +269,7 @@ def main() -> None:
         print_rates(f"offline_rl CQL-SAC, {path}:", rates)
     best = max(statistics.median(rates) for rates in ours_rates.values())
     print_arithmetic(args, buffer, theirs, bool(torchrl_runs), bool(d3rlpy_runs), best)
-    for peer in ("torchrl", "d3rlpy"):
+    for peer in ("torchrl", "d3rlpy", "tf_agents"):
         rates_of_peer = [statistics.median(rates) for label, rates in peer_rates.items() if label.startswith(peer)]
         if rates_of_peer:
             print(f"ratio_vs_{peer}: {best / max(rates_of_peer):.2f}")
@@ -262,7 +299,7 @@ def print_arithmetic(
     )
 
 
-def warm_up_or_exit(algorithm: TorchRLCQL | D3rlpyColumn, label: str) -> None:
+def warm_up_or_exit(algorithm: PeerColumn, label: str) -> None:
     """Compile and capture a peer before anything is timed: a CUDA graph capture that fails leaves the
     process's CUDA generator unusable for every implementation after it, so it must fail first and alone."""
     try:

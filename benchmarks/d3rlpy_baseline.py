@@ -25,10 +25,10 @@ such a machine needs those wheels too (45 MB with d3rlpy's own, scipy 35 MB of i
 from __future__ import annotations
 
 import importlib.util
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from peer_column import PeerColumn
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 
@@ -69,14 +69,11 @@ def d3rlpy_device(device: str) -> str:
     return device if ":" in device else f"{device}:0"
 
 
-class D3rlpyColumn:
-    """Duck-types the part of a Tianshou algorithm the benchmark timer drives: `policy` (for
-    `policy_within_training_step`), `process_buffer` and `update(buffer, sample_size)`."""
-
-    warmup_updates = 5
+class D3rlpyColumn(PeerColumn):
+    """A d3rlpy algorithm and its dataset, updated as its `fit` loop updates it."""
 
     def __init__(self, algo: Any, batch_size: int) -> None:
-        self.policy = SimpleNamespace(is_within_training_step=False)
+        super().__init__()
         self.algo = algo
         self.batch_size = batch_size
         self._dataset: Any = None

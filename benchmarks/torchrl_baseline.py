@@ -22,18 +22,17 @@ a device synchronisation); the `update` closure returns them, so nothing it comp
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
+from peer_column import PeerColumn
 
 MODES = ("eager", "compiled", "cudagraph")
 
 
-class TorchRLCQL:
-    """Duck-types the part of a Tianshou algorithm the benchmark timer drives: `policy` (for
-    `policy_within_training_step`), `process_buffer` and `update(buffer, sample_size)`."""
+class TorchRLCQL(PeerColumn):
+    """TorchRL's `CQLLoss` and its update closure, in one of `MODES`."""
 
     def __init__(
         self,
@@ -55,7 +54,7 @@ class TorchRLCQL:
         from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
         from torchrl.objectives import CQLLoss, SoftUpdate, group_optimizers
 
-        self.policy = SimpleNamespace(is_within_training_step=False)
+        super().__init__()
         self.device = torch.device(device)
         self.batch_size = batch_size
         self.mode = mode

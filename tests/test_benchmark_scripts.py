@@ -52,7 +52,9 @@ def test_a_benchmark_leaves_tensorflow_unimported() -> None:
     ]
 
 
-def load_benchmark(name: str) -> object:
+def load_benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    """A benchmark module loaded as `python benchmarks/NAME.py` loads it: its siblings importable."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -72,15 +74,15 @@ def load_benchmark(name: str) -> object:
     ],
 )
 def test_concurrent_runs_times_one_run_alone_and_each_group_at_each_share(
-    flags: list[str], expected: list[tuple[int, int | None]]
+    flags: list[str], expected: list[tuple[int, int | None]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    concurrent_runs = load_benchmark("concurrent_runs")
+    concurrent_runs = load_benchmark("concurrent_runs", monkeypatch)
     args, _ = concurrent_runs.parser().parse_known_args(flags)
     assert concurrent_runs.groups(args) == expected
 
 
 def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    d3rlpy_baseline = load_benchmark("d3rlpy_baseline")
+    d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
     monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: None)
     assert d3rlpy_baseline.modes_from(None, "cuda") == []
     assert d3rlpy_baseline.modes_from("eager,compiled", "cpu") == []
@@ -89,9 +91,21 @@ def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: 
 def test_a_d3rlpy_that_does_not_import_stops_the_benchmark_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed without its dependencies (as wheels on a GPU machine are), d3rlpy fails to import: the
     benchmark says why in one line instead of quietly timing one column fewer."""
-    d3rlpy_baseline = load_benchmark("d3rlpy_baseline")
+    d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
     monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setitem(sys.modules, "d3rlpy", None)  # `import d3rlpy` raises ImportError
     with pytest.raises(SystemExit, match=r"^d3rlpy is installed but does not import \(.*\); --d3rlpy none leaves"):
         d3rlpy_baseline.modes_from(None, "cpu")
     assert d3rlpy_baseline.modes_from("none", "cpu") == []
+
+
+def test_a_tf_agents_that_does_not_import_stops_the_benchmark_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    tf_agents_baseline = load_benchmark("tf_agents_baseline", monkeypatch)
+    monkeypatch.setattr(tf_agents_baseline.importlib.util, "find_spec", lambda name: None)
+    assert tf_agents_baseline.modes_from(None) == []
+    monkeypatch.setattr(tf_agents_baseline.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setitem(sys.modules, "tf_agents", None)
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # the check quiets TensorFlow: undone after the test
+    with pytest.raises(SystemExit, match=r"^tf_agents is installed but does not import \(.*\); --tf-agents none"):
+        tf_agents_baseline.modes_from(None)
+    assert tf_agents_baseline.modes_from("none") == []
