@@ -24,28 +24,14 @@ such a machine needs those wheels too (45 MB with d3rlpy's own, scipy 35 MB of i
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn
+from peer_column import PeerColumn, installed
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 
 MODES = ("eager", "compiled")
-
-
-def d3rlpy_available() -> bool:
-    """Whether d3rlpy is installed; one that is installed but fails to import (a dependency missing,
-    as with wheels installed without theirs) stops the benchmark with the reason rather than
-    quietly dropping its column."""
-    if importlib.util.find_spec("d3rlpy") is None:
-        return False
-    try:
-        import d3rlpy  # noqa: F401
-    except ImportError as error:
-        raise SystemExit(f"d3rlpy is installed but does not import ({error}); --d3rlpy none leaves it out") from None
-    return True
 
 
 def quiet_d3rlpy() -> None:
@@ -185,7 +171,7 @@ def d3rlpy_discrete_cql(
 def modes_from(flag: str | None, device: str) -> list[str]:
     """d3rlpy's columns run only where it is installed: it is not a dependency. `compiled` is
     d3rlpy's CUDA-only `compile_graph`."""
-    if flag == "none" or not d3rlpy_available():
+    if flag == "none" or not installed("d3rlpy", "--d3rlpy"):
         return []
     quiet_d3rlpy()
     modes = (flag or ("eager,compiled" if device == "cuda" else "eager")).split(",")

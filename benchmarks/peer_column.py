@@ -3,8 +3,23 @@ times Tianshou's and ours (`timing.updates_per_second`)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from types import SimpleNamespace
 from typing import Any
+
+
+def installed(module: str, flag: str) -> bool:
+    """Whether another library's `module` is installed, for its column to run. One that is installed
+    but fails to import (a dependency missing, as with wheels installed without theirs) stops the
+    benchmark with the reason, rather than quietly timing one column fewer; `flag none` leaves it out."""
+    if importlib.util.find_spec(module) is None:
+        return False
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        raise SystemExit(f"{module} is installed but does not import ({error}); {flag} none leaves it out") from None
+    return True
 
 
 class PeerColumn:

@@ -24,29 +24,19 @@ against ours (3N + 1)·B. `cql_sac_throughput.py --tf-agents-samples 15` gives i
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn
+from peer_column import PeerColumn, installed
 
 MODES = ("function",)
 
 
 def tf_agents_available() -> bool:
-    """Whether TF-Agents is installed; one that is installed but fails to import stops the benchmark
-    with the reason rather than quietly dropping its column."""
-    if importlib.util.find_spec("tf_agents") is None:
-        return False
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notices
-    try:
-        import tf_agents  # noqa: F401
-    except ImportError as error:
-        reason = f"tf_agents is installed but does not import ({error}); --tf-agents none leaves it out"
-        raise SystemExit(reason) from None
-    return True
+    return installed("tf_agents", "--tf-agents")
 
 
 def tf_agents_version() -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from peer_column import PeerColumn
+from peer_column import PeerColumn, installed
 
 MODES = ("eager", "compiled", "cudagraph")
 
@@ -196,11 +196,7 @@ class TorchRLCQL(PeerColumn):
 
 
 def torchrl_available() -> bool:
-    try:
-        import torchrl  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return installed("torchrl", "--torchrl")
 
 
 def torchrl_version() -> str:

@@ -83,7 +83,7 @@ def test_concurrent_runs_times_one_run_alone_and_each_group_at_each_share(
 
 def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
-    monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert d3rlpy_baseline.modes_from(None, "cuda") == []
     assert d3rlpy_baseline.modes_from("eager,compiled", "cpu") == []
 
@@ -92,7 +92,7 @@ def test_a_d3rlpy_that_does_not_import_stops_the_benchmark_with_its_reason(monke
     """Installed without its dependencies (as wheels on a GPU machine are), d3rlpy fails to import: the
     benchmark says why in one line instead of quietly timing one column fewer."""
     d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
-    monkeypatch.setattr(d3rlpy_baseline.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
     monkeypatch.setitem(sys.modules, "d3rlpy", None)  # `import d3rlpy` raises ImportError
     with pytest.raises(SystemExit, match=r"^d3rlpy is installed but does not import \(.*\); --d3rlpy none leaves"):
         d3rlpy_baseline.modes_from(None, "cpu")
@@ -101,9 +101,9 @@ def test_a_d3rlpy_that_does_not_import_stops_the_benchmark_with_its_reason(monke
 
 def test_a_tf_agents_that_does_not_import_stops_the_benchmark_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     tf_agents_baseline = load_benchmark("tf_agents_baseline", monkeypatch)
-    monkeypatch.setattr(tf_agents_baseline.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert tf_agents_baseline.modes_from(None) == []
-    monkeypatch.setattr(tf_agents_baseline.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
     monkeypatch.setitem(sys.modules, "tf_agents", None)
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # the check quiets TensorFlow: undone after the test
     with pytest.raises(SystemExit, match=r"^tf_agents is installed but does not import \(.*\); --tf-agents none"):
