@@ -50,7 +50,7 @@ from tf_agents_baseline import TFAgentsCQL, tf_agents_version
 from tf_agents_baseline import modes_from as tf_agents_modes_from
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
-from timing import matrix_gflop_per_update, products_of, updates_per_second
+from timing import matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
 
@@ -214,6 +214,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     paths = (args.paths or ("eager,captured,compiled" if args.device == "cuda" else "eager,eager-blas")).split(",")
+    refuse_cuda_only_paths(parser, paths, args.device)
     torchrl_modes = torchrl_modes_from(args.torchrl, args.device)
     d3rlpy_modes = d3rlpy_modes_from(args.d3rlpy, args.device)
     tf_agents_modes = tf_agents_modes_from(args.tf_agents) if args.device == "cpu" else []

@@ -53,7 +53,7 @@ from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.net.common import Net
-from timing import matrix_gflop_per_update, products_of, updates_per_second
+from timing import matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 
 from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
 from offline_rl.data.frame_stack import FrameStackBuffer
@@ -251,6 +251,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     paths = (args.paths or ("eager" if args.device == "cuda" else "eager,eager-blas")).split(",")
+    refuse_cuda_only_paths(parser, paths, args.device)
     d3rlpy_modes = d3rlpy_modes_from(args.d3rlpy, args.device)
     parts = {path: path.partition("+")[::2] for path in paths}  # 'captured+sorted': ('captured', 'sorted')
     for path, (_, form) in parts.items():

@@ -6,6 +6,7 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 
 # isort: split
 
+import argparse
 import math
 import time
 from typing import Any
@@ -22,6 +23,19 @@ def products_of(path: str) -> str:
     """The library of our networks' CPU products on a benchmark path: `eager-blas` is the eager path
     with torch's BLAS (`--cpu-products blas`), every other path uses the default, oneDNN."""
     return "blas" if path == "eager-blas" else "onednn"
+
+
+CPU_PATHS = ("eager", "eager-blas")
+"""Our update paths that run as named on a CPU; the others (captured, compiled, host-fed) are compiled
+and replayed as a CUDA graph on a GPU, and on a CPU would only run eagerly under another name."""
+
+
+def refuse_cuda_only_paths(parser: argparse.ArgumentParser, paths: list[str], device: str) -> None:
+    """Exit with a usage error naming the paths a CPU cannot run as named (by their base, before any
+    '+form'), rather than time an eager update under a compiled path's name."""
+    refused = [] if device == "cuda" else [path for path in paths if path.partition("+")[0] not in CPU_PATHS]
+    if refused:
+        parser.error(f"--paths {','.join(refused)}: CUDA only (on a CPU the update runs eagerly)")
 
 
 def updates_per_second(

@@ -7,6 +7,7 @@ selects TensorBoard's TensorFlow-free stub (`offline_rl.quiet_tensorboard`).
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import sys
@@ -109,3 +110,17 @@ def test_a_tf_agents_that_does_not_import_stops_the_benchmark_with_its_reason(mo
     with pytest.raises(SystemExit, match=r"^tf_agents is installed but does not import \(.*\); --tf-agents none"):
         tf_agents_baseline.modes_from(None)
     assert tf_agents_baseline.modes_from("none") == []
+
+
+def test_a_cpu_refuses_the_paths_it_would_only_run_eagerly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compiled and captured updates are replayed CUDA graphs; on a CPU they would run eagerly under
+    another path's name, and a table would compare an update with itself."""
+    timing = load_benchmark("timing", monkeypatch)
+    parser = argparse.ArgumentParser(prog="cql_sac_throughput.py")
+    timing.refuse_cuda_only_paths(parser, ["eager", "eager-blas"], "cpu")
+    timing.refuse_cuda_only_paths(parser, ["eager", "compiled", "captured+sorted"], "cuda")
+    with pytest.raises(SystemExit):
+        timing.refuse_cuda_only_paths(parser, ["eager", "compiled", "captured+sorted"], "cpu")
+    assert "--paths compiled,captured+sorted: CUDA only" in capsys.readouterr().err
