@@ -45,14 +45,14 @@ import torch
 from baselines import tianshou_cql
 from d3rlpy_baseline import D3rlpyColumn, d3rlpy_cql, d3rlpy_version
 from d3rlpy_baseline import modes_from as d3rlpy_modes_from
-from peer_column import PeerColumn
+from peer_column import PeerColumn, requested_modes
 from tf_agents_baseline import TFAgentsCQL, tf_agents_version
 from tf_agents_baseline import modes_from as tf_agents_modes_from
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
 from timing import matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
-from torchrl_baseline import TorchRLCQL, torchrl_available, torchrl_version
+from torchrl_baseline import TorchRLCQL, torchrl_version
 
 from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
 from offline_rl.cpu_products import describe_cpu_products
@@ -312,13 +312,16 @@ def warm_up_or_exit(algorithm: PeerColumn, label: str) -> None:
 
 def torchrl_modes_from(flag: str | None, device: str) -> list[str]:
     """TorchRL's column runs only where it is installed: it is not a dependency."""
-    if flag == "none" or not torchrl_available():
-        return []
-    modes = (flag or ("eager,compiled,cudagraph" if device == "cuda" else "eager")).split(",")
-    unknown = [mode for mode in modes if mode not in TORCHRL_MODES or (mode == "cudagraph" and device != "cuda")]
-    if unknown:
-        raise SystemExit(f"--torchrl {flag}: {', '.join(unknown)} not one of eager, compiled, cudagraph (CUDA only)")
-    return modes
+    default = "eager,compiled,cudagraph" if device == "cuda" else "eager"
+    return requested_modes(
+        flag,
+        module="torchrl",
+        option="--torchrl",
+        modes=TORCHRL_MODES,
+        default=default,
+        cuda_only=("cudagraph",),
+        device=device,
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn, installed
+from peer_column import PeerColumn, requested_modes
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 
@@ -111,8 +111,6 @@ def d3rlpy_cql(
     hidden_sizes: tuple[int, ...] = (256, 256),
 ) -> D3rlpyColumn:
     """d3rlpy's continuous `CQL` in the benchmark's shared configuration."""
-    if mode not in MODES:
-        raise ValueError(f"d3rlpy mode {mode!r}: expected one of {', '.join(MODES)}")
     import d3rlpy
 
     encoder = d3rlpy.models.VectorEncoderFactory(hidden_units=list(hidden_sizes))
@@ -148,8 +146,6 @@ def d3rlpy_discrete_cql(
     """d3rlpy's `DiscreteCQL` (double DQN targets, one-step returns: d3rlpy's own) on a quantile head,
     over d3rlpy's Nature CNN with frames scaled to [0, 1] by its `PixelObservationScaler`, as ours,
     or over an MLP of `hidden_sizes`."""
-    if mode not in MODES:
-        raise ValueError(f"d3rlpy mode {mode!r}: expected one of {', '.join(MODES)}")
     import d3rlpy
 
     pixels = hidden_sizes is None
@@ -171,11 +167,10 @@ def d3rlpy_discrete_cql(
 def modes_from(flag: str | None, device: str) -> list[str]:
     """d3rlpy's columns run only where it is installed: it is not a dependency. `compiled` is
     d3rlpy's CUDA-only `compile_graph`."""
-    if flag == "none" or not installed("d3rlpy", "--d3rlpy"):
-        return []
-    quiet_d3rlpy()
-    modes = (flag or ("eager,compiled" if device == "cuda" else "eager")).split(",")
-    unknown = [mode for mode in modes if mode not in MODES or (mode == "compiled" and device != "cuda")]
-    if unknown:
-        raise SystemExit(f"--d3rlpy {flag}: {', '.join(unknown)} not one of eager, compiled (CUDA only)")
+    default = "eager,compiled" if device == "cuda" else "eager"
+    modes = requested_modes(
+        flag, module="d3rlpy", option="--d3rlpy", modes=MODES, default=default, cuda_only=("compiled",), device=device
+    )
+    if modes:
+        quiet_d3rlpy()
     return modes

@@ -22,6 +22,29 @@ def installed(module: str, flag: str) -> bool:
     return True
 
 
+def requested_modes(
+    flag: str | None,
+    *,
+    module: str,
+    option: str,
+    modes: tuple[str, ...],
+    default: str,
+    cuda_only: tuple[str, ...] = (),
+    device: str = "cpu",
+) -> list[str]:
+    """The modes of another library's column that `option` (value `flag`) asks for: none where the
+    library is not installed or `flag` is 'none', `default` (comma-separated) where `flag` is not
+    given; a mode it does not have, or a CUDA-only one on another device, exits with a usage line."""
+    if flag == "none" or not installed(module, option):
+        return []
+    chosen = (flag or default).split(",")
+    unknown = [mode for mode in chosen if mode not in modes or (mode in cuda_only and device != "cuda")]
+    if unknown:
+        only = f" ({', '.join(cuda_only)}: CUDA only)" if cuda_only else ""
+        raise SystemExit(f"{option} {flag}: {', '.join(unknown)} not one of {', '.join(modes)}{only}")
+    return chosen
+
+
 class PeerColumn:
     """Duck-types the part of a Tianshou algorithm the benchmark timer drives: `policy` (for
     `policy_within_training_step`), `process_buffer` and `update(buffer, sample_size)`. A peer holds its

@@ -29,14 +29,9 @@ import os
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn, installed
+from peer_column import PeerColumn, requested_modes
 
 MODES = ("function",)
-
-
-def tf_agents_available() -> bool:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notices
-    return installed("tf_agents", "--tf-agents")
 
 
 def tf_agents_version() -> str:
@@ -166,10 +161,5 @@ class TFAgentsCQL(PeerColumn):
 
 def modes_from(flag: str | None) -> list[str]:
     """TF-Agents' column runs only where it is installed: it is not a dependency."""
-    if flag == "none" or not tf_agents_available():
-        return []
-    modes = (flag or "function").split(",")
-    unknown = [mode for mode in modes if mode not in MODES]
-    if unknown:
-        raise SystemExit(f"--tf-agents {flag}: {', '.join(unknown)} not one of {', '.join(MODES)}")
-    return modes
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notices, before it loads
+    return requested_modes(flag, module="tf_agents", option="--tf-agents", modes=MODES, default="function")

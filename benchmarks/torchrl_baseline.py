@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from peer_column import PeerColumn, installed
+from peer_column import PeerColumn
 
 MODES = ("eager", "compiled", "cudagraph")
 
@@ -193,10 +193,6 @@ class TorchRLCQL(PeerColumn):
         if self.mode != "eager":
             torch.compiler.cudagraph_mark_step_begin()
         return self._step(data, policy_eval_start=self.policy_eval_start, iteration=self.iteration)
-
-
-def torchrl_available() -> bool:
-    return installed("torchrl", "--torchrl")
 
 
 def torchrl_version() -> str:
