@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from offline_rl.apps.flags import sets_flag
@@ -127,7 +128,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
+        started = time.perf_counter()
         subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
+        print(f"warm-up run (dataset, compile cache): {time.perf_counter() - started:.0f} s", flush=True)
         alone: float | None = None
         for count, percentage in groups(args):
             with contextlib.ExitStack() as sharing:

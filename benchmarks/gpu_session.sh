@@ -11,22 +11,24 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
 #     torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
 #
-# then, with `.whl` carried, one device call per line (each ~3-7 minutes). A session now has 15 device
-# minutes, the machine's start included (~30 s on 2026-11-26), so take them in this order and stop
-# where the time ends. Issue #10 has one open point: 4 runs together >= 2x one. TF32 is d4rl_cql.py's
-# CUDA default since its learning check (`learning-tf32`, 2026-11-26 "Sixth H100 session"); there four
-# runs at half the SMs each gave 1.95x one run alone (25%: 1.84x, 35%: 1.83x, 65%: 1.89x, uncapped:
-# 1.64x), so the first call scans close around half, 50% itself re-timed against the same run alone.
-# The second re-measures TF32 with 2 runs too; float32 (`--matmul-precision highest`) gave 1.70x at
-# half shares (1702 against 1003 /s, same machine); the rest re-measure what earlier sessions recorded,
-# and `discrete-tf32` times discrete CQL's captured update in TF32 (its figure beside `throughput`'s
-# float32 one), the first step towards a TF32 default for the discrete examples.
+# then, with `.whl` carried, one device call per line (each ~2-8 minutes). A session now has 15 device
+# minutes, the machine's start included (~30 s), so take them in this order and stop where the time
+# ends. Issue #10 has one open point: 4 runs together >= 2x one. In TF32 (d4rl_cql.py's CUDA default
+# since its learning check, `learning-tf32`, 2026-11-26 "Sixth H100 session") four runs at half the SMs
+# each gave 1.95-1.97x one run alone (2026-11-26 and -27; 25%: 1.84x, 35%: 1.83x, 45%: 1.90x, 65%:
+# 1.89x, uncapped: 1.64x); float32 (`--matmul-precision highest`) 1.70x at half shares. Inductor's GEMM
+# autotuning (`autotune`, 2026-11-27 "Seventh H100 session") made one run 12% and four 4% faster: 1.83x.
+# `concurrent-mps-half` re-times the default; `throughput tests` re-measure what earlier sessions
+# recorded and run the CUDA tests; `discrete-tf32` times discrete CQL's captured update in TF32 (its
+# figure beside `throughput`'s float32 one), the first step towards a TF32 default for the discrete
+# examples.
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps-shares
-#   bash benchmarks/gpu_session.sh concurrent-mps-tf32
-#   bash benchmarks/gpu_session.sh throughput tests
-#   bash benchmarks/gpu_session.sh concurrent end-to-end
+#   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
+#   bash benchmarks/gpu_session.sh throughput tests               (tests alone: 93 s)
 #   bash benchmarks/gpu_session.sh discrete-tf32 concurrent-mps
+#   bash benchmarks/gpu_session.sh concurrent-mps-shares          (45, 50, 55%: over 215 s)
+#   bash benchmarks/gpu_session.sh concurrent-mps-tf32 concurrent end-to-end
+#   bash benchmarks/gpu_session.sh autotune                       (~330 s: a 235 s compile)
 #   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
@@ -103,6 +105,16 @@ for part in "$@"; do
       check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
+    concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default; 1.95x on 2026-11-26)
+      check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
+        -- --matmul-precision high
+      ;;
+    autotune)  # the same with Inductor's GEMM autotuning (Triton products with their epilogues fused), its
+      # compile time included in the warm-up line; a fresh compile cache, so that no untuned kernel is reused
+      check concurrent_runs_mps_autotune 400 env TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 \
+        TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-autotune python3 benchmarks/concurrent_runs.py --runs 1 4 \
+        --updates 20000 --mps -- --matmul-precision high
+      ;;
     learning-tf32)  # float32 against TF32, 2 seeds, 75k updates each, as one 4-trial sweep through MPS (~5 min)
       # Only 8 files, at most two folders down, come back from a device's $OUT: the sweep's runs travel as one
       # archive without their checkpoints. The device lacks rliable, so make the table here:
@@ -123,7 +135,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, learning-tf32, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-half, autotune, learning-tf32, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac
