@@ -105,11 +105,11 @@ for part in "$@"; do
       check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
-    concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default; 1.95x on 2026-11-26)
+    concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default; 1.95-1.97x)
       check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
-    autotune)  # the same with Inductor's GEMM autotuning (Triton products with their epilogues fused), its
+    autotune)  # the same with Inductor's GEMM autotuning (each product timed as cuBLAS and Triton kernels), its
       # compile time included in the warm-up line; a fresh compile cache, so that no untuned kernel is reused
       check concurrent_runs_mps_autotune 400 env TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 \
         TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-autotune python3 benchmarks/concurrent_runs.py --runs 1 4 \
