@@ -45,7 +45,7 @@ import torch
 from baselines import tianshou_cql
 from d3rlpy_baseline import D3rlpyColumn, d3rlpy_cql, d3rlpy_version
 from d3rlpy_baseline import modes_from as d3rlpy_modes_from
-from peer_column import PeerColumn, requested_modes
+from peer_column import CQLSetup, PeerColumn, requested_modes
 from tf_agents_baseline import TFAgentsCQL, tf_agents_version
 from tf_agents_baseline import modes_from as tf_agents_modes_from
 from tianshou.algorithm import CQL
@@ -118,43 +118,22 @@ def build_tianshou(device: str, hidden_layers: int = 2) -> CQL:
     )
 
 
+def peer_setup(hidden_layers: int = 2, n_actions: int = N_ACTIONS) -> CQLSetup:
+    """The configuration every other library's column is built with (ours and Tianshou's take the same
+    constants through their own builders above)."""
+    return CQLSetup(OBS_DIM, ACT_DIM, ALPHA, CQL_WEIGHT, n_actions, BATCH, (256,) * hidden_layers)
+
+
 def build_torchrl(device: str, mode: str, hidden_layers: int = 2) -> TorchRLCQL:
-    return TorchRLCQL(
-        OBS_DIM,
-        ACT_DIM,
-        alpha=ALPHA,
-        cql_weight=CQL_WEIGHT,
-        num_random=N_ACTIONS,
-        batch_size=BATCH,
-        device=device,
-        mode=mode,
-        hidden_sizes=(256,) * hidden_layers,
-    )
+    return TorchRLCQL(peer_setup(hidden_layers), device=device, mode=mode)
 
 
 def build_d3rlpy(device: str, mode: str, hidden_layers: int = 2) -> D3rlpyColumn:
-    return d3rlpy_cql(
-        alpha=ALPHA,
-        cql_weight=CQL_WEIGHT,
-        n_action_samples=N_ACTIONS,
-        batch_size=BATCH,
-        device=device,
-        mode=mode,
-        hidden_sizes=(256,) * hidden_layers,
-    )
+    return d3rlpy_cql(peer_setup(hidden_layers), device=device, mode=mode)
 
 
 def build_tf_agents(threads: int, hidden_layers: int = 2, samples: int = N_ACTIONS) -> TFAgentsCQL:
-    return TFAgentsCQL(
-        OBS_DIM,
-        ACT_DIM,
-        alpha=ALPHA,
-        cql_weight=CQL_WEIGHT,
-        num_cql_samples=samples,
-        batch_size=BATCH,
-        threads=threads,
-        hidden_sizes=(256,) * hidden_layers,
-    )
+    return TFAgentsCQL(peer_setup(hidden_layers, samples), threads=threads)
 
 
 def print_rates(label: str, rates: list[float]) -> None:

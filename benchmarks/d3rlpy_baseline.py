@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn, requested_modes
+from peer_column import CQLSetup, PeerColumn, requested_modes
 
 from offline_rl.data.frame_stack import FrameStackBuffer
 
@@ -100,36 +100,27 @@ class D3rlpyColumn(PeerColumn):
         return self.algo.update(self._dataset.sample_transition_batch(sample_size or self.batch_size))
 
 
-def d3rlpy_cql(
-    *,
-    alpha: float,
-    cql_weight: float,
-    n_action_samples: int,
-    batch_size: int,
-    device: str,
-    mode: str = "eager",
-    hidden_sizes: tuple[int, ...] = (256, 256),
-) -> D3rlpyColumn:
+def d3rlpy_cql(setup: CQLSetup, *, device: str, mode: str = "eager") -> D3rlpyColumn:
     """d3rlpy's continuous `CQL` in the benchmark's shared configuration."""
     import d3rlpy
 
-    encoder = d3rlpy.models.VectorEncoderFactory(hidden_units=list(hidden_sizes))
+    encoder = d3rlpy.models.VectorEncoderFactory(hidden_units=list(setup.hidden_sizes))
     config = d3rlpy.algos.CQLConfig(
-        batch_size=batch_size,
+        batch_size=setup.batch_size,
         actor_learning_rate=1e-4,
         critic_learning_rate=3e-4,
         actor_encoder_factory=encoder,
         critic_encoder_factory=encoder,
         n_critics=2,
-        initial_temperature=alpha,
+        initial_temperature=setup.alpha,
         temp_learning_rate=0.0,
         initial_alpha=1.0,
         alpha_learning_rate=0.0,
-        conservative_weight=cql_weight,
-        n_action_samples=n_action_samples,
+        conservative_weight=setup.cql_weight,
+        n_action_samples=setup.n_actions,
         compile_graph=mode == "compiled",
     )
-    return D3rlpyColumn(config.create(device=d3rlpy_device(device)), batch_size)
+    return D3rlpyColumn(config.create(device=d3rlpy_device(device)), setup.batch_size)
 
 
 def d3rlpy_discrete_cql(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -43,6 +44,24 @@ def requested_modes(
         only = f" ({', '.join(cuda_only)}: CUDA only)" if cuda_only else ""
         raise SystemExit(f"{option} {flag}: {', '.join(unknown)} not one of {', '.join(modes)}{only}")
     return chosen
+
+
+@dataclass(frozen=True)
+class CQLSetup:
+    """The continuous benchmark's configuration, given alike to every library's column: each column maps
+    it to its own library's names (TorchRL's `num_random`, d3rlpy's `n_action_samples`, ...)."""
+
+    obs_dim: int
+    act_dim: int
+    alpha: float
+    """the entropy temperature, held fixed"""
+    cql_weight: float
+    """the conservative term's weight"""
+    n_actions: int
+    """actions sampled per group for the conservative term"""
+    batch_size: int
+    hidden_sizes: tuple[int, ...]
+    """every actor's and critic's hidden layers"""
 
 
 class PeerColumn:

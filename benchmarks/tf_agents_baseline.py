@@ -29,7 +29,7 @@ import os
 from typing import Any
 
 import numpy as np
-from peer_column import PeerColumn, requested_modes
+from peer_column import CQLSetup, PeerColumn, requested_modes
 
 MODES = ("function",)
 
@@ -56,18 +56,7 @@ def tensorboard_with_tensorflow(tf: Any) -> None:
 class TFAgentsCQL(PeerColumn):
     """TF-Agents' `CqlSacAgent` and a `tf.function` that trains it on a batch it draws itself."""
 
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        *,
-        alpha: float,
-        cql_weight: float,
-        num_cql_samples: int,
-        batch_size: int,
-        threads: int,
-        hidden_sizes: tuple[int, ...] = (256, 256),
-    ) -> None:
+    def __init__(self, setup: CQLSetup, *, threads: int) -> None:
         import tensorflow as tf
 
         tensorboard_with_tensorflow(tf)
@@ -82,18 +71,18 @@ class TFAgentsCQL(PeerColumn):
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         super().__init__()
-        self.batch_size = batch_size
-        observation_spec = tensor_spec.TensorSpec([obs_dim], tf.float32, "observation")
-        action_spec = tensor_spec.BoundedTensorSpec([act_dim], tf.float32, -1.0, 1.0, "action")
+        self.batch_size = setup.batch_size
+        observation_spec = tensor_spec.TensorSpec([setup.obs_dim], tf.float32, "observation")
+        action_spec = tensor_spec.BoundedTensorSpec([setup.act_dim], tf.float32, -1.0, 1.0, "action")
         actor = actor_distribution_network.ActorDistributionNetwork(
             observation_spec,
             action_spec,
-            fc_layer_params=hidden_sizes,
+            fc_layer_params=setup.hidden_sizes,
             continuous_projection_net=tanh_normal_projection_network.TanhNormalProjectionNetwork,
         )
         critic = critic_network.CriticNetwork(
             (observation_spec, action_spec),
-            joint_fc_layer_params=hidden_sizes,
+            joint_fc_layer_params=setup.hidden_sizes,
             kernel_initializer="glorot_uniform",
             last_kernel_initializer="glorot_uniform",
         )
@@ -105,9 +94,9 @@ class TFAgentsCQL(PeerColumn):
             actor_optimizer=tf.keras.optimizers.Adam(learning_rate=1e-4),
             critic_optimizer=tf.keras.optimizers.Adam(learning_rate=3e-4),
             alpha_optimizer=tf.keras.optimizers.Adam(learning_rate=0.0),
-            initial_log_alpha=math.log(alpha),
-            cql_alpha=cql_weight,
-            num_cql_samples=num_cql_samples,
+            initial_log_alpha=math.log(setup.alpha),
+            cql_alpha=setup.cql_weight,
+            num_cql_samples=setup.n_actions,
             include_critic_entropy_term=False,
             use_lagrange_cql_alpha=False,
             target_update_tau=5e-3,

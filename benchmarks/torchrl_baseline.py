@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from peer_column import PeerColumn
+from peer_column import CQLSetup, PeerColumn
 
 MODES = ("eager", "compiled", "cudagraph")
 
@@ -34,19 +34,7 @@ MODES = ("eager", "compiled", "cudagraph")
 class TorchRLCQL(PeerColumn):
     """TorchRL's `CQLLoss` and its update closure, in one of `MODES`."""
 
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        *,
-        alpha: float,
-        cql_weight: float,
-        num_random: int,
-        batch_size: int,
-        device: str,
-        mode: str = "eager",
-        hidden_sizes: tuple[int, ...] = (256, 256),
-    ) -> None:
+    def __init__(self, setup: CQLSetup, *, device: str, mode: str = "eager") -> None:
         if mode not in MODES:
             raise ValueError(f"TorchRL mode {mode!r}: expected one of {', '.join(MODES)}")
         from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -56,7 +44,8 @@ class TorchRLCQL(PeerColumn):
 
         super().__init__()
         self.device = torch.device(device)
-        self.batch_size = batch_size
+        act_dim, hidden_sizes = setup.act_dim, setup.hidden_sizes
+        self.batch_size = setup.batch_size
         self.mode = mode
         # CudaGraphModule runs its first 50 calls uncaptured; the timer's warm-up must cover them
         self.warmup_updates = 55 if mode == "cudagraph" else 5
@@ -83,20 +72,20 @@ class TorchRLCQL(PeerColumn):
         )
         model = torch.nn.ModuleList([actor, critic]).to(self.device)
         with torch.no_grad():  # TorchRL's lazy modules take their shapes from a first call
-            probe = self._empty_batch(obs_dim, act_dim, 2)
+            probe = self._empty_batch(setup.obs_dim, act_dim, 2)
             for net in model:
                 net(probe)
         self.loss_module = CQLLoss(
             model[0],
             model[1],
             loss_function="l2",
-            alpha_init=alpha,
+            alpha_init=setup.alpha,
             fixed_alpha=True,
             temperature=1.0,
-            min_q_weight=cql_weight,
+            min_q_weight=setup.cql_weight,
             max_q_backup=False,
             deterministic_backup=False,
-            num_random=num_random,
+            num_random=setup.n_actions,
             with_lagrange=False,
         )
         self.loss_module.make_value_estimator(gamma=0.99, device=self.device)
