@@ -7,8 +7,13 @@ Prints three figures per update and a kernel table:
 - `update()`: the whole entry point as Tianshou's trainer calls it, synchronised at the end;
 - `replay`: the recorded CUDA graph replayed alone (the device's time for one update);
 - `host`: the Python cost of one `update()` call, timed without waiting for the device;
-- the kernels of the same update run uncaptured under torch.profiler, by total device time.
-If `update()` is slower than `replay`, the host is the bottleneck; otherwise the kernels are.
+- the kernels of the same update run uncaptured under torch.profiler, by total device time;
+- the same kernels by how much of the GPU they hold: each kernel's time × the share of the
+  multiprocessors its thread blocks cover (its grid over the SM count, at most 1).
+If `update()` is slower than `replay`, the host is the bottleneck; otherwise the kernels are. The
+second table is about several runs sharing one GPU (issue #10's "4 runs ≥ 2× one"): one run alone
+waits on its chain of kernels (`replay`), runs side by side compete for multiprocessors, so the sum
+of "GPU-held" time bounds how many updates per second all runs together can do.
 """
 
 from __future__ import annotations
@@ -18,7 +23,11 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 # isort: split
 
 import argparse
+import json
+import tempfile
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import torch
 from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
@@ -79,7 +88,10 @@ def main() -> None:
             for _ in range(steps):
                 update()
             torch.cuda.synchronize()
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.critic_layers}×256 critics")
+    print(
+        f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.critic_layers}×256 critics, "
+        f"matmul precision {args.matmul_precision}"
+    )
     print(f"update(): {whole * 1e6:8.1f} µs  ({1 / whole:7.1f} updates/s)")
     print(f"replay:   {replay * 1e6:8.1f} µs  ({1 / replay:7.1f} updates/s)")
     print(f"host:     {host * 1e6:8.1f} µs per update() call")
@@ -91,6 +103,44 @@ def main() -> None:
     for event in events[: args.top]:
         share = event.device_time_total / steps
         print(f"{share:8.1f} µs {event.count / steps:5.1f}×  {event.key[:110]}")
+    print_held_table(profiler, steps, args.top)
+
+
+def print_held_table(profiler: torch.profiler.profile, steps: int, top: int) -> None:
+    """Kernels by time × share of the multiprocessors their grid covers, from the profiler's trace."""
+    multiprocessors = torch.cuda.get_device_properties(0).multi_processor_count
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        profiler.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+    held: dict[str, float] = defaultdict(float)
+    duration: dict[str, float] = defaultdict(float)
+    blocks: dict[str, int] = {}
+    launches: dict[str, int] = defaultdict(int)
+    for event in events:
+        if event.get("cat") != "kernel":
+            continue
+        grid = event.get("args", {}).get("grid", [1, 1, 1])
+        count = grid[0] * grid[1] * grid[2]
+        name = event["name"]
+        held[name] += event["dur"] * min(1.0, count / multiprocessors)
+        duration[name] += event["dur"]
+        blocks[name] = count
+        launches[name] += 1
+    if not held:
+        print("GPU-held: the trace holds no kernels")
+        return
+    total_held = sum(held.values()) / steps
+    total = sum(duration.values()) / steps
+    print(
+        f"GPU-held: {total_held:.1f} µs per update of {total:.1f} µs of kernels ({multiprocessors} SMs): "
+        f"runs sharing this GPU can do at most ~{1e6 / total_held:.0f} updates/s together"
+    )
+    for name in sorted(held, key=held.get, reverse=True)[:top]:
+        print(
+            f"{held[name] / steps:8.1f} µs held {duration[name] / steps:8.1f} µs {launches[name] / steps:5.1f}× "
+            f"{blocks[name]:6d} blocks  {name[:90]}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,27 +15,31 @@
 # minutes, the machine's start included (~30 s), so take them in this order and stop where the time
 # ends. Issue #10 has one open point: 4 runs together >= 2x one. In TF32 (d4rl_cql.py's CUDA default
 # since its learning check, `learning-tf32`, 2026-11-26 "Sixth H100 session") four runs at half the SMs
-# each gave 1.95-1.97x one run alone (2026-11-26 and -27; 25%: 1.84x, 35%: 1.83x, 45%: 1.90x, 65%:
-# 1.89x, uncapped: 1.64x); float32 (`--matmul-precision highest`) 1.70x at half shares. Inductor's GEMM
-# autotuning (`autotune`, 2026-11-27 "Seventh H100 session") made one run 12% and four 4% faster: 1.83x.
-# `concurrent-mps-half` re-times the default; `throughput tests` re-measure what earlier sessions
-# recorded and run the CUDA tests; `discrete-tf32` times discrete CQL's captured update in TF32 (its
-# figure beside `throughput`'s float32 one), the first step towards a TF32 default for the discrete
-# examples.
+# each gave 1.92-1.97x one run alone (2026-11-26 and -27; 25%: 1.84x, 35%: 1.83x, 45%: 1.90x, 65%:
+# 1.89x, uncapped: 1.64x); float32 (`--matmul-precision highest`) 1.70x at half shares. `profile`
+# (2026-11-27 "Eighth H100 session") says why: one update holds the whole GPU for ~354 us of its ~680,
+# so four runs together top out near 2820 updates/s; what would lift them is less time in the kernels
+# that fill every multiprocessor (the critics' 7936-row products and elementwise passes) without a
+# longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
+# small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `concurrent-mps-two`
+# times two runs at shares below the whole GPU, not yet measured (whole GPU each: 1.31x).
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
-#   bash benchmarks/gpu_session.sh throughput tests               (tests alone: 93 s)
-#   bash benchmarks/gpu_session.sh discrete-tf32 concurrent-mps
+#   bash benchmarks/gpu_session.sh profile concurrent-mps-half    (~70 + ~150 s on 2026-11-27)
+#   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
+#   bash benchmarks/gpu_session.sh tests                          (93 s)
+#   bash benchmarks/gpu_session.sh concurrent-mps-tf32            (1, 2 and 4 runs: 204 s)
+#   bash benchmarks/gpu_session.sh concurrent-mps concurrent      (float32)
 #   bash benchmarks/gpu_session.sh concurrent-mps-shares          (45, 50, 55%: over 215 s)
-#   bash benchmarks/gpu_session.sh concurrent-mps-tf32 concurrent end-to-end
+#   bash benchmarks/gpu_session.sh small-workspace discrete-tf32  (312 + ~35 s)
 #   bash benchmarks/gpu_session.sh autotune                       (~330 s: a 235 s compile)
+#   bash benchmarks/gpu_session.sh end-to-end
 #   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
 #
 # Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
 # line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
-# machine with the project installed), nothing is installed. Its checks last ran on an H100 on 2026-11-24,
-# grouped a little differently, in calls of 174-421 s (BENCHMARKS.md, "Fourth H100 session"); its
-# concurrent parts and the learning check on 2026-11-26 ("Fifth" and "Sixth H100 session").
+# machine with the project installed), nothing is installed. Its throughput parts last ran on an H100 on
+# 2026-11-24 (BENCHMARKS.md, "Fourth H100 session"), the learning check on 2026-11-26 ("Sixth"), the
+# tests, the profile and the concurrent parts on 2026-11-27 ("Seventh" and "Eighth H100 session").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-session}
@@ -105,6 +109,10 @@ for part in "$@"; do
       check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
+    concurrent-mps-two)  # TF32: 1 run alone, then 2 through MPS at 50%, 75% and 100% of the SMs each (100%: 1.31x)
+      check concurrent_runs_mps_two 300 python3 benchmarks/concurrent_runs.py --runs 1 2 --updates 20000 --mps \
+        --mps-thread-percentage 50 75 100 -- --matmul-precision high
+      ;;
     concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default; 1.95-1.97x)
       check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision high
@@ -124,6 +132,19 @@ for part in "$@"; do
         --set step_per_epoch=15000 --set test_num=10 --mps --jobs 4 --name learning-tf32 --logdir /tmp/gpu-sweeps
       runs_archive /tmp/gpu-sweeps learning-tf32
       ;;
+    profile)  # TF32: where one 3x256 update spends the GPU, its kernel chain and how much of the GPU each kernel holds
+      check cql_sac_profile 180 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 --top 25 \
+        --matmul-precision high
+      ;;
+    small-workspace)  # TF32, cuBLAS given 16 KiB of workspace (too little for split-K's partial sums): the profile,
+      # 1 run alone and 4 at half shares as they are, then 4 at half shares with the small workspace
+      check cql_sac_profile_small_workspace 180 env CUBLAS_WORKSPACE_CONFIG=:16:1 python3 benchmarks/cql_sac_profile.py \
+        --critic-layers 3 --updates 300 --top 25 --matmul-precision high
+      check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
+        -- --matmul-precision high
+      check concurrent_runs_mps_small_workspace 200 env CUBLAS_WORKSPACE_CONFIG=:16:1 python3 \
+        benchmarks/concurrent_runs.py --runs 4 --updates 20000 --mps -- --matmul-precision high
+      ;;
     discrete-tf32)  # discrete CQL's captured update in TF32 (its convolutions are TF32 under cuDNN's default already)
       check discrete_cql_throughput_tf32 180 python3 benchmarks/discrete_cql_throughput.py --device cuda \
         --paths captured --updates 300 --rounds 2 --transitions 20000 --matmul-precision high
@@ -135,7 +156,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-half, autotune, learning-tf32, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, small-workspace, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

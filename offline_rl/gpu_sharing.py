@@ -7,7 +7,7 @@ little: on an H100 four `d4rl_cql.py` runs together did 1.08x the updates of one
 Multi-Process Service their kernels run at once, as one process's streams can: 1.60x (BENCHMARKS.md,
 "Fourth H100 session"). Holding each client to half the multiprocessors lets them contend less and do
 more together: four TF32 runs did 2395 updates/s uncapped, 2677 at a quarter, 2699 at 35%, 2840 at half
-and 2783 at 65% (1.95x one run alone at half; "Fifth" and "Sixth H100 session"), hence the default
+and 2783 at 65% (1.92-1.97x one run alone at half; "Fifth" to "Eighth H100 session"), hence the default
 share. The daemon started here is private: its pipe and log folders live in a folder the caller owns,
 and only processes started with its variables in their environment connect to it.
 """

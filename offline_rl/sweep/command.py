@@ -45,7 +45,7 @@ class SweepConfig:
     mps: bool = setting(
         False,
         "trials on a GPU share it through a CUDA MPS daemon of the sweep's own, so their kernels run side by side "
-        "(an H100 did 1.95x one run's updates with 4 TF32 runs at half the SMs each, 1.08x without MPS)",
+        "(an H100 did 1.92-1.97x one run's updates with 4 TF32 runs at half the SMs each, 1.08x without MPS)",
     )
     mps_thread_percentage: int | None = setting(
         None,
