@@ -1,6 +1,7 @@
 """Where a captured CQL-SAC update spends its time on a GPU: the host, the graph, or which kernels.
 
     python benchmarks/cql_sac_profile.py [--critic-layers 2] [--updates 500] [--top 20]
+        [--matmul-precision highest] [--critic-variant ensemble]
 
 Same configuration as `cql_sac_throughput.py` (its `build_ours`, compiled and captured path).
 Prints three figures per update and a kernel table:
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import torch
 from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
+from critic_variants import VARIANTS, use_critic_variant
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
@@ -63,11 +65,18 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=500)
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--matmul-precision", default="highest", choices=TORCH_MATMUL_PRECISIONS)
+    parser.add_argument(
+        "--critic-variant",
+        default="ensemble",
+        choices=sorted(VARIANTS),
+        help="the critics computed another way (benchmarks/critic_variants.py; ensemble: as the library does)",
+    )
     args = parser.parse_args()
     torch.set_float32_matmul_precision(args.matmul_precision)
     torch.manual_seed(0)
     buffer = synthetic_buffer()
     algorithm = build_ours("cuda", "compiled", args.critic_layers)
+    use_critic_variant(algorithm, args.critic_variant)
     algorithm.process_buffer(buffer)
 
     def update() -> None:
@@ -90,7 +99,7 @@ def main() -> None:
             torch.cuda.synchronize()
     print(
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.critic_layers}×256 critics, "
-        f"matmul precision {args.matmul_precision}"
+        f"matmul precision {args.matmul_precision}, critics: {args.critic_variant}"
     )
     print(f"update(): {whole * 1e6:8.1f} µs  ({1 / whole:7.1f} updates/s)")
     print(f"replay:   {replay * 1e6:8.1f} µs  ({1 / replay:7.1f} updates/s)")

@@ -21,10 +21,15 @@
 # so four runs together top out near 2820 updates/s; what would lift them is less time in the kernels
 # that fill every multiprocessor (the critics' 7936-row products and elementwise passes) without a
 # longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
-# small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `concurrent-mps-two`
-# times two runs at shares below the whole GPU, not yet measured (whole GPU each: 1.31x).
+# small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `critic-variants`
+# profiles the same critics computed with fewer or better-aligned passes over their rows (both
+# critics' first layer as one product; biases inside the products; benchmarks/critic_variants.py):
+# one that holds the GPU for less time without a longer replay is worth moving into the library and
+# timing with `concurrent-mps-half`. `concurrent-mps-two` times two runs at shares below the whole GPU,
+# not yet measured (whole GPU each: 1.31x).
 #
-#   bash benchmarks/gpu_session.sh profile concurrent-mps-half    (~70 + ~150 s on 2026-11-27)
+#   bash benchmarks/gpu_session.sh critic-variants                (4 profiles, ~70 s each)
+#   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
 #   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32            (1, 2 and 4 runs: 204 s)
@@ -136,6 +141,12 @@ for part in "$@"; do
       check cql_sac_profile 180 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 --top 25 \
         --matmul-precision high
       ;;
+    critic-variants)  # TF32: the profile of each way to compute the critics (benchmarks/critic_variants.py)
+      for variant in ensemble merged-first-layer bias-in-product both; do
+        check "cql_sac_profile_$variant" 150 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 \
+          --top 12 --matmul-precision high --critic-variant "$variant"
+      done
+      ;;
     small-workspace)  # TF32, cuBLAS given 16 KiB of workspace (too little for split-K's partial sums): the profile,
       # 1 run alone and 4 at half shares as they are, then 4 at half shares with the small workspace
       check cql_sac_profile_small_workspace 180 env CUBLAS_WORKSPACE_CONFIG=:16:1 python3 benchmarks/cql_sac_profile.py \
@@ -156,7 +167,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, small-workspace, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, critic-variants, small-workspace, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -124,3 +124,41 @@ def test_a_cpu_refuses_the_paths_it_would_only_run_eagerly(
     with pytest.raises(SystemExit):
         timing.refuse_cuda_only_paths(parser, ["eager", "compiled", "captured+sorted"], "cpu")
     assert "--paths compiled,captured+sorted: CUDA only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variant", ["merged-first-layer", "bias-in-product", "both"])
+@pytest.mark.parametrize("detach_params", [False, True])
+def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
+    variant: str, detach_params: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the profile compares on a GPU must be the same function: values, the parameters' gradients
+    (the critic loss) and the actions' gradients (the actor loss, through constant critics)."""
+    import torch
+
+    from offline_rl.cql_sac.networks import EnsembleCritic
+
+    critic_variants = load_benchmark("critic_variants", monkeypatch)
+    torch.manual_seed(0)
+    reference = EnsembleCritic(5, 2, [8, 6], num_critics=2).double()
+    for bias in reference.biases:  # orthogonal initialisation zeroes them; a bias must count here
+        torch.nn.init.uniform_(bias, -0.5, 0.5)
+    variant_critic = EnsembleCritic(5, 2, [8, 6], num_critics=2).double()
+    variant_critic.load_state_dict(reference.state_dict())
+    variant_critic.__class__ = critic_variants.VARIANTS[variant]
+    obs = torch.randn(3, 5, dtype=torch.float64)
+    actions = torch.rand(3, 4, 2, dtype=torch.float64).mul(2).sub(1)
+    results = []
+    for critic in (reference, variant_critic):
+        acts = actions.clone().requires_grad_(True)
+        q = critic(obs, acts, detach_params=detach_params)
+        q.mul(torch.linspace(-1, 1, q.numel(), dtype=q.dtype).view_as(q)).sum().backward()
+        grads = [acts.grad] + [param.grad for param in critic.parameters()]
+        results.append((q, grads))
+    (q_ref, grads_ref), (q_var, grads_var) = results
+    assert q_var.shape == (2, 3, 4)
+    torch.testing.assert_close(q_var, q_ref)
+    for got, expected in zip(grads_var, grads_ref, strict=True):
+        if expected is None:
+            assert got is None
+        else:
+            torch.testing.assert_close(got, expected)

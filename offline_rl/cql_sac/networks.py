@@ -125,6 +125,13 @@ def tanh_gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: t
     return gaussian_log_prob - squash_correction
 
 
+def state_action_rows(obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """The critics' input rows (B·K, D + A): each state beside each of its K actions (B, K, A)."""
+    batch, samples = actions.shape[0], actions.shape[1]
+    rows = torch.cat([obs.unsqueeze(1).expand(batch, samples, obs.shape[-1]), actions], dim=-1)
+    return rows.reshape(batch * samples, -1)
+
+
 class EnsembleCritic(nn.Module):
     """`num_critics` Q-networks `Q(s, a)` with identical architecture, evaluated as one batch.
 
@@ -181,22 +188,24 @@ class EnsembleCritic(nn.Module):
         products go through oneDNN (`offline_rl.cpu_products`).
         """
         batch, samples = actions.shape[0], actions.shape[1]
-        inputs = torch.cat([obs.unsqueeze(1).expand(batch, samples, obs.shape[-1]), actions], dim=-1)
-        inputs = inputs.reshape(batch * samples, -1)
-        outputs = []
-        for member in range(self.num_critics):
-            hidden = inputs
-            layers = list(zip(self.weights, self.biases, strict=True))
-            for weight, bias in layers[:-1]:
-                w, b = weight[member], bias[member, 0]
-                if detach_params:
-                    w, b = w.detach(), b.detach()
-                hidden = dense(hidden, w.t(), b, relu=True)
-            w, b = self.weights[-1][member, :, 0], self.biases[-1][member, 0, 0]
+        inputs = state_action_rows(obs, actions)
+        outputs = [self.member_q(inputs, member, detach_params=detach_params) for member in range(self.num_critics)]
+        return torch.stack(outputs).view(self.num_critics, batch, samples)
+
+    def member_q(
+        self, hidden: torch.Tensor, member: int, *, detach_params: bool = False, from_layer: int = 0
+    ) -> torch.Tensor:
+        """Q-values (rows,) of one critic, from the input of its layer `from_layer` on."""
+        layers = list(zip(self.weights, self.biases, strict=True))
+        for weight, bias in layers[from_layer:-1]:
+            w, b = weight[member], bias[member, 0]
             if detach_params:
                 w, b = w.detach(), b.detach()
-            outputs.append(torch.mv(hidden, w) + b)
-        return torch.stack(outputs).view(self.num_critics, batch, samples)
+            hidden = dense(hidden, w.t(), b, relu=True)
+        w, b = self.weights[-1][member, :, 0], self.biases[-1][member, 0, 0]
+        if detach_params:
+            w, b = w.detach(), b.detach()
+        return torch.mv(hidden, w) + b
 
     def clip_grad_norm_(self, max_norm: float) -> None:
         """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately, without a host sync."""
