@@ -2,7 +2,7 @@
 
     python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
         [--mps-thread-percentage PERCENT [PERCENT ...]] [--task HalfCheetah-v4] [--dataset-size 20000]
-        [-- further d4rl_cql.py flags]
+        [--critic-variant NAME] [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
 run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
@@ -41,6 +41,7 @@ from offline_rl.errors import OfflineRLError
 from offline_rl.gpu_sharing import default_thread_percentage, mps_control, mps_daemon
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
+VARIANT_LAUNCHER = Path(__file__).resolve().parent / "critic_variants.py"
 STEADY_FROM = 0.2
 """Fraction of a run's updates after which its rate is measured."""
 
@@ -85,8 +86,11 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
 
 
 def base_command(args: argparse.Namespace) -> list[str]:
+    """d4rl_cql.py, through `critic_variants.py` when the runs compute their critics another way."""
+    launcher = [] if args.critic_variant is None else [str(VARIANT_LAUNCHER), args.critic_variant]
     return [
         sys.executable,
+        *launcher,
         str(EXAMPLE),
         *("--task", args.task, "--dataset-size", str(args.dataset_size), "--device", args.device),
         *("--epoch", "1", "--test-num", "1"),
@@ -110,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
         help="with --mps, each run's share of the multiprocessors in percent (100: no cap; default: as a sweep "
         "gives its trials, 200 / runs, at most 100); several: each group of 2+ runs once at each",
     )
+    parser.add_argument(
+        "--critic-variant",
+        "--critic_variant",
+        default=None,
+        help="every run (the one alone too) computes its critics this way (benchmarks/critic_variants.py)",
+    )
     return parser
 
 
@@ -118,6 +128,14 @@ def main() -> None:
     extra = [flag for flag in extra if flag != "--"]
     if args.mps_thread_percentage is not None and not args.mps:
         raise SystemExit("error: --mps-thread-percentage needs --mps")
+    if args.critic_variant is not None:
+        from critic_variants import VARIANTS  # torch and Tianshou: imported only when a variant is asked for
+
+        if args.critic_variant not in VARIANTS:
+            raise SystemExit(
+                f"error: --critic-variant: expected one of {', '.join(VARIANTS)}, got {args.critic_variant!r}"
+            )
+        print(f"every run computes its critics the {args.critic_variant} way (benchmarks/critic_variants.py)")
     if args.mps:
         try:
             for percentage in args.mps_thread_percentage or [100]:

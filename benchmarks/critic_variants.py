@@ -1,6 +1,11 @@
 """Other ways to compute `EnsembleCritic`'s Q-values, to be profiled against it on a GPU.
 
     python benchmarks/cql_sac_profile.py --critic-layers 3 --matmul-precision high --critic-variant NAME
+    python benchmarks/critic_variants.py NAME examples/d4rl_cql.py [its flags]
+    python benchmarks/concurrent_runs.py --runs 1 4 --mps --critic-variant NAME
+
+The second runs a script with every CQL-SAC it builds computing its critics the NAME way (how
+`concurrent_runs.py --critic-variant` times whole runs).
 
 Why: several runs sharing a GPU are bound by the time their updates' kernels hold every
 multiprocessor, and one CQL-SAC update holds the whole of an H100 for ~354 µs of its ~680
@@ -17,7 +22,10 @@ stay out of the library until a GPU has measured them.
   carried beside the layer's input (the columns padded to a multiple of 4), so that the bias
   gradient comes out of the weight-gradient product instead of a separate reduction over 7936 rows
   per layer (`triton_red_fused_sum` in the profile), and the first layer's 23 columns become 24.
-- `both`: the two together.
+- `relu-in-product`: each hidden layer's bias and ReLU applied by its product's epilogue (cuBLASLt,
+  `torch._addmm_activation`) instead of an elementwise pass over the product's output
+  (`triton_poi_fused_addmm_relu` in the profile); the first layer's columns padded to 24.
+- `merged-relu-in-product`: the first and the third together.
 """
 
 from __future__ import annotations
@@ -26,9 +34,14 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 
 # isort: split
 
-import torch
-import torch.nn.functional as F
+import argparse
+import runpy
+import sys
+from typing import Any
 
+import torch
+
+from offline_rl.cql_sac import algorithm as cql_sac_algorithm
 from offline_rl.cql_sac.networks import EnsembleCritic, state_action_rows
 
 ALIGNMENT = 4
@@ -60,32 +73,38 @@ def padded_rows(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor
     return torch.cat(pieces, dim=0) if len(pieces) > 1 else weight
 
 
-class MergedFirstLayer(EnsembleCritic):
-    """Both critics' first layers as one (rows, 24) × (24, E·256) product; the rest as `EnsembleCritic`."""
+class BiasReLUProduct(torch.autograd.Function):
+    """relu(x @ weight + bias) as one cuBLASLt product with its bias and ReLU in the epilogue
+    (`torch._addmm_activation`, which has no derivative of its own: the backward is written here)."""
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
-        batch, samples = actions.shape[0], actions.shape[1]
-        weight, bias = self.weights[0], self.biases[0]  # (E, in, out), (E, 1, out)
-        members, fan_in, width = weight.shape
-        merged_weight = weight.permute(1, 0, 2).reshape(fan_in, members * width)
-        merged_bias = bias.reshape(members * width)
-        if detach_params:
-            merged_weight, merged_bias = merged_weight.detach(), merged_bias.detach()
-        rows = padded_columns(state_action_rows(obs, actions), ones=False)
-        first = torch.addmm(merged_bias, rows, padded_rows(merged_weight, None)).relu()
-        outputs = [
-            self.member_q(
-                first[:, member * width : (member + 1) * width], member, detach_params=detach_params, from_layer=1
-            )
-            for member in range(members)
-        ]
-        return torch.stack(outputs).view(members, batch, samples)
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        output = torch._addmm_activation(bias, x, weight)
+        ctx.save_for_backward(x, weight, output)
+        return output
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight, output = ctx.saved_tensors
+        grad = torch.where(output > 0, grad, 0.0)
+        grad_x = grad @ weight.t() if ctx.needs_input_grad[0] else None
+        grad_weight = x.t() @ grad if ctx.needs_input_grad[1] else None
+        grad_bias = grad.sum(dim=0) if ctx.needs_input_grad[2] else None
+        return grad_x, grad_weight, grad_bias
 
 
-class BiasInProduct(EnsembleCritic):
-    """Every layer's bias as a row of its weight, against a column of ones beside its input."""
+class CriticVariant(EnsembleCritic):
+    """`EnsembleCritic`'s function, its products arranged as the class attributes say.
+
+    `merge_first_layer`: both critics' first layers as one product over the shared rows.
+    `bias`: "added" (a product, then the bias and ReLU in one elementwise pass, as the library runs
+    on a GPU), "in-product" (a row of the weight against a column of ones) or "epilogue" (added with
+    the ReLU by the product's own epilogue). Every product's inner dimension is padded to a
+    multiple of `ALIGNMENT`.
+    """
 
     merge_first_layer = False
+    bias = "added"
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
         batch, samples = actions.shape[0], actions.shape[1]
@@ -93,35 +112,50 @@ class BiasInProduct(EnsembleCritic):
             (weight.detach(), bias.detach()) if detach_params else (weight, bias)
             for weight, bias in zip(self.weights, self.biases, strict=True)
         ]
-        rows = padded_columns(state_action_rows(obs, actions), ones=True)
-        first_weight, first_bias = layers[0]
+        rows = state_action_rows(obs, actions)
+        first_weight, first_bias = layers[0]  # (E, in, out), (E, 1, out)
         members, _, width = first_weight.shape
         if self.merge_first_layer:
-            merged = torch.cat([padded_rows(first_weight[m], first_bias[m, 0]) for m in range(members)], dim=1)
-            first = (rows @ merged).relu()
+            merged_weight = torch.cat([first_weight[m] for m in range(members)], dim=1)
+            merged_bias = torch.cat([first_bias[m, 0] for m in range(members)])
+            first = self.hidden_layer(rows, merged_weight, merged_bias)
             hiddens = [first[:, m * width : (m + 1) * width] for m in range(members)]
         else:
-            hiddens = [(rows @ padded_rows(first_weight[m], first_bias[m, 0])).relu() for m in range(members)]
+            hiddens = [self.hidden_layer(rows, first_weight[m], first_bias[m, 0]) for m in range(members)]
         outputs = []
         for member, hidden in enumerate(hiddens):
             for weight, bias in layers[1:-1]:
-                augmented = padded_columns(hidden, ones=True)
-                hidden = F.relu(augmented @ padded_rows(weight[member], bias[member, 0]))
+                hidden = self.hidden_layer(hidden, weight[member], bias[member, 0])
             weight, bias = layers[-1]
-            output_weight = padded_rows(weight[member], bias[member, 0])[:, 0]
-            outputs.append(torch.mv(padded_columns(hidden, ones=True), output_weight))
+            outputs.append(self.output_layer(hidden, weight[member, :, 0], bias[member, 0]))
         return torch.stack(outputs).view(members, batch, samples)
 
+    def hidden_layer(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """relu(x @ weight + bias), weight (in, out)."""
+        if self.bias == "in-product":
+            return (padded_columns(x, ones=True) @ padded_rows(weight, bias)).relu()
+        x, weight = padded_columns(x, ones=False), padded_rows(weight, None)
+        if self.bias == "epilogue":
+            return BiasReLUProduct.apply(x, weight, bias)
+        return torch.addmm(bias, x, weight).relu()
 
-class BothVariants(BiasInProduct):
-    merge_first_layer = True
+    def output_layer(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """x @ weight + bias, weight (in,), bias (1,): a matrix-vector product."""
+        if self.bias == "in-product":
+            return torch.mv(padded_columns(x, ones=True), padded_rows(weight.unsqueeze(1), bias)[:, 0])
+        return torch.mv(x, weight) + bias
+
+
+def variant(name: str, *, merge_first_layer: bool = False, bias: str = "added") -> type[EnsembleCritic]:
+    return type(name, (CriticVariant,), {"merge_first_layer": merge_first_layer, "bias": bias})
 
 
 VARIANTS: dict[str, type[EnsembleCritic]] = {
     "ensemble": EnsembleCritic,
-    "merged-first-layer": MergedFirstLayer,
-    "bias-in-product": BiasInProduct,
-    "both": BothVariants,
+    "merged-first-layer": variant("MergedFirstLayer", merge_first_layer=True),
+    "bias-in-product": variant("BiasInProduct", bias="in-product"),
+    "relu-in-product": variant("ReLUInProduct", bias="epilogue"),
+    "merged-relu-in-product": variant("MergedReLUInProduct", merge_first_layer=True, bias="epilogue"),
 }
 
 
@@ -131,3 +165,18 @@ def use_critic_variant(algorithm: torch.nn.Module, name: str) -> None:
         if not isinstance(critic, EnsembleCritic):
             raise TypeError(f"critic variants need an EnsembleCritic, got {type(critic).__name__}")
         critic.__class__ = VARIANTS[name]
+
+
+def main() -> None:
+    """Run a script (an example) with the critics CQL-SAC builds replaced by a variant."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("variant", choices=sorted(VARIANTS))
+    parser.add_argument("script", help="the script to run, e.g. examples/d4rl_cql.py")
+    args = parser.parse_args(sys.argv[1:3])  # the rest, --help included, belongs to the script
+    cql_sac_algorithm.EnsembleCritic = VARIANTS[args.variant]  # what CQLSAC.build constructs
+    sys.argv = [args.script, *sys.argv[3:]]
+    runpy.run_path(args.script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,12 +23,14 @@
 # longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
 # small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `critic-variants`
 # profiles the same critics computed with fewer or better-aligned passes over their rows (both
-# critics' first layer as one product; biases inside the products; benchmarks/critic_variants.py):
-# one that holds the GPU for less time without a longer replay is worth moving into the library and
-# timing with `concurrent-mps-half`. `concurrent-mps-two` times two runs at shares below the whole GPU,
+# critics' first layer as one product; biases inside the products; bias and ReLU in the products'
+# epilogues; benchmarks/critic_variants.py):
+# one that holds the GPU for less time without a longer replay is worth timing in whole runs:
+# `VARIANT=NAME bash benchmarks/gpu_session.sh concurrent-mps-variant concurrent-mps-half` (the same
+# runs with the library's critics beside them), and then moving into the library. `concurrent-mps-two` times two runs at shares below the whole GPU,
 # not yet measured (whole GPU each: 1.31x).
 #
-#   bash benchmarks/gpu_session.sh critic-variants                (4 profiles, ~70 s each)
+#   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
 #   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
@@ -142,10 +144,15 @@ for part in "$@"; do
         --matmul-precision high
       ;;
     critic-variants)  # TF32: the profile of each way to compute the critics (benchmarks/critic_variants.py)
-      for variant in ensemble merged-first-layer bias-in-product both; do
+      for variant in ensemble merged-first-layer bias-in-product relu-in-product merged-relu-in-product; do
         check "cql_sac_profile_$variant" 150 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 \
           --top 12 --matmul-precision high --critic-variant "$variant"
       done
+      ;;
+    concurrent-mps-variant)  # TF32: 1 run alone and 4 at half shares, every run's critics the $VARIANT way
+      check "concurrent_runs_mps_${VARIANT:?set VARIANT to a name of benchmarks/critic_variants.py}" 240 \
+        python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps --critic-variant "$VARIANT" \
+        -- --matmul-precision high
       ;;
     small-workspace)  # TF32, cuBLAS given 16 KiB of workspace (too little for split-K's partial sums): the profile,
       # 1 run alone and 4 at half shares as they are, then 4 at half shares with the small workspace
@@ -167,7 +174,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, critic-variants, small-workspace, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -82,6 +82,17 @@ def test_concurrent_runs_times_one_run_alone_and_each_group_at_each_share(
     assert concurrent_runs.groups(args) == expected
 
 
+def test_concurrent_runs_start_the_example_through_the_variant_launcher_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    concurrent_runs = load_benchmark("concurrent_runs", monkeypatch)
+    plain, _ = concurrent_runs.parser().parse_known_args([])
+    assert concurrent_runs.base_command(plain)[1] == str(concurrent_runs.EXAMPLE)
+    varied, _ = concurrent_runs.parser().parse_known_args(["--critic-variant", "relu-in-product"])
+    command = concurrent_runs.base_command(varied)
+    assert command[1:4] == [str(concurrent_runs.VARIANT_LAUNCHER), "relu-in-product", str(concurrent_runs.EXAMPLE)]
+
+
 def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
@@ -126,7 +137,9 @@ def test_a_cpu_refuses_the_paths_it_would_only_run_eagerly(
     assert "--paths compiled,captured+sorted: CUDA only" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("variant", ["merged-first-layer", "bias-in-product", "both"])
+@pytest.mark.parametrize(
+    "variant", ["merged-first-layer", "bias-in-product", "relu-in-product", "merged-relu-in-product"]
+)
 @pytest.mark.parametrize("detach_params", [False, True])
 def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
     variant: str, detach_params: bool, monkeypatch: pytest.MonkeyPatch
