@@ -192,12 +192,10 @@ class EnsembleCritic(nn.Module):
         outputs = [self.member_q(inputs, member, detach_params=detach_params) for member in range(self.num_critics)]
         return torch.stack(outputs).view(self.num_critics, batch, samples)
 
-    def member_q(
-        self, hidden: torch.Tensor, member: int, *, detach_params: bool = False, from_layer: int = 0
-    ) -> torch.Tensor:
-        """Q-values (rows,) of one critic, from the input of its layer `from_layer` on."""
+    def member_q(self, hidden: torch.Tensor, member: int, *, detach_params: bool = False) -> torch.Tensor:
+        """Q-values (rows,) of one critic from its input rows."""
         layers = list(zip(self.weights, self.biases, strict=True))
-        for weight, bias in layers[from_layer:-1]:
+        for weight, bias in layers[:-1]:
             w, b = weight[member], bias[member, 0]
             if detach_params:
                 w, b = w.detach(), b.detach()
