@@ -134,7 +134,7 @@ def print_held_table(profiler: torch.profiler.profile, steps: int, top: int) -> 
         name = event["name"]
         held[name] += event["dur"] * min(1.0, count / multiprocessors)
         duration[name] += event["dur"]
-        blocks[name] = count
+        blocks[name] = max(blocks.get(name, 0), count)  # the widest launch of the kernel
         launches[name] += 1
     if not held:
         print("GPU-held: the trace holds no kernels")
