@@ -22,18 +22,23 @@
 # that fill every multiprocessor (the critics' 7936-row products and elementwise passes) without a
 # longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
 # small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `critic-variants`
-# profiles the same critics computed with fewer or better-aligned passes over their rows (both
-# critics' first layer as one product; biases inside the products; bias and ReLU in the products'
-# epilogues; benchmarks/critic_variants.py):
-# one that holds the GPU for less time without a longer replay is worth timing in whole runs:
-# `VARIANT=NAME bash benchmarks/gpu_session.sh concurrent-mps-variant concurrent-mps-half` (the same
-# runs with the library's critics beside them), and then moving into the library. `concurrent-mps-two` times two runs at shares below the whole GPU,
-# not yet measured (whole GPU each: 1.31x).
+# profiles the same critics computed with fewer or better-aligned passes over their rows (the first
+# layer's observation share once per state, not once per row; bias and ReLU in the products'
+# epilogues; both critics' first layer as one product; biases inside the products;
+# benchmarks/critic_variants.py). The first call below profiles the library's and the three most
+# promising (~5 min); one that holds the GPU for less time without a longer replay is worth timing
+# in whole runs with the library's critics beside them (the second call), and then moving into the
+# library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet measured
+# (whole GPU each: 1.31x).
 #
-#   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
+#   PROFILE_VARIANTS="ensemble state-projection state-projection-relu-in-product relu-in-product" \
+#     bash benchmarks/gpu_session.sh critic-variants              (4 profiles, ~70 s each)
+#   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant concurrent-mps-half  (~400 s)
+#   bash benchmarks/gpu_session.sh tests                          (93 s)
+#   PROFILE_VARIANTS="merged-first-layer bias-in-product merged-relu-in-product" \
+#     bash benchmarks/gpu_session.sh critic-variants              (the other three)
 #   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
 #   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
-#   bash benchmarks/gpu_session.sh tests                          (93 s)
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32            (1, 2 and 4 runs: 204 s)
 #   bash benchmarks/gpu_session.sh concurrent-mps concurrent      (float32)
 #   bash benchmarks/gpu_session.sh concurrent-mps-shares          (45, 50, 55%: over 215 s)
@@ -143,8 +148,10 @@ for part in "$@"; do
       check cql_sac_profile 180 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 --top 25 \
         --matmul-precision high
       ;;
-    critic-variants)  # TF32: the profile of each way to compute the critics (benchmarks/critic_variants.py)
-      for variant in ensemble merged-first-layer bias-in-product relu-in-product merged-relu-in-product; do
+    critic-variants)  # TF32: the profile of each way to compute the critics (benchmarks/critic_variants.py),
+      # the library's first; PROFILE_VARIANTS="A B ..." names which (default: all, ~70 s each)
+      for variant in ${PROFILE_VARIANTS:-ensemble state-projection state-projection-relu-in-product relu-in-product \
+        merged-first-layer bias-in-product merged-relu-in-product}; do
         check "cql_sac_profile_$variant" 150 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 \
           --top 12 --matmul-precision high --critic-variant "$variant"
       done

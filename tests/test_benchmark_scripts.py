@@ -137,9 +137,22 @@ def test_a_cpu_refuses_the_paths_it_would_only_run_eagerly(
     assert "--paths compiled,captured+sorted: CUDA only" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "variant", ["merged-first-layer", "bias-in-product", "relu-in-product", "merged-relu-in-product"]
-)
+CRITIC_VARIANTS = [
+    "merged-first-layer",
+    "bias-in-product",
+    "relu-in-product",
+    "merged-relu-in-product",
+    "state-projection",
+    "state-projection-relu-in-product",
+]
+
+
+def test_every_critic_variant_is_checked_against_the_ensemble(monkeypatch: pytest.MonkeyPatch) -> None:
+    critic_variants = load_benchmark("critic_variants", monkeypatch)
+    assert set(critic_variants.VARIANTS) == {"ensemble", *CRITIC_VARIANTS}
+
+
+@pytest.mark.parametrize("variant", CRITIC_VARIANTS)
 @pytest.mark.parametrize("detach_params", [False, True])
 def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
     variant: str, detach_params: bool, monkeypatch: pytest.MonkeyPatch
