@@ -38,6 +38,13 @@ stay out of the library until a GPU has measured them.
   action product through oneDNN) it ran exactly as fast as the library's form on 2 cores: the
   product it saves costs what the added elementwise pass costs (BENCHMARKS.md, 2026-11-27).
 - `state-projection-relu-in-product`: the fifth with the hidden layers as in the third.
+- `pointwise-first-layer`: the fifth with the actions' share written as what it is, a sum over 6
+  columns, `(a.unsqueeze(-1) * W_a).sum(-2)`, rather than a product: compiled, Inductor makes the
+  whole first layer one elementwise kernel over the rows (the per-state part, the 6 terms, the bias
+  and the ReLU, writing its output and ReLU's mask once) and its weight gradients reductions over
+  the rows, with no matrix product and no (rows, 6, 256) tensor (seen in its generated code on this
+  CPU). Eager, that tensor is made: for compiled updates only.
+- `pointwise-first-layer-relu-in-product`: the seventh with the hidden layers as in the third.
 """
 
 from __future__ import annotations
@@ -109,8 +116,9 @@ class CriticVariant(EnsembleCritic):
     """`EnsembleCritic`'s function, its products arranged as the class attributes say.
 
     `merge_first_layer`: both critics' first layers as one product over the shared rows.
-    `state_projection`: each critic's first layer as a product of the states alone plus one of the
-    actions alone, summed per row (wins over `merge_first_layer`).
+    `state_projection`: each critic's first layer as the states' share once per state plus the
+    actions' share per row, the latter as a matrix product ("product") or as an elementwise sum of
+    its few terms ("pointwise"); None: the rows' concatenated columns (wins over `merge_first_layer`).
     `bias`: "added" (a product, then the bias and ReLU in one elementwise pass, as the library runs
     on a GPU), "in-product" (a row of the weight against a column of ones) or "epilogue" (added with
     the ReLU by the product's own epilogue). Every product's inner dimension is padded to a
@@ -118,7 +126,7 @@ class CriticVariant(EnsembleCritic):
     """
 
     merge_first_layer = False
-    state_projection = False
+    state_projection: str | None = None
     bias = "added"
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
@@ -158,9 +166,12 @@ class CriticVariant(EnsembleCritic):
         batch, samples, act_dim = actions.shape
         state_weight, action_weight = weight[: self.obs_dim], weight[self.obs_dim :]
         per_state = torch.addmm(bias, padded_columns(obs, ones=False), padded_rows(state_weight, None))  # (B, out)
-        action_rows = padded_columns(actions.reshape(batch * samples, act_dim), ones=False)
-        per_row = action_rows @ padded_rows(action_weight, None)  # (B·K, out)
-        return (per_row.view(batch, samples, -1) + per_state.unsqueeze(1)).relu().view(batch * samples, -1)
+        if self.state_projection == "pointwise":
+            per_row = (actions.unsqueeze(-1) * action_weight).sum(dim=-2)  # (B, K, out)
+        else:
+            action_rows = padded_columns(actions.reshape(batch * samples, act_dim), ones=False)
+            per_row = (action_rows @ padded_rows(action_weight, None)).view(batch, samples, -1)
+        return (per_row + per_state.unsqueeze(1)).relu().view(batch * samples, -1)
 
     def hidden_layer(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """relu(x @ weight + bias), weight (in, out)."""
@@ -179,7 +190,7 @@ class CriticVariant(EnsembleCritic):
 
 
 def variant(
-    name: str, *, merge_first_layer: bool = False, state_projection: bool = False, bias: str = "added"
+    name: str, *, merge_first_layer: bool = False, state_projection: str | None = None, bias: str = "added"
 ) -> type[EnsembleCritic]:
     attributes = {"merge_first_layer": merge_first_layer, "state_projection": state_projection, "bias": bias}
     return type(name, (CriticVariant,), attributes)
@@ -191,8 +202,14 @@ VARIANTS: dict[str, type[EnsembleCritic]] = {
     "bias-in-product": variant("BiasInProduct", bias="in-product"),
     "relu-in-product": variant("ReLUInProduct", bias="epilogue"),
     "merged-relu-in-product": variant("MergedReLUInProduct", merge_first_layer=True, bias="epilogue"),
-    "state-projection": variant("StateProjection", state_projection=True),
-    "state-projection-relu-in-product": variant("StateProjectionReLUInProduct", state_projection=True, bias="epilogue"),
+    "state-projection": variant("StateProjection", state_projection="product"),
+    "state-projection-relu-in-product": variant(
+        "StateProjectionReLUInProduct", state_projection="product", bias="epilogue"
+    ),
+    "pointwise-first-layer": variant("PointwiseFirstLayer", state_projection="pointwise"),
+    "pointwise-first-layer-relu-in-product": variant(
+        "PointwiseFirstLayerReLUInProduct", state_projection="pointwise", bias="epilogue"
+    ),
 }
 
 

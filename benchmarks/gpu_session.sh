@@ -23,20 +23,21 @@
 # longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
 # small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `critic-variants`
 # profiles the same critics computed with fewer or better-aligned passes over their rows (the first
-# layer's observation share once per state, not once per row; bias and ReLU in the products'
-# epilogues; both critics' first layer as one product; biases inside the products;
-# benchmarks/critic_variants.py). The first call below profiles the library's and the three most
-# promising (~5 min); one that holds the GPU for less time without a longer replay is worth timing
-# in whole runs with the library's critics beside them (the second call), and then moving into the
-# library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet measured
+# layer's observation share once per state, not once per row, and its 6 action columns as a product
+# or as one elementwise kernel; bias and ReLU in the products' epilogues; both critics' first layer
+# as one product; biases inside the products; benchmarks/critic_variants.py). The first call below
+# profiles the library's and the four likeliest (~6 min). Each profile ends with the ratio four runs would reach at its held-time bound
+# (one run alone in the trainer over the held time; 1.92 for the library's critics, as measured):
+# the variant with the highest, if above the library's, is the one to time in whole runs with the
+# library's critics beside them (the second call), and then to move into the library. Time taken
+# out of kernels that fill the GPU counts; a variant needs ~28 us of it (BENCHMARKS.md, 2026-11-27). `concurrent-mps-two` times two runs at shares below the whole GPU, not yet measured
 # (whole GPU each: 1.31x).
 #
-#   PROFILE_VARIANTS="ensemble state-projection state-projection-relu-in-product relu-in-product" \
-#     bash benchmarks/gpu_session.sh critic-variants              (4 profiles, ~70 s each)
+#   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant concurrent-mps-half  (~400 s)
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
-#   PROFILE_VARIANTS="merged-first-layer bias-in-product merged-relu-in-product" \
-#     bash benchmarks/gpu_session.sh critic-variants              (the other three)
+#   PROFILE_VARIANTS="state-projection merged-first-layer bias-in-product merged-relu-in-product" \
+#     bash benchmarks/gpu_session.sh critic-variants              (the other four)
 #   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
 #   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
 #   bash benchmarks/gpu_session.sh concurrent-mps-tf32            (1, 2 and 4 runs: 204 s)
@@ -149,9 +150,9 @@ for part in "$@"; do
         --matmul-precision high
       ;;
     critic-variants)  # TF32: the profile of each way to compute the critics (benchmarks/critic_variants.py),
-      # the library's first; PROFILE_VARIANTS="A B ..." names which (default: all, ~70 s each)
-      for variant in ${PROFILE_VARIANTS:-ensemble state-projection state-projection-relu-in-product relu-in-product \
-        merged-first-layer bias-in-product merged-relu-in-product}; do
+      # the library's first; PROFILE_VARIANTS="A B ..." names which (default: the likeliest five, ~70 s each)
+      for variant in ${PROFILE_VARIANTS:-ensemble pointwise-first-layer-relu-in-product state-projection-relu-in-product \
+        pointwise-first-layer relu-in-product}; do
         check "cql_sac_profile_$variant" 150 python3 benchmarks/cql_sac_profile.py --critic-layers 3 --updates 300 \
           --top 12 --matmul-precision high --critic-variant "$variant"
       done

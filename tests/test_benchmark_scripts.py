@@ -144,6 +144,8 @@ CRITIC_VARIANTS = [
     "merged-relu-in-product",
     "state-projection",
     "state-projection-relu-in-product",
+    "pointwise-first-layer",
+    "pointwise-first-layer-relu-in-product",
 ]
 
 
@@ -188,3 +190,34 @@ def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
             assert got is None
         else:
             torch.testing.assert_close(got, expected)
+
+
+def test_the_profiles_held_table_weighs_each_kernel_by_the_share_of_the_gpu_its_grid_covers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The held time and the ratio it predicts decide what a lent GPU's few minutes time next."""
+    import json
+    import types
+
+    import torch
+
+    profile = load_benchmark("cql_sac_profile", monkeypatch)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(multi_processor_count=100)
+    )
+    kernels = [  # two updates: a wide kernel (200 blocks: all 100 SMs) and a narrow one (25 blocks: a quarter)
+        {"cat": "kernel", "name": "wide", "dur": 100.0, "args": {"grid": [50, 4, 1]}},
+        {"cat": "kernel", "name": "narrow", "dur": 80.0, "args": {"grid": [25, 1, 1]}},
+        {"cat": "cpu_op", "name": "aten::mm", "dur": 500.0},
+    ] * 2
+
+    class Trace:
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path).write_text(json.dumps({"traceEvents": kernels}))
+
+    profile.print_held_table(Trace(), steps=2, top=5, whole=200e-6 - profile.TRAINER_EXTRA_S)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("GPU-held: 120.0 µs per update of 180.0 µs of kernels (100 SMs)")
+    assert lines[1].endswith("would do 1.67× one run alone")  # 200 µs alone over 120 held
+    assert "100.0 µs held" in lines[2] and "wide" in lines[2] and "200 blocks" in lines[2]
+    assert "20.0 µs held" in lines[3] and "narrow" in lines[3]
