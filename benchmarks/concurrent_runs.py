@@ -2,7 +2,7 @@
 
     python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
         [--mps-thread-percentage PERCENT [PERCENT ...]] [--task HalfCheetah-v4] [--dataset-size 20000]
-        [--critic-variant NAME] [-- further d4rl_cql.py flags]
+        [--critic-variant NAME [NAME ...]] [-- further d4rl_cql.py flags]
 
 Why: sweeps pack several trials onto one GPU, and how many pay depends on how much of the device one
 run leaves idle. Each group of runs starts together (seeds 0, 1, ...; same locally generated
@@ -22,6 +22,11 @@ through the daemon: it is timed as it trains without company, the fastest way to
 (through MPS it was 10-13% slower on an H100), so the ratio compares sharing with training the
 runs one after another. Until 2026-11-26 `--mps` also took the 1-run
 group through the daemon and held no client to a share (today's `--mps-thread-percentage 100`).
+
+`--critic-variant` makes every run compute its critics another way (`critic_variants.py`; `ensemble`
+is the library's own); given several, the whole table is timed once per way, one after another on
+the same dataset, each against its own run alone: a variant and the library side by side in one
+device call.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def steady_rate(log_root: Path) -> float:
     return (last.step - first.step) / (last.wall_time - first.wall_time)
 
 
-def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path) -> list[float]:
+def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> list[float]:
     """`count` runs started together, each with its share of the CPU cores as a sweep gives its trials
     (unless `extra` sets --threads); their steady rates. Each run's messages go to a file of its own:
     a pipe nobody reads while another run is awaited could fill and stall the run writing to it."""
@@ -71,7 +76,7 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
         log_root = root / f"{count}-runs" / f"seed{seed}"
         log_root.parent.mkdir(parents=True, exist_ok=True)
         command = [
-            *base_command(args),
+            *base_command(args, variant),
             *("--step-per-epoch", str(args.updates), "--seed", str(seed), "--logdir", str(log_root)),
             *threads,
             *extra,
@@ -85,9 +90,9 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
     return [steady_rate(log_root) for log_root, _ in processes]
 
 
-def base_command(args: argparse.Namespace) -> list[str]:
+def base_command(args: argparse.Namespace, variant: str | None = None) -> list[str]:
     """d4rl_cql.py, through `critic_variants.py` when the runs compute their critics another way."""
-    launcher = [] if args.critic_variant is None else [str(VARIANT_LAUNCHER), args.critic_variant]
+    launcher = [] if variant in (None, "ensemble") else [str(VARIANT_LAUNCHER), variant]
     return [
         sys.executable,
         *launcher,
@@ -117,8 +122,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--critic-variant",
         "--critic_variant",
+        nargs="+",
         default=None,
-        help="every run (the one alone too) computes its critics this way (benchmarks/critic_variants.py)",
+        help="every run (the one alone too) computes its critics this way (benchmarks/critic_variants.py; "
+        "ensemble: the library's); several: the table once per way",
     )
     return parser
 
@@ -131,11 +138,9 @@ def main() -> None:
     if args.critic_variant is not None:
         from critic_variants import VARIANTS  # torch and Tianshou: imported only when a variant is asked for
 
-        if args.critic_variant not in VARIANTS:
-            raise SystemExit(
-                f"error: --critic-variant: expected one of {', '.join(VARIANTS)}, got {args.critic_variant!r}"
-            )
-        print(f"every run computes its critics the {args.critic_variant} way (benchmarks/critic_variants.py)")
+        unknown = [name for name in args.critic_variant if name not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"error: --critic-variant: expected one of {', '.join(VARIANTS)}, got {unknown[0]!r}")
     if args.mps:
         try:
             for percentage in args.mps_thread_percentage or [100]:
@@ -144,31 +149,40 @@ def main() -> None:
             raise SystemExit(str(error)) from None
         print("groups of 2+ runs share the GPU through a CUDA MPS daemon", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        warmup = [*base_command(args), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
-        started = time.perf_counter()
-        subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
-        print(f"warm-up run (dataset, compile cache): {time.perf_counter() - started:.0f} s", flush=True)
-        alone: float | None = None
-        for count, percentage in groups(args):
-            with contextlib.ExitStack() as sharing:
-                share = ""
-                if percentage is not None:
-                    try:
-                        sharing.enter_context(mps_daemon(root / f"mps-{count}-{percentage}", percentage))
-                    except OfflineRLError as error:
-                        raise SystemExit(str(error)) from None
-                    share = f" through MPS, {percentage}% of the multiprocessors each"
-                rates = run_group(count, args, extra, root / (f"mps-{percentage}" if percentage else "no-mps"))
-            total = sum(rates)
-            if count == 1 and percentage is None:
-                alone = total
-            relative = f"{total / alone:.2f}× one run" if alone else ""
-            print(
-                f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
-                f"(median {statistics.median(rates):.1f}); total {total:.1f} updates/s {relative}",
-                flush=True,
-            )
+        for variant in args.critic_variant or [None]:
+            if variant == "ensemble":
+                print("every run computes its critics as the library does (ensemble)", flush=True)
+            elif variant is not None:
+                print(f"every run computes its critics the {variant} way (benchmarks/critic_variants.py)", flush=True)
+            time_groups(args, extra, Path(tmp) / (variant or "library"), variant)
+
+
+def time_groups(args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> None:
+    """The warm-up run, then each group of runs timed and printed, relative to the run alone."""
+    warmup = [*base_command(args, variant), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
+    started = time.perf_counter()
+    subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
+    print(f"warm-up run (dataset, compile cache): {time.perf_counter() - started:.0f} s", flush=True)
+    alone: float | None = None
+    for count, percentage in groups(args):
+        with contextlib.ExitStack() as sharing:
+            share = ""
+            if percentage is not None:
+                try:
+                    sharing.enter_context(mps_daemon(root / f"mps-{count}-{percentage}", percentage))
+                except OfflineRLError as error:
+                    raise SystemExit(str(error)) from None
+                share = f" through MPS, {percentage}% of the multiprocessors each"
+            rates = run_group(count, args, extra, root / (f"mps-{percentage}" if percentage else "no-mps"), variant)
+        total = sum(rates)
+        if count == 1 and percentage is None:
+            alone = total
+        relative = f"{total / alone:.2f}× one run" if alone else ""
+        print(
+            f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
+            f"(median {statistics.median(rates):.1f}); total {total:.1f} updates/s {relative}",
+            flush=True,
+        )
 
 
 def groups(args: argparse.Namespace) -> list[tuple[int, int | None]]:

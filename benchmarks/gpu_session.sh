@@ -29,12 +29,13 @@
 # profiles the library's and the four likeliest (~6 min). Each profile ends with the ratio four runs would reach at its held-time bound
 # (one run alone in the trainer over the held time; 1.92 for the library's critics, as measured):
 # the variant with the highest, if above the library's, is the one to time in whole runs with the
-# library's critics beside them (the second call), and then to move into the library. Time taken
+# library's critics timed the same way in the same call (the second call), and then to move into
+# the library. Time taken
 # out of kernels that fill the GPU counts; a variant needs ~28 us of it (BENCHMARKS.md, 2026-11-27). `concurrent-mps-two` times two runs at shares below the whole GPU, not yet measured
 # (whole GPU each: 1.31x).
 #
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
-#   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant concurrent-mps-half  (~400 s)
+#   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
 #   PROFILE_VARIANTS="state-projection merged-first-layer bias-in-product merged-relu-in-product" \
 #     bash benchmarks/gpu_session.sh critic-variants              (the other four)
@@ -157,9 +158,10 @@ for part in "$@"; do
           --top 12 --matmul-precision high --critic-variant "$variant"
       done
       ;;
-    concurrent-mps-variant)  # TF32: 1 run alone and 4 at half shares, every run's critics the $VARIANT way
-      check "concurrent_runs_mps_${VARIANT:?set VARIANT to a name of benchmarks/critic_variants.py}" 240 \
-        python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps --critic-variant "$VARIANT" \
+    concurrent-mps-variant)  # TF32: 1 run alone and 4 at half shares with the library's critics, then the same
+      # with every run's critics the $VARIANT way (one dataset, each against its own run alone)
+      check "concurrent_runs_mps_${VARIANT:?set VARIANT to a name of benchmarks/critic_variants.py}" 540 \
+        python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps --critic-variant ensemble "$VARIANT" \
         -- --matmul-precision high
       ;;
     small-workspace)  # TF32, cuBLAS given 16 KiB of workspace (too little for split-K's partial sums): the profile,

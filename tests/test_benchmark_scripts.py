@@ -88,8 +88,10 @@ def test_concurrent_runs_start_the_example_through_the_variant_launcher_when_ask
     concurrent_runs = load_benchmark("concurrent_runs", monkeypatch)
     plain, _ = concurrent_runs.parser().parse_known_args([])
     assert concurrent_runs.base_command(plain)[1] == str(concurrent_runs.EXAMPLE)
-    varied, _ = concurrent_runs.parser().parse_known_args(["--critic-variant", "relu-in-product"])
-    command = concurrent_runs.base_command(varied)
+    varied, _ = concurrent_runs.parser().parse_known_args(["--critic-variant", "ensemble", "relu-in-product"])
+    assert varied.critic_variant == ["ensemble", "relu-in-product"]
+    assert concurrent_runs.base_command(varied, "ensemble")[1] == str(concurrent_runs.EXAMPLE)  # the library's own
+    command = concurrent_runs.base_command(varied, "relu-in-product")
     assert command[1:4] == [str(concurrent_runs.VARIANT_LAUNCHER), "relu-in-product", str(concurrent_runs.EXAMPLE)]
 
 
