@@ -26,13 +26,13 @@
 # layer's observation share once per state, not once per row, and its 6 action columns as a product
 # or as one elementwise kernel; bias and ReLU in the products' epilogues; both critics' first layer
 # as one product; biases inside the products; benchmarks/critic_variants.py). The first call below
-# profiles the library's and the four likeliest (~6 min). Each profile ends with the ratio four runs would reach at its held-time bound
-# (one run alone in the trainer over the held time; 1.92 for the library's critics, as measured):
-# the variant with the highest, if above the library's, is the one to time in whole runs with the
-# library's critics timed the same way in the same call (the second call), and then to move into
-# the library. Time taken
-# out of kernels that fill the GPU counts; a variant needs ~28 us of it (BENCHMARKS.md, 2026-11-27). `concurrent-mps-two` times two runs at shares below the whole GPU, not yet measured
-# (whole GPU each: 1.31x).
+# profiles the library's and the four likeliest (~6 min). Each profile ends with the ratio four runs
+# would reach at its held-time bound (one run alone in the trainer over the held time; 1.92 for the
+# library's critics, as measured). Time taken out of kernels that fill the GPU counts, and a variant
+# needs ~28 us of it (BENCHMARKS.md, 2026-11-27). The variant with the highest ratio, if above the
+# library's, is the one to time in whole runs beside the library's (the second call) and then to
+# move into the library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet
+# measured (whole GPU each: 1.31x).
 #
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
