@@ -1,6 +1,6 @@
 """Several `d4rl_cql.py` runs sharing one machine: the total update rate of 1, 2, 4... runs at once.
 
-    python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000] [--device auto] [--mps]
+    python benchmarks/concurrent_runs.py [--runs 1 2 4] [--updates 60000 | --whole-runs EPOCHS] [--device auto] [--mps]
         [--mps-thread-percentage PERCENT [PERCENT ...]] [--task HalfCheetah-v4] [--dataset-size 20000]
         [--critic-variant NAME [NAME ...]] [-- further d4rl_cql.py flags]
 
@@ -22,6 +22,14 @@ through the daemon: it is timed as it trains without company, the fastest way to
 (through MPS it was 10-13% slower on an H100), so the ratio compares sharing with training the
 runs one after another. Until 2026-11-26 `--mps` also took the 1-run
 group through the daemon and held no client to a share (today's `--mps-thread-percentage 100`).
+
+`--whole-runs EPOCHS` times runs as a sweep's trials train instead: EPOCHS epochs of the example's own
+schedule (`--step-per-epoch` 5000, each epoch ending with an evaluation of `--test-num` 10 episodes
+and a checkpoint), each run's rate read from its evaluations: updates between its first evaluation
+after 20% of the run and its last, over the wall time between them, evaluations and checkpoints
+included. Why both: the training-only rate is how well the updates themselves share the device;
+the whole-run rate is how much sooner a sweep's grid ends, since one run alone leaves the GPU idle
+while it evaluates on the CPU, and runs side by side fill each other's gaps.
 
 `--critic-variant` makes every run compute its critics another way (`critic_variants.py`; `ensemble`
 is the library's own); given several, the whole table is timed once per way, one after another on
@@ -49,21 +57,36 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
 VARIANT_LAUNCHER = Path(__file__).resolve().parent / "critic_variants.py"
 STEADY_FROM = 0.2
 """Fraction of a run's updates after which its rate is measured."""
+TRAINING_WINDOWS = "update/critic_loss"
+"""Logged when a statistics window closes (every --log-interval updates): the training-only rate."""
+EVALUATIONS = "eval/return_mean"
+"""Logged after each epoch's evaluation, at the update count: the whole-run rate (--whole-runs)."""
 
 
-def steady_rate(log_root: Path) -> float:
-    """Updates per second of the one run logged under `log_root`, from its TensorBoard windows."""
+def steady_rate(log_root: Path, tag: str = TRAINING_WINDOWS) -> float:
+    """Updates per second of the one run logged under `log_root`, between its first `tag` event after
+    `STEADY_FROM` of its updates and its last (each event's step is the run's update count)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     (event_file,) = log_root.rglob("events.out.tfevents.*")
     events = EventAccumulator(str(event_file.parent))
     events.Reload()
-    windows = events.Scalars("update/critic_loss")
-    last = windows[-1]
-    first = next(window for window in windows if window.step >= STEADY_FROM * last.step)
+    marks = events.Scalars(tag)
+    last = marks[-1]
+    first = next(mark for mark in marks if mark.step >= STEADY_FROM * last.step)
     if last.step == first.step:
-        raise SystemExit(f"{log_root}: too few logged windows to time; give more --updates")
+        more = "--updates" if tag == TRAINING_WINDOWS else "--whole-runs epochs"
+        raise SystemExit(f"{log_root}: too few {tag} events to time; give more {more}")
     return (last.step - first.step) / (last.wall_time - first.wall_time)
+
+
+def schedule(args: argparse.Namespace) -> list[str]:
+    """Each timed run's epochs, updates and evaluations: one epoch of --updates with a one-episode
+    evaluation at its end (not timed), or with --whole-runs the example's own schedule for that many
+    epochs (flags after `--` still override either)."""
+    if args.whole_runs is None:
+        return ["--epoch", "1", "--test-num", "1", "--step-per-epoch", str(args.updates)]
+    return ["--epoch", str(args.whole_runs)]
 
 
 def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> list[float]:
@@ -77,7 +100,8 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
         log_root.parent.mkdir(parents=True, exist_ok=True)
         command = [
             *base_command(args, variant),
-            *("--step-per-epoch", str(args.updates), "--seed", str(seed), "--logdir", str(log_root)),
+            *schedule(args),
+            *("--seed", str(seed), "--logdir", str(log_root)),
             *threads,
             *extra,
         ]
@@ -87,7 +111,8 @@ def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path
         if process.wait() != 0:
             errors = log_root.with_suffix(".stderr").read_text(errors="replace")[-2000:]
             raise SystemExit(f"a run of {count} failed (exit {process.returncode}):\n{errors}")
-    return [steady_rate(log_root) for log_root, _ in processes]
+    tag = TRAINING_WINDOWS if args.whole_runs is None else EVALUATIONS
+    return [steady_rate(log_root, tag) for log_root, _ in processes]
 
 
 def base_command(args: argparse.Namespace, variant: str | None = None) -> list[str]:
@@ -98,14 +123,22 @@ def base_command(args: argparse.Namespace, variant: str | None = None) -> list[s
         *launcher,
         str(EXAMPLE),
         *("--task", args.task, "--dataset-size", str(args.dataset_size), "--device", args.device),
-        *("--epoch", "1", "--test-num", "1"),
     ]
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, nargs="+", default=[1, 2, 4], help="group sizes, run one after another")
-    parser.add_argument("--updates", type=int, default=60_000, help="updates of each run")
+    parser.add_argument("--updates", type=int, default=60_000, help="updates of each run (training-only timing)")
+    parser.add_argument(
+        "--whole-runs",
+        "--whole_runs",
+        type=int,
+        default=None,
+        metavar="EPOCHS",
+        help="time whole runs instead: EPOCHS epochs of the example's own schedule, each run's rate counting its "
+        "evaluations and checkpoints (from its evaluations' times)",
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--task", default="HalfCheetah-v4")
     parser.add_argument("--dataset-size", type=int, default=20_000)
@@ -133,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     args, extra = parser().parse_known_args()
     extra = [flag for flag in extra if flag != "--"]
+    if args.whole_runs is not None and args.whole_runs < 2:
+        raise SystemExit("error: --whole-runs: expected at least 2 epochs (timed from one evaluation to another)")
     if args.mps_thread_percentage is not None and not args.mps:
         raise SystemExit("error: --mps-thread-percentage needs --mps")
     if args.critic_variant is not None:
@@ -159,7 +194,8 @@ def main() -> None:
 
 def time_groups(args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> None:
     """The warm-up run, then each group of runs timed and printed, relative to the run alone."""
-    warmup = [*base_command(args, variant), "--step-per-epoch", "300", "--logdir", str(root / "warmup"), *extra]
+    warmup = [*base_command(args, variant), *("--epoch", "1", "--test-num", "1", "--step-per-epoch", "300")]
+    warmup += ["--logdir", str(root / "warmup"), *extra]
     started = time.perf_counter()
     subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache
     print(f"warm-up run (dataset, compile cache): {time.perf_counter() - started:.0f} s", flush=True)
@@ -178,8 +214,9 @@ def time_groups(args: argparse.Namespace, extra: list[str], root: Path, variant:
         if count == 1 and percentage is None:
             alone = total
         relative = f"{total / alone:.2f}× one run" if alone else ""
+        counted = "" if args.whole_runs is None else ", evaluations included"
         print(
-            f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each "
+            f"{count} run(s){share}: {', '.join(f'{rate:.1f}' for rate in rates)} updates/s each{counted} "
             f"(median {statistics.median(rates):.1f}); total {total:.1f} updates/s {relative}",
             flush=True,
         )

@@ -30,10 +30,14 @@
 # would reach at its held-time bound (one run alone in the trainer over the held time; 1.92 for the
 # library's critics, as measured). Time taken out of kernels that fill the GPU counts, and a variant
 # needs ~28 us of it (BENCHMARKS.md, 2026-11-27). The variant with the highest ratio, if above the
-# library's, is the one to time in whole runs beside the library's (the second call) and then to
-# move into the library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet
-# measured (whole GPU each: 1.31x).
+# library's, is the one to time in d4rl_cql.py runs beside the library's (`concurrent-mps-variant`) and
+# then to move into the library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet
+# measured (whole GPU each: 1.31x). All those figures time training alone (one epoch, no evaluation in
+# the window); `concurrent-mps-whole` (new, 2026-11-27) times whole runs as a sweep runs them, evaluations
+# and checkpoints included: what "sweeps will pack runs this way" gains, since one run alone leaves the
+# GPU idle while it evaluates. Record both readings; the training-only one is the strict one.
 #
+#   bash benchmarks/gpu_session.sh concurrent-mps-whole           (1 run, then 4 at half shares: ~5 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
@@ -131,6 +135,12 @@ for part in "$@"; do
       check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
+    concurrent-mps-whole)  # TF32: whole runs as a sweep's trials train them (8 epochs of 5000 updates, each
+      # ending with an evaluation of 10 episodes and a checkpoint), each run's rate counting its evaluations:
+      # 1 run alone, then 4 at half the SMs each. One run leaves the GPU idle while it evaluates; four fill the gaps
+      check concurrent_runs_mps_whole 420 python3 benchmarks/concurrent_runs.py --runs 1 4 --whole-runs 8 --mps \
+        -- --matmul-precision high
+      ;;
     autotune)  # the same with Inductor's GEMM autotuning (each product timed as cuBLAS and Triton kernels), its
       # compile time included in the warm-up line; a fresh compile cache, so that no untuned kernel is reused
       check concurrent_runs_mps_autotune 400 env TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 \
@@ -184,7 +194,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

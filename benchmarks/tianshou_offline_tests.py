@@ -38,6 +38,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 from offline_rl.apps.dataset_generation import cache_dir
+from offline_rl.perf import tune_cpu_allocator
 
 IMPLEMENTATIONS = {"tianshou": tianshou_algorithms, "offline_rl": offline_rl}
 
@@ -281,6 +282,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--implementations", nargs="+", choices=list(IMPLEMENTATIONS), default=list(IMPLEMENTATIONS))
     args = parser.parse_args()
+    # offline_rl's run_training tunes the process's allocator on a CPU; done here first, so that
+    # Tianshou's runs get it too, whichever implementation runs first
+    tune_cpu_allocator()
     rows = []
     for key in SCENARIOS if args.scenario == "both" else [args.scenario]:
         title, cache_name, gather, run, threshold = SCENARIOS[key]

@@ -4,6 +4,8 @@
 A CQL-SAC update allocates and frees a dozen activation tensors of ~8 MB; by default each is a
 fresh `mmap`, so every update pays page faults and kernel zeroing for ~100 MB. Keeping the heap
 removes that cost (results are bit-identical). It is a no-op where glibc is not the allocator.
+The examples apply it at start on a CPU, and so does our algorithms' `run_training` (for scripts
+that build and train them directly).
 """
 
 from __future__ import annotations

@@ -95,6 +95,42 @@ def test_concurrent_runs_start_the_example_through_the_variant_launcher_when_ask
     assert command[1:4] == [str(concurrent_runs.VARIANT_LAUNCHER), "relu-in-product", str(concurrent_runs.EXAMPLE)]
 
 
+def test_concurrent_runs_time_training_alone_or_whole_runs_with_their_evaluations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training-only: one epoch of --updates, timed by the statistics windows. Whole runs: the example's
+    own schedule, timed from evaluation to evaluation, so the time spent evaluating counts."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    concurrent_runs = load_benchmark("concurrent_runs", monkeypatch)
+    training, _ = concurrent_runs.parser().parse_known_args(["--updates", "9000"])
+    assert concurrent_runs.schedule(training) == ["--epoch", "1", "--test-num", "1", "--step-per-epoch", "9000"]
+    whole, _ = concurrent_runs.parser().parse_known_args(["--whole-runs", "10"])
+    assert concurrent_runs.schedule(whole) == ["--epoch", "10"]  # --step-per-epoch and --test-num: the example's
+
+    # 5 epochs of 1000 updates: training at 100 updates/s (a window every 100), a 10 s evaluation after each
+    writer = SummaryWriter(str(tmp_path / "run"))
+    clock = 1000.0
+    for epoch in range(5):
+        for window in range(1, 11):
+            clock += 1.0
+            writer.add_scalar(concurrent_runs.TRAINING_WINDOWS, 0.0, epoch * 1000 + window * 100, walltime=clock)
+        clock += 10.0
+        writer.add_scalar(concurrent_runs.EVALUATIONS, 0.0, (epoch + 1) * 1000, walltime=clock)
+    writer.close()
+    # from the first evaluation at 20% of the updates (1000) to the last: 4 epochs of 10 s training + 10 s evaluation
+    assert concurrent_runs.steady_rate(tmp_path / "run", concurrent_runs.EVALUATIONS) == pytest.approx(4000 / 80)
+    # windows from update 1000 to 5000 span the same 80 s, so training-only timing runs a single epoch
+    assert concurrent_runs.steady_rate(tmp_path / "run") == pytest.approx(4000 / 80)
+    (tmp_path / "one").mkdir()
+    writer = SummaryWriter(str(tmp_path / "one"))
+    for window in range(1, 11):
+        writer.add_scalar(concurrent_runs.TRAINING_WINDOWS, 0.0, window * 100, walltime=1000.0 + window)
+    writer.add_scalar(concurrent_runs.EVALUATIONS, 0.0, 1000, walltime=1020.0)
+    writer.close()
+    assert concurrent_runs.steady_rate(tmp_path / "one") == pytest.approx(100.0)  # windows 200 to 1000: 800 in 8 s
+
+
 def test_a_d3rlpy_column_is_left_out_where_d3rlpy_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     d3rlpy_baseline = load_benchmark("d3rlpy_baseline", monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)

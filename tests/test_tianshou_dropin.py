@@ -21,6 +21,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 import offline_rl
+import offline_rl.perf
 from offline_rl.data.action_units import ActionUnitsWarning
 
 
@@ -59,7 +60,9 @@ def collected_pendulum_buffer(steps: int = 300) -> VectorReplayBuffer:
     return buffer
 
 
-def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer() -> None:
+def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    tuned: list[bool] = []  # a Tianshou script gets the examples' CPU allocator settings from run_training
+    monkeypatch.setattr(offline_rl.perf, "tune_cpu_allocator", lambda: tuned.append(True) or True)
     torch.manual_seed(0)
     buffer = collected_pendulum_buffer()
     policy, critic, _env = pendulum_parts([16, 16])
@@ -93,6 +96,7 @@ def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer() -> 
             )
         )
     assert result.update_step == 40
+    assert tuned == [True]
     valid = buffer.sample_indices(0)
     # the collector's raw actions, unscaled (a Pendulum buffer must not shrink to ±0.5)
     np.testing.assert_allclose(algorithm._staged.act.numpy(), buffer.act[valid], rtol=1e-6)
