@@ -36,8 +36,10 @@
 # the window); `concurrent-mps-whole` (new, 2026-11-27) times whole runs as a sweep runs them, evaluations
 # and checkpoints included: what "sweeps will pack runs this way" gains, since one run alone leaves the
 # GPU idle while it evaluates. Record both readings; the training-only one is the strict one.
+# `evaluation-time` says where that evaluation goes (envs, policy calls, Tianshou's collector), to
+# judge whether a leaner evaluation loop would pay (BENCHMARKS.md, 2026-11-27, third CPU session).
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps-whole           (1 run, then 4 at half shares: ~5 min)
+#   bash benchmarks/gpu_session.sh concurrent-mps-whole evaluation-time  (~5 min, then ~1 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
@@ -141,6 +143,10 @@ for part in "$@"; do
       check concurrent_runs_mps_whole 420 python3 benchmarks/concurrent_runs.py --runs 1 4 --whole-runs 8 --mps \
         -- --matmul-precision high
       ;;
+    evaluation-time)  # where one 10-episode HalfCheetah evaluation of d4rl_cql.py goes with the policy on the GPU:
+      # envs, policy calls, or Tianshou's collector (2026-11-27 on the 2-core CPU: 1.88 s = 0.51 + 0.35 + 1.02)
+      check evaluation_time 150 python3 benchmarks/evaluation_time.py --device cuda
+      ;;
     autotune)  # the same with Inductor's GEMM autotuning (each product timed as cuBLAS and Triton kernels), its
       # compile time included in the warm-up line; a fresh compile cache, so that no untuned kernel is reused
       check concurrent_runs_mps_autotune 400 env TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 \
@@ -194,7 +200,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -1,0 +1,115 @@
+"""Where one evaluation of `d4rl_cql.py` spends its time: the envs, the policy, or the collector.
+
+    python benchmarks/evaluation_time.py [--task HalfCheetah-v4] [--test-num 10] [--device auto] [--rounds 3]
+
+Why: on a GPU an evaluation of 10 episodes takes about as long as an epoch's 5000 updates (BENCHMARKS.md),
+so a whole run spends about half its time evaluating. Three timings, each the median of `--rounds`:
+- `evaluation`: one evaluation as a run makes it: the examples' default networks (untrained) on
+  `--device`, the run's `EvaluationCollector` over its envs (`vector_envs`: subprocesses from 4 cores
+  on), `collect(n_episode=test_num)`;
+- `envs alone`: as many env steps, in batched steps of all `test_num` envs of the same kind, with
+  zero actions (an env whose episode ends is reset);
+- `policy alone`: as many policy calls as the collector made (one per step, the longest episode's
+  length), each on a batch of `test_num` observations, mapped to the env's action box and brought
+  back to the host as numpy, as the collector does.
+What remains is the collector's own bookkeeping (Tianshou's `Batch`es, the buffer it adds each step
+to, its statistics): what a leaner evaluation loop could save.
+"""
+
+from __future__ import annotations
+
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
+import argparse
+import functools
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from tianshou.data import Batch
+
+from offline_rl.apps.cli import pick_device
+from offline_rl.apps.training import evaluation_collector, vector_envs
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.envs import make_env
+from offline_rl.errors import OfflineRLError
+
+
+def median_seconds(run, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="HalfCheetah-v4")
+    parser.add_argument("--test-num", "--test_num", type=int, default=10)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.manual_seed(0)  # the same untrained policy, so the same episodes, in every run of the script
+    try:
+        device = pick_device(args.device)
+        make = functools.partial(make_env, args.task)
+        env = make()
+    except OfflineRLError as error:
+        raise SystemExit(f"error: {error}") from None
+    algorithm = CQLSAC.build(env.observation_space, env.action_space, CQLSACConfig(), device=device)
+    algorithm.eval()
+    collector = evaluation_collector(algorithm.policy, make, args.test_num, 0)
+    collector.reset()
+
+    def evaluate() -> Any:
+        return collector.collect(n_episode=args.test_num, reset_before_collect=True)
+
+    stats = evaluate()
+    steps = stats.n_collected_steps
+    batched_steps = -(-steps // args.test_num)  # the same env steps, every env stepped at once
+    policy_calls = int(max(stats.lens))  # one per collector step, over the envs whose episode still runs
+    evaluation = median_seconds(evaluate, args.rounds)
+    kind = type(collector.env).__name__
+    collector.env.close()
+
+    envs = vector_envs(make, args.test_num, 0)
+    zeros = np.zeros((args.test_num, *env.action_space.shape), dtype=env.action_space.dtype)
+
+    def step_envs() -> None:
+        envs.reset()
+        for _ in range(batched_steps):
+            _, _, terminated, truncated, _ = envs.step(zeros)
+            ended = np.flatnonzero(np.logical_or(terminated, truncated))
+            if len(ended):
+                envs.reset(ended)
+
+    envs_alone = median_seconds(step_envs, args.rounds)
+    observations, _ = envs.reset()
+    envs.close()
+
+    def call_policy() -> None:
+        with torch.no_grad():
+            for _ in range(policy_calls):
+                result = algorithm.policy(Batch(obs=observations, info={}))
+                algorithm.policy.map_action(result.act.cpu().numpy())
+
+    policy_alone = median_seconds(call_policy, args.rounds)
+    rest = evaluation - envs_alone - policy_alone
+    print(
+        f"{args.task}, {args.test_num} episodes ({steps} env steps, {policy_calls} policy calls), policy on {device}, "
+        f"envs in {kind}; median of {args.rounds}"
+    )
+    print(f"evaluation:   {evaluation:6.2f} s")
+    print(f"envs alone:   {envs_alone:6.2f} s")
+    print(f"policy alone: {policy_alone:6.2f} s")
+    print(f"collector's own: {rest:6.2f} s ({100 * rest / evaluation:.0f}% of the evaluation)")
+
+
+if __name__ == "__main__":
+    main()
