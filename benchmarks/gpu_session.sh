@@ -39,7 +39,7 @@
 # `evaluation-time` says where that evaluation goes (envs, policy calls, Tianshou's collector), to
 # judge whether a leaner evaluation loop would pay (BENCHMARKS.md, 2026-11-27, third CPU session).
 #
-#   bash benchmarks/gpu_session.sh concurrent-mps-whole evaluation-time  (~5 min, then ~1 min)
+#   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole  (~1 min, then ~6 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
 #   bash benchmarks/gpu_session.sh tests                          (93 s)
@@ -140,7 +140,7 @@ for part in "$@"; do
     concurrent-mps-whole)  # TF32: whole runs as a sweep's trials train them (8 epochs of 5000 updates, each
       # ending with an evaluation of 10 episodes and a checkpoint), each run's rate counting its evaluations:
       # 1 run alone, then 4 at half the SMs each. One run leaves the GPU idle while it evaluates; four fill the gaps
-      check concurrent_runs_mps_whole 420 python3 benchmarks/concurrent_runs.py --runs 1 4 --whole-runs 8 --mps \
+      check concurrent_runs_mps_whole 480 python3 benchmarks/concurrent_runs.py --runs 1 4 --whole-runs 8 --mps \
         -- --matmul-precision high
       ;;
     evaluation-time)  # where one 10-episode HalfCheetah evaluation of d4rl_cql.py goes with the policy on the GPU:
