@@ -30,11 +30,38 @@ class _Lines:
         self.stream.flush()
 
 
+class _LogBar(tqdm):
+    """A bar written to a log: its final line once. tqdm prints the final state when the bar closes,
+    even when an update has just printed the same count and postfix (a sweep's log ended with its
+    `6/6` line twice)."""
+
+    _shown: tuple[Any, ...] | None = None
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> Any:
+        shown = super().display(msg, pos)
+        if msg is None:
+            self._shown = (self.n, self.postfix)
+        return shown
+
+    def close(self) -> None:
+        if not self.disable and self._shown == (self.n, self.postfix):  # a disabled bar has no postfix
+            self.leave = False  # what the log's last line says is already the final state
+        super().close()
+
+
 def progress_bar(iterable: Any = None, **kwargs: Any) -> tqdm:
     """`tqdm(iterable, **kwargs)` on a terminal; plain periodic lines when stderr is not one."""
     if sys.stderr.isatty():
         return tqdm(iterable, **kwargs)
-    plain = {"file": _Lines(sys.stderr), "mininterval": LOG_INTERVAL_S, "ascii": True, "dynamic_ncols": False}
+    # miniters 1: tqdm's default (adaptive) lets its monitor thread redraw a bar that has not printed
+    # for 10 s, which in a log is one more line between the periodic ones
+    plain = {
+        "file": _Lines(sys.stderr),
+        "mininterval": LOG_INTERVAL_S,
+        "miniters": 1,
+        "ascii": True,
+        "dynamic_ncols": False,
+    }
     # A log cannot erase a line: a bar that clears itself on a terminal (leave=False) would leave its
     # first line, "0/138", as if the work had stalled there. It ends with its final line instead.
-    return tqdm(iterable, **{**plain, **kwargs, "leave": True})
+    return _LogBar(iterable, **{**plain, **kwargs, "leave": True})

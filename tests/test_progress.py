@@ -31,6 +31,23 @@ def test_a_bar_that_a_terminal_would_erase_ends_with_its_final_line_in_a_log(
     )
 
 
+def test_a_log_gets_a_bars_final_line_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """An update that prints the final count already wrote the last line; closing adds it again only
+    when something it shows changed since (a sweep's log ended with its `6/6` line twice)."""
+    bar = progress.progress_bar(total=2, desc="sweep", unit="trial", mininterval=0)
+    bar.update(1)
+    bar.update(1)
+    bar.close()
+    finals = [line for line in capsys.readouterr().err.splitlines() if "2/2" in line]
+    assert len(finals) == 1
+    bar = progress.progress_bar(total=2, desc="sweep", unit="trial", mininterval=0)
+    bar.update(2)
+    bar.set_postfix_str("mean -1283.2", refresh=False)
+    bar.close()
+    finals = [line for line in capsys.readouterr().err.splitlines() if "2/2" in line]
+    assert len(finals) == 2 and finals[-1].endswith("mean -1283.2]")
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
