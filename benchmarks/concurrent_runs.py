@@ -85,8 +85,13 @@ def schedule(args: argparse.Namespace) -> list[str]:
     evaluation at its end (not timed), or with --whole-runs the example's own schedule for that many
     epochs (flags after `--` still override either)."""
     if args.whole_runs is None:
-        return ["--epoch", "1", "--test-num", "1", "--step-per-epoch", str(args.updates)]
+        return one_epoch(args.updates)
     return ["--epoch", str(args.whole_runs)]
+
+
+def one_epoch(updates: int) -> list[str]:
+    """One epoch of `updates`, then a one-episode evaluation: training-only timing, and the warm-up."""
+    return ["--epoch", "1", "--test-num", "1", "--step-per-epoch", str(updates)]
 
 
 def run_group(count: int, args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> list[float]:
@@ -194,7 +199,7 @@ def main() -> None:
 
 def time_groups(args: argparse.Namespace, extra: list[str], root: Path, variant: str | None) -> None:
     """The warm-up run, then each group of runs timed and printed, relative to the run alone."""
-    warmup = [*base_command(args, variant), *("--epoch", "1", "--test-num", "1", "--step-per-epoch", "300")]
+    warmup = [*base_command(args, variant), *one_epoch(300)]
     warmup += ["--logdir", str(root / "warmup"), *extra]
     started = time.perf_counter()
     subprocess.run(warmup, check=True, stdout=subprocess.DEVNULL)  # the dataset, the compile cache

@@ -19,8 +19,18 @@ import argparse
 import functools
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
+
+
+def step_all(venv, steps: int, actions: Callable[[], np.ndarray]) -> None:
+    """`steps` batched steps of every env of `venv` with `actions()`, resetting envs whose episode ended."""
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = venv.step(actions())
+        ended = np.flatnonzero(np.logical_or(terminated, truncated))
+        if len(ended):
+            venv.reset(ended)
 
 
 def env_steps_per_second(vector_env_class: type, make, envs: int, steps: int) -> float:
@@ -32,12 +42,7 @@ def env_steps_per_second(vector_env_class: type, make, envs: int, steps: int) ->
         best = 0.0
         for _ in range(3):
             start = time.perf_counter()
-            for _ in range(steps):
-                actions = np.stack([space.sample() for _ in range(envs)])
-                _, _, terminated, truncated, _ = venv.step(actions)
-                ended = np.flatnonzero(np.logical_or(terminated, truncated))
-                if len(ended):
-                    venv.reset(ended)
+            step_all(venv, steps, lambda: np.stack([space.sample() for _ in range(envs)]))
             best = max(best, steps * envs / (time.perf_counter() - start))
         return best
     finally:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from evaluation_envs import step_all
 from tianshou.data import Batch
 
 from offline_rl.apps.cli import pick_device
@@ -83,11 +84,7 @@ def main() -> None:
 
     def step_envs() -> None:
         envs.reset()
-        for _ in range(batched_steps):
-            _, _, terminated, truncated, _ = envs.step(zeros)
-            ended = np.flatnonzero(np.logical_or(terminated, truncated))
-            if len(ended):
-                envs.reset(ended)
+        step_all(envs, batched_steps, lambda: zeros)
 
     envs_alone = median_seconds(step_envs, args.rounds)
     observations, _ = envs.reset()
