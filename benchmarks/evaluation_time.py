@@ -1,19 +1,25 @@
 """Where one evaluation of `d4rl_cql.py` spends its time: the envs, the policy, or the collector.
 
     python benchmarks/evaluation_time.py [--task HalfCheetah-v4] [--test-num 10] [--device auto] [--rounds 3]
+    python benchmarks/evaluation_time.py --task PongNoFrameskip-v4 --rounds 1   # atari_cql.py's evaluation
 
 Why: on a GPU an evaluation of 10 episodes takes about as long as an epoch's 5000 updates (BENCHMARKS.md),
-so a whole run spends about half its time evaluating. Three timings, each the median of `--rounds`:
-- `evaluation`: one evaluation as a run makes it: the examples' default networks (untrained) on
-  `--device`, the run's `EvaluationCollector` over its envs (`vector_envs`: subprocesses from 4 cores
-  on), `collect(n_episode=test_num)`;
+so a whole run spends about half its time evaluating. Four timings, each the median of `--rounds`
+(the two evaluations alternate):
+- `evaluation, Tianshou's loop` and `evaluation, ours`: one evaluation as a run makes it: the
+  examples' default networks (untrained) on `--device`, the run's `EvaluationCollector` over its envs
+  (`vector_envs`: subprocesses from 4 cores on), `collect(n_episode=test_num)`, played by Tianshou's
+  `Collector._collect` or by the collector's own loop (which must give the same returns: checked);
 - `envs alone`: as many env steps, in batched steps of all `test_num` envs of the same kind, with
   zero actions (an env whose episode ends is reset);
 - `policy alone`: as many policy calls as the collector made (one per step, the longest episode's
   length), each on a batch of `test_num` observations, mapped to the env's action box and brought
   back to the host as numpy, as the collector does.
-What remains is the collector's own bookkeeping (Tianshou's `Batch`es, the buffer it adds each step
-to, its statistics): what a leaner evaluation loop could save.
+What remains of each evaluation is its loop's own bookkeeping (Tianshou's: `Batch`es of the envs'
+info dicts, the buffer it adds each step to, its statistics). Also the memory each loop leaves held
+(resident set growth over its first evaluation; Tianshou's keeps its buffer). An Atari game (for
+`--task`) gets `atari_cql.py`'s evaluation instead: its default Nature-CNN QR-DQN policy, untrained,
+on whole games with 4-frame stacks.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 
 import argparse
 import functools
+import os
 import statistics
 import time
 from typing import Any
@@ -31,12 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 from evaluation_envs import step_all
-from tianshou.data import Batch
+from tianshou.data import Batch, to_numpy
 
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.training import evaluation_collector, vector_envs
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.envs import make_env
+from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.envs import is_atari_game, make_discrete_env, make_env
 from offline_rl.errors import OfflineRLError
 
 
@@ -49,6 +57,11 @@ def median_seconds(run, rounds: int) -> float:
     return statistics.median(times)
 
 
+def resident_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="HalfCheetah-v4")
@@ -59,23 +72,39 @@ def main() -> None:
     torch.manual_seed(0)  # the same untrained policy, so the same episodes, in every run of the script
     try:
         device = pick_device(args.device)
-        make = functools.partial(make_env, args.task)
+        atari = is_atari_game(args.task)
+        make = functools.partial(make_discrete_env, args.task) if atari else functools.partial(make_env, args.task)
         env = make()
     except OfflineRLError as error:
         raise SystemExit(f"error: {error}") from None
-    algorithm = CQLSAC.build(env.observation_space, env.action_space, CQLSACConfig(), device=device)
+    build, config = (CQLQRDQN.build, DiscreteCQLConfig()) if atari else (CQLSAC.build, CQLSACConfig())
+    algorithm = build(env.observation_space, env.action_space, config, device=device)
     algorithm.eval()
     collector = evaluation_collector(algorithm.policy, make, args.test_num, 0)
     collector.reset()
 
-    def evaluate() -> Any:
+    def evaluate(own_loop: bool) -> Any:
+        collector.own_loop = own_loop
         return collector.collect(n_episode=args.test_num, reset_before_collect=True)
 
-    stats = evaluate()
+    before = resident_mib()
+    stats = evaluate(True)
+    held = {True: resident_mib() - before}
+    before = resident_mib()
+    reference = evaluate(False)
+    held[False] = resident_mib() - before
+    if not np.array_equal(stats.returns, reference.returns):
+        raise SystemExit(f"the two loops' returns differ: {stats.returns} against Tianshou's {reference.returns}")
     steps = stats.n_collected_steps
     batched_steps = -(-steps // args.test_num)  # the same env steps, every env stepped at once
     policy_calls = int(max(stats.lens))  # one per collector step, over the envs whose episode still runs
-    evaluation = median_seconds(evaluate, args.rounds)
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(args.rounds):
+        for own_loop in (False, True):
+            start = time.perf_counter()
+            evaluate(own_loop)
+            timings[own_loop].append(time.perf_counter() - start)
+    tianshou_loop, own_loop = (statistics.median(timings[own]) for own in (False, True))
     kind = type(collector.env).__name__
     collector.env.close()
 
@@ -94,18 +123,22 @@ def main() -> None:
         with torch.no_grad():
             for _ in range(policy_calls):
                 result = algorithm.policy(Batch(obs=observations, info={}))
-                algorithm.policy.map_action(result.act.cpu().numpy())
+                algorithm.policy.map_action(to_numpy(result.act))
 
     policy_alone = median_seconds(call_policy, args.rounds)
-    rest = evaluation - envs_alone - policy_alone
     print(
         f"{args.task}, {args.test_num} episodes ({steps} env steps, {policy_calls} policy calls), policy on {device}, "
-        f"envs in {kind}; median of {args.rounds}"
+        f"envs in {kind}; median of {args.rounds}; both loops return {stats.returns_stat.mean:.6f} on average"
     )
-    print(f"evaluation:   {evaluation:6.2f} s")
     print(f"envs alone:   {envs_alone:6.2f} s")
     print(f"policy alone: {policy_alone:6.2f} s")
-    print(f"collector's own: {rest:6.2f} s ({100 * rest / evaluation:.0f}% of the evaluation)")
+    for name, evaluation, own in (("Tianshou's loop", tianshou_loop, False), ("ours", own_loop, True)):
+        rest = evaluation - envs_alone - policy_alone
+        print(
+            f"evaluation, {name + ':':16} {evaluation:6.2f} s; the loop's own {rest:5.2f} s "
+            f"({100 * rest / evaluation:.0f}% of the evaluation); memory held after it {held[own]:+.0f} MiB"
+        )
+    print(f"ours ÷ Tianshou's loop: {own_loop / tianshou_loop:.2f} of the time")
 
 
 if __name__ == "__main__":

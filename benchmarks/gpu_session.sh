@@ -36,8 +36,9 @@
 # the window); `concurrent-mps-whole` (new, 2026-11-27) times whole runs as a sweep runs them, evaluations
 # and checkpoints included: what "sweeps will pack runs this way" gains, since one run alone leaves the
 # GPU idle while it evaluates. Record both readings; the training-only one is the strict one.
-# `evaluation-time` says where that evaluation goes (envs, policy calls, Tianshou's collector), to
-# judge whether a leaner evaluation loop would pay (BENCHMARKS.md, 2026-11-27, third CPU session).
+# `evaluation-time` says where that evaluation goes (envs, policy calls, the loop around them), with
+# Tianshou's collector loop and with the evaluation collector's own (same scores; on the 2-core CPU
+# 0.54 of the time, BENCHMARKS.md, 2026-11-27, fourth CPU session), now with the policy on the GPU.
 #
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole  (~1 min, then ~6 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
@@ -144,7 +145,8 @@ for part in "$@"; do
         -- --matmul-precision high
       ;;
     evaluation-time)  # where one 10-episode HalfCheetah evaluation of d4rl_cql.py goes with the policy on the GPU:
-      # envs, policy calls, or Tianshou's collector (2026-11-27 on the 2-core CPU: 1.88 s = 0.51 + 0.35 + 1.02)
+      # envs, policy calls, or the loop (2026-11-27 on the 2-core CPU: Tianshou's 1.83 s, ours 0.98; envs 0.49,
+      # policy 0.34)
       check evaluation_time 150 python3 benchmarks/evaluation_time.py --device cuda
       ;;
     autotune)  # the same with Inductor's GEMM autotuning (each product timed as cuBLAS and Triton kernels), its

@@ -16,6 +16,16 @@ SAC, whose evaluation takes the mean action. Tianshou draws ε-greedy's coins fr
 generator; an evaluation seeds it afresh and hands it back to training as it found it, so the
 score is a function of the weights and `--seed` alone (`--watch` of `policy.pth` prints the score
 the run printed for it), and how long the evaluation episodes ran never shifts training's draws.
+
+Its episodes are played by a loop of its own (`_play_episodes`), not Tianshou's: an evaluation only
+needs the episodes' returns and lengths, and Tianshou's loop spends about half of a HalfCheetah
+evaluation building `Batch`es of the envs' info dicts and adding every step to a replay buffer that
+nobody reads (for Atari, frame stacks: 5.3 GiB held after ten games of Pong; BENCHMARKS.md,
+`benchmarks/evaluation_time.py`). The loop keeps Tianshou's
+semantics step for step (which envs play, when surplus envs stop, the order of the episodes, the
+policy's exploration draws, the statistics' types), so scores are the same to the last digit (tests
+compare the two); whatever it does not cover (`n_step`, random actions, rendering, hooks,
+recurrent policies) goes to Tianshou's loop.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from tianshou.data import Collector
+import torch
+from tianshou.data import Batch, Collector, CollectStats, to_numpy
+from tianshou.data.collector import get_stddev_from_dist
 
 
 class EvaluationCollector(Collector):
@@ -31,8 +43,11 @@ class EvaluationCollector(Collector):
     env i with `seed + i`, at every reset (the trainer resets it before each evaluation; `--watch`
     once), and numpy's global generator with `seed` for each collection."""
 
-    def __init__(self, policy: Any, envs: Any, seed: int) -> None:
+    def __init__(self, policy: Any, envs: Any, seed: int, *, own_loop: bool = True) -> None:
+        """`own_loop=False` plays every collection with Tianshou's loop (tests and benchmarks compare)."""
         self.seeds = [seed + index for index in range(envs.env_num)]
+        self.own_loop = own_loop
+        self.partial_episodes = False  # a step collection may have left episodes half-counted in Tianshou's buffer
         super().__init__(policy, envs, exploration_noise=True)
 
     def reset_env(self, gym_reset_kwargs: dict[str, Any] | None = None) -> Any:
@@ -46,3 +61,99 @@ class EvaluationCollector(Collector):
             return super().collect(*args, **kwargs)
         finally:
             np.random.set_state(training_state)
+
+    def _collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        random: bool = False,
+        render: float | None = None,
+        gym_reset_kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        plain = (
+            self.own_loop
+            and n_episode is not None
+            and not random
+            and not render
+            and self._on_step_hook is None
+            and self._on_episode_done_hook is None
+            and self._pre_collect_hidden_state_RH is None
+            and self.collect_stats_class is CollectStats
+            and not self.partial_episodes  # Tianshou's loop adds their steps so far to their returns
+            and not self.env.is_async
+        )
+        if plain:
+            stats = self._play_episodes(n_episode, gym_reset_kwargs or {})
+            if stats is not None:
+                return stats
+        self.partial_episodes |= n_step is not None
+        return super()._collect(
+            n_step=n_step, n_episode=n_episode, random=random, render=render, gym_reset_kwargs=gym_reset_kwargs
+        )
+
+    def reset_buffer(self, keep_statistics: bool = False) -> None:
+        super().reset_buffer(keep_statistics=keep_statistics)
+        self.partial_episodes = False
+
+    def _play_episodes(self, n_episode: int, gym_reset_kwargs: dict[str, Any]) -> CollectStats | None:
+        """Tianshou's `Collector._collect` for `n_episode`, less the buffer and the info `Batch`es.
+
+        Returns None, having stepped no env, for a policy that returns a hidden state (recurrent
+        policies: Tianshou's loop carries and resets their states)."""
+        if self._pre_collect_obs_RO is None:
+            raise ValueError("reset the collector (reset or reset_env) before collecting")
+        ready = np.arange(min(self.env_num, n_episode))  # the envs that play, by their index in the vector env
+        observations = self._pre_collect_obs_RO[ready]
+        running_return: list[Any] = [0.0] * self.env_num  # accumulated as Tianshou's buffer does, in the rewards' type
+        running_length = [0] * self.env_num
+        returns: list[Any] = []
+        lengths: list[int] = []
+        action_stds: list[np.ndarray] = []
+        steps = episodes = 0
+        while True:
+            batch = Batch(obs=observations, info=Batch())  # the policies evaluated here read no env info
+            with torch.no_grad():
+                result = self.policy(batch, None)
+            if result.get("state") is not None:
+                if steps:
+                    raise RuntimeError("the policy returned a hidden state after its first step without one")
+                return None
+            actions = to_numpy(result.act)
+            if self.exploration_noise:
+                actions = self.policy.add_exploration_noise(actions, batch)
+            next_observations, rewards, terminated, truncated, _ = self.env.step(self.policy.map_action(actions), ready)
+            done = np.logical_or(terminated, truncated)
+            distribution = result.get("dist")
+            if distribution is not None:
+                action_stds.append(np.atleast_2d(to_numpy(get_stddev_from_dist(distribution))))
+            steps += len(ready)
+            for local, env_id in enumerate(ready):
+                running_return[env_id] += rewards[local]
+                running_length[env_id] += 1
+            observations = np.array(next_observations, copy=True)
+            finished = np.flatnonzero(done)
+            if len(finished):
+                episodes += len(finished)
+                for local in finished:
+                    env_id = ready[local]
+                    returns.append(running_return[env_id])
+                    lengths.append(running_length[env_id])
+                    running_return[env_id], running_length[env_id] = 0.0, 0
+                reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
+                observations[finished] = reset_observations
+                surplus = len(ready) - (n_episode - episodes)  # Tianshou stops envs that finished, first ones first
+                if surplus > 0:
+                    keep = np.ones(len(ready), dtype=bool)
+                    keep[finished[:surplus]] = False
+                    ready, observations = ready[keep], observations[keep]
+            if episodes >= n_episode:
+                break
+        self.collect_step += steps
+        self.collect_episode += episodes
+        self.reset_env(gym_reset_kwargs)
+        stats = CollectStats(n_collected_episodes=episodes, n_collected_steps=steps)
+        stats.returns = np.array(returns, dtype=float)
+        stats.lens = np.array(lengths, dtype=int)
+        if action_stds:
+            stats.pred_dist_std_array = np.concatenate(action_stds)
+        return stats

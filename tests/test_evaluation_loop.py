@@ -1,0 +1,105 @@
+"""The evaluation collector's own episode loop gives what Tianshou's loop gives, to the last digit
+(`offline_rl.apps.evaluation_collector`): the same episodes in the same order, the same statistics
+(returns, lengths, steps, the policy's action spreads), the same exploration draws, and the envs
+left as Tianshou leaves them, so the next evaluation is the same too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from test_exact_resume import cartpole_policy
+from tianshou.env import DummyVectorEnv, SubprocVectorEnv
+
+from offline_rl.apps.evaluation_collector import EvaluationCollector
+
+
+def pendulum_policy() -> Any:
+    """A CQL-SAC policy with random weights: its actions and their spread vary from state to state."""
+    from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+
+    env = gym.make("Pendulum-v1")
+    torch.manual_seed(3)
+    config = CQLSACConfig(actor_hidden_sizes=[16, 16], critic_layers=1)
+    algorithm = CQLSAC.build(env.observation_space, env.action_space, config)
+    algorithm.eval()
+    return algorithm.policy
+
+
+def make_envs(task: str, num: int, subprocesses: bool) -> Any:
+    vector_env = SubprocVectorEnv if subprocesses else DummyVectorEnv
+    return vector_env([lambda: gym.make(task)] * num)
+
+
+def evaluations(own_loop: bool, policy: Any, task: str, num_envs: int, episodes: int, subprocesses: bool):
+    """Two evaluations as Tianshou's trainer runs them, with training's numpy draws between them,
+    by the same collector (seeding, exploration, generator hand-back) with our loop or Tianshou's."""
+    envs = make_envs(task, num_envs, subprocesses)
+    collector = EvaluationCollector(policy, envs, seed=10_000, own_loop=own_loop)
+    results = []
+    try:
+        for round_ in range(2):
+            np.random.seed(round_)
+            collector.reset(reset_stats=False)
+            results.append(collector.collect(n_episode=episodes))
+        return results, collector.collect_step, collector.collect_episode, len(collector.buffer)
+    finally:
+        collector.close()
+
+
+CASES = {
+    # CartPole's episodes end at different steps, and ε-greedy draws numpy's coins at every step
+    "ε-greedy, as many episodes as envs": ("CartPole-v1", lambda: cartpole_policy(0.5), 3, 3),
+    "ε-greedy, more episodes than envs": ("CartPole-v1", lambda: cartpole_policy(0.5), 3, 8),
+    "ε-greedy, fewer episodes than envs": ("CartPole-v1", lambda: cartpole_policy(0.5), 4, 2),
+    "CQL-SAC's mean action and its spread": ("Pendulum-v1", pendulum_policy, 2, 3),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("subprocesses", [False, True], ids=["one process", "a process per env"])
+def test_the_evaluation_loop_reproduces_tianshous(case: str, subprocesses: bool) -> None:
+    task, make_policy, num_envs, episodes = CASES[case]
+    policy = make_policy()
+    ours, steps, episode_count, buffered = evaluations(True, policy, task, num_envs, episodes, subprocesses)
+    theirs, their_steps, their_episode_count, their_buffered = evaluations(
+        False, policy, task, num_envs, episodes, subprocesses
+    )
+    assert buffered == 0 and their_buffered > 0  # our loop ran (it keeps no buffer), and so did Tianshou's
+    assert (steps, episode_count) == (their_steps, their_episode_count)
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert mine.n_collected_episodes == reference.n_collected_episodes == episodes
+        assert mine.n_collected_steps == reference.n_collected_steps
+        np.testing.assert_array_equal(mine.returns, reference.returns)  # same values, same order
+        assert mine.returns.dtype == reference.returns.dtype
+        np.testing.assert_array_equal(mine.lens, reference.lens)
+        assert mine.lens.dtype == reference.lens.dtype
+        assert mine.returns_stat == reference.returns_stat
+        assert mine.lens_stat == reference.lens_stat
+        if reference.pred_dist_std_array is None:
+            assert mine.pred_dist_std_array is None
+        else:
+            np.testing.assert_array_equal(mine.pred_dist_std_array, reference.pred_dist_std_array)
+            assert mine.pred_dist_std_array_stat == reference.pred_dist_std_array_stat
+    if "ε-greedy" in case:
+        assert len(set(ours[0].lens.tolist())) > 1  # the episodes did end at different steps
+
+
+def test_what_the_loop_does_not_cover_goes_to_tianshous() -> None:
+    """A step collection (which may stop mid-episode) is Tianshou's; the episode collection after it
+    too, until the buffer is reset: Tianshou's buffer carries those episodes' returns so far."""
+    policy = cartpole_policy(0.5)
+    ours = EvaluationCollector(policy, make_envs("CartPole-v1", 2, False), seed=10_000)
+    theirs = EvaluationCollector(policy, make_envs("CartPole-v1", 2, False), seed=10_000, own_loop=False)
+    for collector in (ours, theirs):
+        collector.reset()
+        assert collector.collect(n_step=7).n_collected_steps == 8
+        assert len(collector.buffer) == 8
+    np.testing.assert_array_equal(ours.collect(n_episode=3).returns, theirs.collect(n_episode=3).returns)
+    assert len(ours.buffer) > 8  # Tianshou's loop played it
+    ours.reset()  # as the trainer does before an evaluation: the buffer is emptied
+    ours.collect(n_episode=3)
+    assert len(ours.buffer) == 0  # our loop again
