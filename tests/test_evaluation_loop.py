@@ -59,6 +59,7 @@ CASES = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:n_episode=2 should be larger:UserWarning")  # the point of one case
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("subprocesses", [False, True], ids=["one process", "a process per env"])
 def test_the_evaluation_loop_reproduces_tianshous(case: str, subprocesses: bool) -> None:
@@ -96,10 +97,46 @@ def test_what_the_loop_does_not_cover_goes_to_tianshous() -> None:
     theirs = EvaluationCollector(policy, make_envs("CartPole-v1", 2, False), seed=10_000, own_loop=False)
     for collector in (ours, theirs):
         collector.reset()
-        assert collector.collect(n_step=7).n_collected_steps == 8
+        assert collector.collect(n_step=8).n_collected_steps == 8  # mid-episode: CartPole's last far longer
         assert len(collector.buffer) == 8
     np.testing.assert_array_equal(ours.collect(n_episode=3).returns, theirs.collect(n_episode=3).returns)
     assert len(ours.buffer) > 8  # Tianshou's loop played it
     ours.reset()  # as the trainer does before an evaluation: the buffer is emptied
     ours.collect(n_episode=3)
     assert len(ours.buffer) == 0  # our loop again
+
+
+def count_resets(collector: EvaluationCollector) -> list[int]:
+    """A list that gets an item at each of the collector's env resets."""
+    resets: list[int] = []
+    reset_env = collector.reset_env
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        resets.append(1)
+        return reset_env(*args, **kwargs)
+
+    collector.reset_env = counted
+    return resets
+
+
+def test_the_reset_that_ends_an_evaluation_waits_until_it_is_needed() -> None:
+    """Tianshou's loop reseeds the envs when an evaluation ends, and the trainer reseeds them again
+    before the next one (an Atari env reloads its game for each); ours reseeds once, and a collection
+    that starts without a reset still starts from the reseeded envs."""
+    policy = cartpole_policy(0.5)
+    counts = {}
+    results = {}
+    for own_loop in (True, False):
+        collector = EvaluationCollector(policy, make_envs("CartPole-v1", 3, False), seed=10_000, own_loop=own_loop)
+        resets = count_resets(collector)
+        collector.reset(reset_stats=False)
+        first = collector.collect(n_episode=3)
+        collector.reset(reset_stats=False)  # as the trainer does before each evaluation
+        second = collector.collect(n_episode=3)
+        third = collector.collect(n_episode=3)  # no reset first: the envs as the last collection left them
+        counts[own_loop] = len(resets)
+        results[own_loop] = [result.returns.tolist() for result in (first, second, third)]
+        collector.close()
+    assert results[True] == results[False]
+    assert results[True][0] == results[True][1] == results[True][2]
+    assert counts == {True: 3, False: 5}

@@ -23,8 +23,9 @@ evaluation building `Batch`es of the envs' info dicts and adding every step to a
 nobody reads (for Atari, frame stacks: 5.3 GiB held after ten games of Pong; BENCHMARKS.md,
 `benchmarks/evaluation_time.py`). The loop keeps Tianshou's
 semantics step for step (which envs play, when surplus envs stop, the order of the episodes, the
-policy's exploration draws, the statistics' types), so scores are the same to the last digit (tests
-compare the two); whatever it does not cover (`n_step`, random actions, rendering, hooks,
+policy's exploration draws, the statistics' types, the seeded reset that ends a collection, made
+when the next collection needs it unless a reset comes first), so scores are the same to the last
+digit (tests compare the two); whatever it does not cover (`n_step`, random actions, rendering, hooks,
 recurrent policies) goes to Tianshou's loop.
 """
 
@@ -48,9 +49,11 @@ class EvaluationCollector(Collector):
         self.seeds = [seed + index for index in range(envs.env_num)]
         self.own_loop = own_loop
         self.partial_episodes = False  # a step collection may have left episodes half-counted in Tianshou's buffer
+        self.reset_owed: dict[str, Any] | None = None  # the reset an episode collection ends with, until needed
         super().__init__(policy, envs, exploration_noise=True)
 
     def reset_env(self, gym_reset_kwargs: dict[str, Any] | None = None) -> Any:
+        self.reset_owed = None
         self.env.seed(self.seeds)
         return super().reset_env(gym_reset_kwargs=gym_reset_kwargs)
 
@@ -70,6 +73,8 @@ class EvaluationCollector(Collector):
         render: float | None = None,
         gym_reset_kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if self.reset_owed is not None:
+            self.reset_env(self.reset_owed)
         plain = (
             self.own_loop
             and n_episode is not None
@@ -150,7 +155,9 @@ class EvaluationCollector(Collector):
                 break
         self.collect_step += steps
         self.collect_episode += episodes
-        self.reset_env(gym_reset_kwargs)
+        # Tianshou's loop resets (here: reseeds) the envs now; the trainer resets them again before the next
+        # evaluation, and a reseeded Atari env reloads its game (~0.1 s each), so the reset waits until needed
+        self.reset_owed = gym_reset_kwargs
         stats = CollectStats(n_collected_episodes=episodes, n_collected_steps=steps)
         stats.returns = np.array(returns, dtype=float)
         stats.lens = np.array(lengths, dtype=int)
