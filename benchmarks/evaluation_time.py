@@ -3,9 +3,9 @@
     python benchmarks/evaluation_time.py [--task HalfCheetah-v4] [--test-num 10] [--device auto] [--rounds 3]
     python benchmarks/evaluation_time.py --task PongNoFrameskip-v4 --rounds 1   # atari_cql.py's evaluation
 
-Why: on a GPU an evaluation of 10 episodes takes about as long as an epoch's 5000 updates (BENCHMARKS.md),
-so a whole run spends about half its time evaluating. Four timings, each the median of `--rounds`
-(the two evaluations alternate):
+Why: on a GPU an evaluation of 10 episodes with Tianshou's collector loop took about as long as an
+epoch's 5000 updates (BENCHMARKS.md), so a whole run spent about half its time evaluating. Four
+timings, each the median of `--rounds` (the two evaluations alternate):
 - `evaluation, Tianshou's loop` and `evaluation, ours`: one evaluation as a run makes it: the
   examples' default networks (untrained) on `--device`, the run's `EvaluationCollector` over its envs
   (`vector_envs`: subprocesses from 4 cores on), `collect(n_episode=test_num)`, played by Tianshou's
