@@ -19,7 +19,7 @@ What remains of each evaluation is its loop's own bookkeeping (Tianshou's: `Batc
 info dicts, the buffer it adds each step to, its statistics). Also the memory each loop leaves held
 (resident set growth over its first evaluation; Tianshou's keeps its buffer). An Atari game (for
 `--task`) gets `atari_cql.py`'s evaluation instead: its default Nature-CNN QR-DQN policy, untrained,
-on whole games with 4-frame stacks.
+on whole games with 4-frame stacks, under its default protocol (sticky actions).
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ import torch
 from evaluation_envs import step_all
 from tianshou.data import Batch, to_numpy
 
+from offline_rl.apps.atari_cql import AtariCQLConfig, make_evaluation_env
 from offline_rl.apps.cli import pick_device
 from offline_rl.apps.training import evaluation_collector, vector_envs
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.envs import is_atari_game, make_discrete_env, make_env
+from offline_rl.discrete_cql import CQLQRDQN
+from offline_rl.envs import is_atari_game, make_env
 from offline_rl.errors import OfflineRLError
 
 
@@ -73,11 +74,14 @@ def main() -> None:
     try:
         device = pick_device(args.device)
         atari = is_atari_game(args.task)
-        make = functools.partial(make_discrete_env, args.task) if atari else functools.partial(make_env, args.task)
+        if atari:  # the env atari_cql.py evaluates on: its default protocol (sticky actions), stacks padded
+            make = functools.partial(make_evaluation_env, AtariCQLConfig(), args.task, "reset")
+        else:
+            make = functools.partial(make_env, args.task)
         env = make()
     except OfflineRLError as error:
         raise SystemExit(f"error: {error}") from None
-    build, config = (CQLQRDQN.build, DiscreteCQLConfig()) if atari else (CQLSAC.build, CQLSACConfig())
+    build, config = (CQLQRDQN.build, AtariCQLConfig().algorithm) if atari else (CQLSAC.build, CQLSACConfig())
     algorithm = build(env.observation_space, env.action_space, config, device=device)
     algorithm.eval()
     collector = evaluation_collector(algorithm.policy, make, args.test_num, 0)
