@@ -75,9 +75,19 @@ class EvaluationCollector(Collector):
     ) -> Any:
         if self.reset_owed is not None:
             self.reset_env(self.reset_owed)
-        plain = (
+        if n_episode is not None and self._own_loop_covers(random, render):
+            stats = self._play_episodes(n_episode, gym_reset_kwargs or {})
+            if stats is not None:
+                return stats
+        self.partial_episodes |= n_step is not None
+        return super()._collect(
+            n_step=n_step, n_episode=n_episode, random=random, render=render, gym_reset_kwargs=gym_reset_kwargs
+        )
+
+    def _own_loop_covers(self, random: bool, render: float | None) -> bool:
+        """Whether an episode collection can be played by `_play_episodes`."""
+        return (
             self.own_loop
-            and n_episode is not None
             and not random
             and not render
             and self._on_step_hook is None
@@ -86,14 +96,6 @@ class EvaluationCollector(Collector):
             and self.collect_stats_class is CollectStats
             and not self.partial_episodes  # Tianshou's loop adds their steps so far to their returns
             and not self.env.is_async
-        )
-        if plain:
-            stats = self._play_episodes(n_episode, gym_reset_kwargs or {})
-            if stats is not None:
-                return stats
-        self.partial_episodes |= n_step is not None
-        return super()._collect(
-            n_step=n_step, n_episode=n_episode, random=random, render=render, gym_reset_kwargs=gym_reset_kwargs
         )
 
     def reset_buffer(self, keep_statistics: bool = False) -> None:
@@ -139,11 +141,11 @@ class EvaluationCollector(Collector):
             finished = np.flatnonzero(done)
             if len(finished):
                 episodes += len(finished)
-                for local in finished:
-                    env_id = ready[local]
-                    returns.append(running_return[env_id])
-                    lengths.append(running_length[env_id])
-                    running_return[env_id], running_length[env_id] = 0.0, 0
+                for position in finished:
+                    ended = int(ready[position])
+                    returns.append(running_return[ended])
+                    lengths.append(running_length[ended])
+                    running_return[ended], running_length[ended] = 0.0, 0
                 reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
                 observations[finished] = reset_observations
                 surplus = len(ready) - (n_episode - episodes)  # Tianshou stops envs that finished, first ones first
