@@ -56,6 +56,8 @@ setup(
         # Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen): the evaluation envs of
         # Minari's D4RL datasets; registered on first use by offline_rl.envs.make_env.
         "robotics": ["gymnasium-robotics>=1.4"],
+        # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard (offline_rl/apps/wandb_run.py).
+        "wandb": ["wandb>=0.17"],
         "test": ["pytest>=8", "ruff>=0.5"],
     },
 )

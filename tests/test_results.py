@@ -145,6 +145,15 @@ def test_a_matmul_precision_labels_its_group_where_the_device_and_threads_do_not
     ]
 
 
+def test_where_a_run_logged_its_curves_does_not_label_its_group(tmp_path: Path) -> None:
+    """Seeds of one setting, some also sent to W&B (one group and name per trial), are one row."""
+    loggers = [{"logger": "tensorboard"}, {"logger": "wandb", "wandb_group": "g", "wandb_name": "seed=1"}]
+    for seed, logging in enumerate(loggers):
+        config = {"run": {"seed": seed, "logging": {"wandb_project": f"p{seed}", "wandb_name": None, **logging}}}
+        write_run(tmp_path / str(seed), dataset="d", seed=seed, scores=[1.0], config_update=config)
+    assert [run.setting for run in read_runs([tmp_path])] == ["default", "default"]
+
+
 def test_labels_name_what_differs_within_a_dataset_not_what_follows_the_dataset(tmp_path: Path) -> None:
     """A sweep over D4RL datasets changes the task with the dataset: `task=...` would label every
     group and tell nothing. A setting is named alike on every dataset, even one that ran only it."""

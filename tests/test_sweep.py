@@ -259,6 +259,20 @@ def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: py
     assert out[-1].startswith("2 trials in log/sweeps/table;")
 
 
+def test_trials_that_log_to_wandb_are_grouped_by_the_sweep_and_named_by_their_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "table.yaml"
+    path.write_text("example: d4rl_cql\nset: {task: Pendulum-v1, logger: wandb}\ngrid: {seed: [0, 1]}\n")
+    assert sweep_main([str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "seed=0: --task Pendulum-v1 --logger wandb --seed 0 --wandb-group table --wandb-name seed=0"
+    assert sweep_main([str(path), "--dry-run", "--set", "wandb_group=mine"]) == 0  # a group of the sweep's own stays
+    assert capsys.readouterr().out.splitlines()[1].endswith("--wandb-group mine --seed 1 --wandb-name seed=1")
+    assert sweep_main([str(path), "--dry-run", "--set", "logger=tensorboard"]) == 0  # W&B names only for W&B runs
+    assert capsys.readouterr().out.splitlines()[0] == "seed=0: --task Pendulum-v1 --logger tensorboard --seed 0"
+
+
 def fake_mps_control(folder: Path, *, fails: bool = False) -> Path:
     """A stand-in for the driver's `nvidia-cuda-mps-control` that logs what it is asked, with the MPS
     folders it was given; or refuses to start, as the real one does when its pipe folder is taken."""

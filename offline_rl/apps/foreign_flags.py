@@ -91,7 +91,6 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("expert_data_task",), "Tianshou's", "--dataset"),
     ForeignName(("n_step",), "Tianshou's", None, "no setting: CQL-SAC's TD target is one step, the paper's and CORL's"),
     ForeignName(("start_timesteps",), "Tianshou's", None, "no setting: an offline run takes no environment steps"),
-    ForeignName(("logger", "wandb_project"), "Tianshou's", None, "TensorBoard logs only: tensorboard --logdir log"),
     ForeignName(("resume_id",), "Tianshou's", "--resume-path", "the checkpoint.pth of the run to continue"),
 )
 

@@ -62,6 +62,29 @@ class TorchConfig:
     )
 
 
+LOGGERS = ("tensorboard", "wandb")
+
+
+@dataclass
+class LoggingConfig:
+    """Where a run's curves go besides its TensorBoard events, which are always written (they are what
+    `offline_rl.results` reads and what Tianshou's resume reads its counters from)."""
+
+    FLAG_GROUP: ClassVar[str] = "logging"
+
+    logger: str = setting(
+        "tensorboard",
+        "tensorboard, or wandb: TensorBoard and the same figures in a Weights & Biases run (WANDB_MODE=offline "
+        "keeps it in the run folder, for `wandb sync` later)",
+        choices=LOGGERS,
+    )
+    wandb_project: str = setting("offline_rl", "W&B project of --logger wandb (its entity: WANDB_ENTITY or yours)")
+    wandb_group: str | None = setting(None, "W&B group of --logger wandb (a sweep's trials: the sweep's name)")
+    wandb_name: str | None = setting(
+        None, "W&B run name (none: the run folder under --logdir; a sweep's trials: the trial's id)"
+    )
+
+
 @dataclass
 class RunConfig:
     """Seed, budget, evaluation, logs and checkpoints of one run."""
@@ -84,6 +107,7 @@ class RunConfig:
     )
     watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)
     torch: TorchConfig = field(default_factory=TorchConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
 @dataclass

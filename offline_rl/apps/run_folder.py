@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -33,13 +34,14 @@ import numpy as np
 
 from offline_rl.algorithm_base import non_finite_tensors
 from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.apps.flags import shell_quoted
+from offline_rl.apps.flags import EXIT_USER_ERROR, shell_quoted
 from offline_rl.apps.run_config import RunConfig
+from offline_rl.apps.wandb_run import WandbRun, mirror_scalars
 from offline_rl.atomic import write_json
 from offline_rl.checkpoint import load_checkpoint, save_checkpoint
 from offline_rl.errors import OfflineRLError, TrainingDiverged
 from offline_rl.file_lock import FileLock
-from offline_rl.interrupts import interrupts_held_during
+from offline_rl.interrupts import exit_status, interrupts_held_during
 from offline_rl.random_state import (
     RANDOM_STATE_KEY,
     capture_random_state,
@@ -77,6 +79,8 @@ class RunFolder:
     """Held while the run writes here: the same checkpoint resumed twice at once is refused."""
     random_state: dict[str, Any] | None = None
     """The generators' states in the checkpoint resumed from, restored as training starts."""
+    wandb: WandbRun | None = None
+    """With --logger wandb: the W&B run that gets a copy of every scalar the writer gets."""
 
     @classmethod
     def open(
@@ -105,7 +109,11 @@ class RunFolder:
                 f"--resume-path {settings.resume_path}: another run is writing in {log_path} right now "
                 "(the same checkpoint resumed twice?); wait for it to end"
             )
-        writer = uninterrupted_writes(SummaryWriter(str(log_path)))
+        wandb = None
+        if settings.logging.logger == "wandb":
+            wandb = cls._start_wandb(settings, log_path, lock, plain(saved))
+        writer = SummaryWriter(str(log_path))
+        writer = uninterrupted_writes(mirror_scalars(writer, wandb) if wandb is not None else writer)
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
         if checkpoint is not None:
@@ -126,7 +134,19 @@ class RunFolder:
             on_checkpoint,
             lock=lock,
             random_state=random_state,
+            wandb=wandb,
         )
+
+    @staticmethod
+    def _start_wandb(settings: RunConfig, log_path: Path, lock: FileLock, saved: dict[str, Any]) -> WandbRun:
+        """The run's W&B run; if it cannot start, the folder is released, and a new run's removed."""
+        try:
+            return WandbRun.start(log_path, settings.logdir, settings.logging, saved)
+        except OfflineRLError:
+            lock.release()
+            if not settings.resume_path:
+                shutil.rmtree(log_path, ignore_errors=True)  # made by this run a moment ago, nothing in it
+            raise
 
     @property
     def resuming(self) -> bool:
@@ -188,16 +208,21 @@ class RunFolder:
             restore_random_state(self.random_state)
         try:
             yield
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             last = self.log_path / "checkpoint.pth"
             hint = f"; continue with --resume-path {shell_quoted(last)}" if last.exists() else ""
             print(f"interrupted after {progress()}{hint}")
+            self._finish_wandb(exit_status(interrupt))
             raise
         except TrainingDiverged as error:
             message = f"{error}; {self._before_divergence()}"
             # For `offline_rl.results`: the run is counted as diverged, not scored by its last evaluation.
             write_json(self.log_path / RUN_DIVERGED_FILE, {"message": message, "stopped_after": progress()})
+            self._finish_wandb(EXIT_USER_ERROR, {"diverged": message})
             raise TrainingDiverged(message) from None
+        except BaseException:
+            self._finish_wandb(1)
+            raise
         finally:
             self.writer.close()
             if self.lock is not None:
@@ -225,15 +250,23 @@ class RunFolder:
             last = self.reporter.initial
         summary = {**summary, "last": last, "best_optimistic": best, "log_path": str(self.log_path)}
         write_json(self.log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
+        self._finish_wandb(0, plain(summary))
         best_text = EvaluationReporter.format(best) if best else "n/a"
         last_text = EvaluationReporter.format(last) if last else "n/a"
         print(
             f"{headline}; last evaluation {last_text} (policy_last.pth); best (optimistic) {best_text} "
             f"(policy.pth); checkpoints in {self.log_path}; "
             f"curves: tensorboard --logdir {shell_quoted(self.settings.logdir)}"
+            + (f" and W&B {self.wandb.where()}" if self.wandb is not None else "")
             + (f"; {next_step}" if next_step else "")
         )
         return summary
+
+    def _finish_wandb(self, exit_code: int, summary: dict[str, Any] | None = None) -> None:
+        """End the W&B run once, with the command's exit status (a second stop while it uploads
+        interrupts at once)."""
+        if self.wandb is not None and not self.wandb.finished:
+            interrupts_held_during(self.wandb.finish)(exit_code, summary)
 
     @property
     def evaluation_seconds(self) -> float:

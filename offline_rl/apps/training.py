@@ -24,6 +24,7 @@ from offline_rl.apps.evaluation import EvaluationReporter
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
+from offline_rl.apps.wandb_run import require_wandb
 from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
 from offline_rl.cpu_cores import available_cores, busy_cores, core_budget
@@ -54,6 +55,8 @@ def start_session(run: RunConfig) -> Session:
     make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
     check_run_folder(run)
+    if not run.watch:  # --watch logs nothing
+        require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     if checkpoint is not None and not run.watch:
         require_training_checkpoint(checkpoint, str(run.resume_path))

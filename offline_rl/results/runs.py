@@ -40,6 +40,10 @@ _NOT_SETTINGS = {
     "download",
     "log_interval",
     "progress",
+    "logger",
+    "wandb_project",
+    "wandb_group",
+    "wandb_name",
 }
 
 

@@ -66,10 +66,25 @@ class SweepSpec:
             trial_id = "__".join(f"{name}={_slug(value)}" for name, value, _ in chosen)
             arguments = [*fixed_arguments, *(a for _, _, args in chosen for a in args)]
             trials.append(Trial(trial_id, tuple(arguments), tuple((name, value) for name, value, _ in chosen)))
-        check_with_example(self.example, trials, self.source)
+        parsed = check_with_example(self.example, trials, self.source)
+        trials = [
+            dataclasses.replace(trial, arguments=(*trial.arguments, *self._wandb_naming(settings, trial.id)))
+            for trial, settings in zip(trials, parsed, strict=True)
+        ]
         if len({trial.id for trial in trials}) < len(trials):
             raise OfflineRLError(f"{self.source}: two trials would share a folder name; give the grid distinct values")
         return trials
+
+    def _wandb_naming(self, settings: Any, trial_id: str) -> list[str]:
+        """For a trial that logs to W&B (`--logger wandb`): the sweep's name as its W&B group and its id as
+        its W&B run name, unless the sweep names them itself."""
+        from offline_rl.settings import leaf_fields
+
+        values = {field.name: getattr(owner, field.name) for _, field, owner in leaf_fields(settings)}
+        if values.get("logger") != "wandb":
+            return []
+        group = ["--wandb-group", self.name] if values.get("wandb_group") is None else []
+        return group + (["--wandb-name", trial_id] if values.get("wandb_name") is None else [])
 
 
 def example_defaults(example: str, config: str | None, source: str) -> Any:
@@ -87,20 +102,23 @@ def example_defaults(example: str, config: str | None, source: str) -> Any:
     return settings
 
 
-def check_with_example(example: str, trials: list[Trial], source: str) -> None:
-    """Parse every trial's flags as the example will: ranges and combinations fail here, before any run."""
+def check_with_example(example: str, trials: list[Trial], source: str) -> list[Any]:
+    """Parse every trial's flags as the example will: ranges and combinations fail here, before any run.
+    Returns each trial's settings."""
     import importlib
 
     parse = importlib.import_module(EXAMPLES[example][0]).config_from_args
+    parsed = []
     for trial in trials:
         try:
-            parse(list(trial.arguments))
+            parsed.append(parse(list(trial.arguments)))
         except OfflineRLError as error:
             raise OfflineRLError(f"{source}: trial {trial.id}: {error}") from None
         except SystemExit:
             raise OfflineRLError(
                 f"trial {trial.id}: the example refuses its flags: {' '.join(trial.arguments)}"
             ) from None
+    return parsed
 
 
 def _resolved(default: Any, values: dict[str, Any], source: str) -> dict[str, tuple[Any, list[str]]]:
