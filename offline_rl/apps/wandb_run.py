@@ -33,16 +33,37 @@ STEP_KEY = "global_step"
 
 
 def require_wandb(logging: LoggingConfig) -> None:
-    """A one-line error before any data is loaded when `--logger wandb` cannot be honoured."""
+    """A one-line error before any data is loaded when `--logger wandb` cannot be honoured: no wandb
+    package, no way to W&B's server, or no W&B login (asked for at a terminal, as W&B itself does)."""
     if logging.logger != "wandb":
         return
+    os.environ.setdefault("WANDB_SILENT", "true")  # W&B's own lines (its login's too): the run says where it logs
     try:
-        import wandb  # noqa: F401
+        import wandb
     except ImportError as error:
         raise OfflineRLError(
             f"--logger wandb needs the wandb package ({error}): pip install wandb (or the project's [wandb] "
             "extra), or give --logger tensorboard"
         ) from None
+    settings = wandb.Settings()
+    from_environment = getattr(settings, "update_from_env_vars", None)  # WANDB_MODE, WANDB_BASE_URL
+    if callable(from_environment):
+        from_environment(dict(os.environ))
+    if settings.mode not in ("online", "run"):  # offline or disabled: nothing to reach now
+        return
+    # Without a network W&B retries for 90 s before it fails: its server is asked first, in seconds.
+    address = urllib.parse.urlsplit(settings.base_url)
+    problem = unreachable(address.hostname or "", address.port or (80 if address.scheme == "http" else 443))
+    if problem is not None:
+        raise OfflineRLError(f"--logger wandb: {problem} (W&B's server); {_OFFLINE}")
+    try:
+        wandb.login(verify=False)  # whether a key is there (no network); at a terminal W&B asks for one
+    except Exception as error:  # wandb's UsageError, whose text says what is missing
+        reason = " ".join(str(error).split()).rstrip(".") or type(error).__name__
+        raise OfflineRLError(f"--logger wandb: {reason}; or {_OFFLINE}") from None
+
+
+_OFFLINE = "set WANDB_MODE=offline to keep the W&B run in the run folder and upload it later with `wandb sync`"
 
 
 @dataclass
@@ -58,10 +79,8 @@ class WandbRun:
     @classmethod
     def start(cls, folder: Path, logdir: str, logging: LoggingConfig, settings: dict[str, Any]) -> WandbRun:
         """Start (or, for a folder that has one, resume) the run's W&B run; one line says where it is."""
-        os.environ.setdefault("WANDB_SILENT", "true")  # its login's lines too: the run says where it logs
         import wandb
 
-        _require_server(wandb)
         previous = _recorded_id(folder)
         run_id = previous or _new_id()
         name = logging.wandb_name or _folder_name(folder, logdir)
@@ -78,10 +97,8 @@ class WandbRun:
             )
         except Exception as error:  # wandb raises its own kinds (UsageError, CommError, ...), all user-facing
             reason = " ".join(str(error).split()) or type(error).__name__
-            raise OfflineRLError(
-                f"--logger wandb: W&B could not start the run ({reason[:300]}); log in with `wandb login`, or set "
-                "WANDB_MODE=offline to keep it in the run folder and upload it later with `wandb sync`"
-            ) from None
+            advice = f"log in with `wandb login`, or {_OFFLINE}"
+            raise OfflineRLError(f"--logger wandb: W&B could not start the run ({reason[:300]}); {advice}") from None
         if previous is None:
             write_json(folder / RUN_ID_FILE, {"id": run_id, "project": logging.wandb_project})
         run.define_metric(STEP_KEY)  # every figure plotted against TensorBoard's step, not W&B's row count
@@ -138,23 +155,6 @@ def mirror_scalars(writer: Any, wandb_run: WandbRun) -> Any:
 
     writer.add_scalar, writer.flush = add_scalar_both, flush_both
     return writer
-
-
-def _require_server(wandb: Any) -> None:
-    """Without a network W&B retries for 90 s before failing; its server is asked first, in seconds."""
-    settings = wandb.Settings()
-    from_environment = getattr(settings, "update_from_env_vars", None)  # WANDB_MODE, WANDB_BASE_URL
-    if callable(from_environment):
-        from_environment(dict(os.environ))
-    if settings.mode not in ("online", "run"):  # offline or disabled: nothing to reach now
-        return
-    address = urllib.parse.urlsplit(settings.base_url)
-    problem = unreachable(address.hostname or "", address.port or (80 if address.scheme == "http" else 443))
-    if problem is not None:
-        raise OfflineRLError(
-            f"--logger wandb: {problem} (W&B's server); set WANDB_MODE=offline to keep the W&B run in the run "
-            "folder and upload it later with `wandb sync`"
-        )
 
 
 def _new_id() -> str:
