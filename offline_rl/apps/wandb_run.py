@@ -29,7 +29,8 @@ from offline_rl.errors import OfflineRLError
 RUN_ID_FILE = "wandb_run.json"
 """In the run folder: the W&B run's id and project, so that a resumed run logs on into the same W&B run."""
 STEP_KEY = "global_step"
-"""The x-axis of every figure: the step TensorBoard gets (gradient updates offline, env steps online)."""
+"""The x-axis of every figure: the step TensorBoard gets it at (updates; env steps for the online
+trainer's episodes and evaluations)."""
 
 
 def require_wandb(logging: LoggingConfig) -> None:
