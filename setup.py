@@ -57,7 +57,7 @@ setup(
         # Minari's D4RL datasets; registered on first use by offline_rl.envs.make_env.
         "robotics": ["gymnasium-robotics>=1.4"],
         # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard (offline_rl/apps/wandb_run.py).
-        "wandb": ["wandb>=0.17"],
+        "wandb": ["wandb>=0.19"],  # tested with 0.31.0 and 0.19.11
         "test": ["pytest>=8", "ruff>=0.5"],
     },
 )

@@ -9,6 +9,7 @@ back from the `.wandb` file it writes: a LevelDB-style log of `wandb.proto` reco
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 from pathlib import Path
@@ -154,8 +155,8 @@ def test_a_missing_wandb_login_is_one_line_before_any_data_is_made(tmp_path: Pat
         result = run_d4rl_cql(tmp_path, *TINY, "--epoch", "1", "--logger", "wandb", env=online_without_a_key)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: --logger wandb: No API key configured. Use `wandb login` to log in; or set ")
-    assert "WANDB_MODE=offline" in line and "wandb sync" in line
+    # W&B's own words say what is missing ("No API key configured" in 0.31, "api_key not configured" in 0.19)
+    assert re.fullmatch(r"error: --logger wandb: .*(API key|api_key).*; or set WANDB_MODE=offline .*`wandb sync`", line)
     assert not (tmp_path / "cache").exists() and not list((tmp_path / "log").rglob("*"))  # asked before any data
 
 
