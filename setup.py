@@ -58,6 +58,10 @@ setup(
         "robotics": ["gymnasium-robotics>=1.4"],
         # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard (offline_rl/apps/wandb_run.py).
         "wandb": ["wandb>=0.19"],  # tested with 0.31.0 and 0.19.11
+        # `--export-policy policy.onnx` (offline_rl/deployment.py): torch's ONNX exporter needs onnx and
+        # onnxscript; onnxruntime reads the file back to check it acts as the policy does. The floors pass
+        # the export tests with torch 2.13 and numpy 2 (onnxscript 0.5.7 lacks torch 2.11+'s API).
+        "onnx": ["onnx>=1.17", "onnxscript>=0.6", "onnxruntime>=1.19"],
         "test": ["pytest>=8", "ruff>=0.5"],
     },
 )

@@ -1,8 +1,8 @@
 """offline_rl: offline reinforcement learning (CQL-SAC, discrete CQL) on Tianshou 2.x.
 
 Public names: the algorithms (`CQLSAC`, `CQLQRDQN`, built from their configs with `build`), the
-Tianshou drop-ins `CQL` and `DiscreteCQL` (Tianshou 2.0.1's constructors), and the configurations;
-datasets in `offline_rl.data`.
+Tianshou drop-ins `CQL` and `DiscreteCQL` (Tianshou 2.0.1's constructors), the configurations, and
+`export_policy` (a trained policy as an ONNX file or a torch.export program); datasets in `offline_rl.data`.
 """
 
 __version__ = "0.1.0"  # first: submodules read it while this package is still initialising
@@ -26,6 +26,7 @@ __getattr__, __dir__ = lazy_exports(
         "DiscreteCQL": "offline_rl.tianshou_dropin",
         "DiscreteCQLConfig": "offline_rl.discrete_cql.config",
         "OfflineRLError": "offline_rl.errors",
+        "export_policy": "offline_rl.deployment",
     },
 )
 
@@ -39,4 +40,5 @@ __all__ = [
     "DiscreteCQLConfig",
     "OfflineRLError",
     "__version__",
+    "export_policy",
 ]

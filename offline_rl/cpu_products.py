@@ -38,6 +38,7 @@ SMALL_PRODUCT = 4_000_000
 # torch < 2.3 has no torch.compiler.is_compiling; this project compiles only on CUDA, where `dense` never
 # takes the oneDNN path, so there "never compiling" is safe.
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+_is_exporting = getattr(torch.compiler, "is_exporting", lambda: False)
 _state: dict[str, str] = {"choice": "onednn"}
 
 
@@ -111,14 +112,20 @@ def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, relu: bo
         and x.dim() == 2
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
+        and not _traced()
         and x.shape[0] * weight.shape[0] * weight.shape[1] >= SMALL_PRODUCT
-        and not _is_compiling()
         and torch.backends.mkldnn.enabled
         and onednn_products_active()
     ):
         return _Dense.apply(x, weight, bias, relu)
     y = F.linear(x, weight, bias)
     return y.relu_() if relu else y
+
+
+def _traced() -> bool:
+    """Whether `torch.compile` or `torch.export` (and the ONNX export built on it) is tracing: they record
+    `F.linear`, whatever the rows, and a row-count test here would tie an exported policy's batch size."""
+    return _is_compiling() or _is_exporting()
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:

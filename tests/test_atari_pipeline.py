@@ -39,6 +39,16 @@ def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.Mo
     result = atari_cql.main([*data, *budget, "--logdir", str(tmp_path / "log")])
     assert result["updates"] == 100 and result["last"] is not None and result["task"] == "PongNoFrameskip-v4"
 
+    # The trained policy as an ONNX file: it takes the evaluation env's uint8 frame stacks.
+    onnx_file = tmp_path / "pong.onnx"
+    last = Path(result["log_path"]) / "policy_last.pth"
+    exported = atari_cql.main(["--resume-path", str(last), "--export-policy", str(onnx_file)])
+    assert exported["format"] == "ONNX" and exported["task"] == "PongNoFrameskip-v4"
+    import onnxruntime
+
+    (obs_input,) = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"]).get_inputs()
+    assert obs_input.type == "tensor(uint8)" and obs_input.shape[1:] == [4, 84, 84]
+
     # Breakout has 4 of Pong's 6 actions: the fix named is the buffer's own game, not a new collection.
     with pytest.raises(OfflineRLError, match=r"but ALE/Breakout-v5 has 4 actions; it was recorded on Pong"):
         atari_cql.main(["--task", "ALE/Breakout-v5", *data, *budget])

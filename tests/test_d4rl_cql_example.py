@@ -130,6 +130,43 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert watched.returncode == 0, watched.stderr[-2000:]
     assert "over 2 episodes" in watched.stdout
 
+    # The last policy as an ONNX file, read by onnxruntime alone, plays the episode --watch plays (its
+    # first env seeded --seed + 10000); exporting leaves the run's folder as it was.
+    files_before = {path.name: path.stat().st_mtime_ns for path in run_dir.iterdir()}
+    onnx_file = tmp_path / "pendulum.onnx"
+    exported = run_example(
+        "--resume-path", str(run_dir / "policy_last.pth"), "--export-policy", str(onnx_file), cwd=tmp_path
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert f"reading the run in {run_dir / 'policy_last.pth'} with its own settings" in exported.stdout
+    assert (
+        f"as ONNX {onnx_file}: obs float32 (batch, 3) -> action float32 (batch, 1); on 64 observations"
+        in exported.stdout
+    )
+    assert {path.name: path.stat().st_mtime_ns for path in run_dir.iterdir()} == files_before
+    one = run_example("--watch", "--test-num", "1", "--resume-path", str(run_dir / "policy_last.pth"), cwd=tmp_path)
+    watched_return = float(re.search(r"return (-?[\d.]+)", one.stdout.splitlines()[-1]).group(1))
+    import gymnasium as gym
+    import onnxruntime
+
+    policy = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    env = gym.make("Pendulum-v1")
+    env.reset(seed=10_000)  # Tianshou seeds an env by a seeded reset; the collector's own reset follows
+    obs, _ = env.reset()
+    total, done = 0.0, False
+    while not done:
+        action = policy.run(["action"], {"obs": obs[None].astype(np.float32)})[0][0]
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, done = total + float(reward), terminated or truncated
+    assert total == pytest.approx(watched_return, abs=0.006)
+    with pytest.raises(OfflineRLError, match="give --watch or --export-policy, not both"):
+        config_from_args(["--resume-path", str(run_dir / "policy.pth"), "--watch", "--export-policy", "p.onnx"])
+    wrong = run_example("--resume-path", str(run_dir / "policy.pth"), "--export-policy", "p.pth", cwd=tmp_path)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and not (tmp_path / "p.pth").exists()
+    assert wrong.stderr.endswith(
+        "error: --export-policy p.pth: expected a file name ending in .onnx (ONNX) or .pt2 (torch.export program)\n"
+    )
+
     # The exported actor drives the collector, for medium/expert-style datasets.
     data = collect_dataset(
         CollectConfig(
@@ -146,6 +183,12 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
 def test_bad_flags_and_mismatched_datasets_exit_2(tmp_path: Path) -> None:
     result = run_example("--task", "Pendulum-v1", "--cql-weight", "lots", cwd=tmp_path)
     assert result.returncode == 2 and "--cql-weight" in result.stderr and "Traceback" not in result.stderr
+    result = run_example("--export-policy", "p.onnx", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        result.stderr
+        == "error: --export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)\n"
+    )
     cheetah = collect_dataset(CollectConfig(task="HalfCheetah-v4", output=tmp_path / "c.hdf5", size=20, progress=False))
     result = run_example("--task", "Hopper-v4", "--dataset", str(cheetah), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -57,6 +57,19 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
         assert sum(len(saved[env]["act"]) for env in saved) == 400
     assert second["best_optimistic"]["return_mean"] >= first["best_optimistic"]["return_mean"]
 
+    # The behaviour policy as a file for use without offline_rl: its greedy actions, checked on
+    # CartPole's own observations; the run's folder is left as it was.
+    files_before = {path.name: path.stat().st_mtime_ns for path in run.iterdir()}
+    exported = atari_qrdqn.main(["--resume-path", str(run / "policy_last.pth"), "--export-policy", "cartpole.pt2"])
+    assert exported["format"] == "torch.export program" and exported["checked_on"] == 64
+    assert (
+        "as torch.export program cartpole.pt2: obs float32 (batch, 4) -> action int64 (batch)"
+        in capsys.readouterr().out
+    )
+    assert {path.name: path.stat().st_mtime_ns for path in run.iterdir()} == files_before
+    program = torch.export.load(str(tmp_path / "cartpole.pt2")).module()
+    assert program(torch.zeros(3, 4)).shape == (3,)
+
 
 def test_without_a_saved_replay_a_resumed_run_says_it_starts_empty(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -233,13 +233,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if session.finished is not None:  # resumed a run that already ended: nothing to train
         return session.finished
 
-    # 2. The data (not needed to only watch a trained policy), and the env it is evaluated on: --task,
+    # 2. The data (not needed to only watch or export a trained policy), and the env it is evaluated on: --task,
     #    else the one the buffer records. Loading draws nothing from the run's generators.
     names = " ".join(config.load_buffer_name)
     # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
     task_given = bool(config.task)
     given_env = make_evaluation_env(config, config.task, padding="reset") if task_given else None
-    if config.run.watch:
+    if not config.run.trains:
         buffer, task = None, config.task or DEFAULT_TASK
     else:
         buffer = load_atari_buffer(config)

@@ -22,6 +22,7 @@ dataset it plays.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -141,7 +142,7 @@ def require_replay_memory(config: AtariQRDQNConfig, env: gym.Env) -> None:
     reward and flags; a collection also holds one env's share twice while its recordings merge."""
     from offline_rl.host_memory import require_memory
 
-    if config.run.watch and not config.save_buffer_name:
+    if not config.run.trains and not config.save_buffer_name:
         return
     space = env.observation_space
     shape = tuple(space.shape or ())
@@ -349,5 +350,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     algorithm = build_qrdqn(config, env, session.device)
     session.restore(algorithm, task=config.task)
 
-    # 3. Play (and collect a dataset with --save-buffer-name), or train online.
+    # 3. Export the policy, play (and collect a dataset with --save-buffer-name), or train online.
+    if config.run.export_policy:
+        from offline_rl.apps.policy_export import export_run_policy
+
+        make_env = functools.partial(make_discrete_env, config.task, config.frames_stack)
+        return export_run_policy(algorithm.policy, make_env, config.run, task=config.task)
     return play(config, algorithm) if config.run.watch else train_online(config, algorithm, session.checkpoint)

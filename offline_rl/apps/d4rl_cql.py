@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     #    Tianshou load only after this, so --help and flag errors answer at once.
     config = config_from_args(argv)
     from offline_rl.apps.evaluation import EvaluationReporter
-    from offline_rl.apps.policy_export import export_policy
+    from offline_rl.apps.policy_export import export_behaviour_policy
     from offline_rl.apps.training import evaluate_or_train, start_session
     from offline_rl.cql_sac import CQLSAC
     from offline_rl.data import dataset_info
@@ -153,9 +153,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if session.finished is not None:  # resumed a run that already ended: nothing to train
         return session.finished
 
-    # 2. The data (not needed to only watch a trained policy: the checkpoint describes it). Loading
-    #    draws nothing from the run's generators, so it may come before the networks.
-    if config.run.watch:
+    # 2. The data (not needed to only watch or export a trained policy: the checkpoint describes it).
+    #    Loading draws nothing from the run's generators, so it may come before the networks.
+    if not config.run.trains:
         buffer, info = None, dict((session.checkpoint or {}).get("dataset_info", {}))
         task = config.task or DEFAULT_TASK
     else:
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},
-        on_best=lambda algo, log_path: export_policy(algo, log_path / "behaviour_policy.pt", task=task),
+        on_best=lambda algo, log_path: export_behaviour_policy(algo, log_path / "behaviour_policy.pt", task=task),
         checkpoint=session.checkpoint,
         dataset_name=info.get("name"),
     )

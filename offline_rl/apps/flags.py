@@ -452,6 +452,8 @@ def parse_config(
     config = _replace_paths(default, updates)
     validate_tree(config)
     if resumed is not None:
-        print(f"resuming the run in {resumed[1]} with its own settings")
+        run = getattr(config, "run", None)
+        trains = getattr(run, "trains", True)  # --watch and --export-policy only read the run's networks
+        print(f"{'resuming' if trains else 'reading'} the run in {resumed[1]} with its own settings")
         _report_overrides(resumed[0], config, resumed[1])
     return config

@@ -1,16 +1,25 @@
-"""Export a trained CQL-SAC actor as a standalone behaviour-policy file (`offline_rl.policy_file`)."""
+"""A run's policy written out for use elsewhere: `behaviour_policy.pt` beside each best CQL-SAC
+evaluation (the actor file `python -m offline_rl.collect --policy` rolls out), and `--export-policy`
+(ONNX or a torch.export program, `offline_rl.deployment`) from any of the three training programs."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
+from offline_rl.apps.run_config import RunConfig
 from offline_rl.policy_file import PolicyNetwork, save_policy
 
+CHECK_OBSERVATIONS = 64
+"""Observations an exported file is checked on: the env's own, from random play."""
 
-def export_policy(algorithm, path: str | os.PathLike[str], *, task: str | None = None) -> Path:
+
+def export_behaviour_policy(algorithm: Any, path: str | os.PathLike[str], *, task: str | None = None) -> Path:
     """Write the actor's deterministic action (tanh of the Gaussian mean) as a policy file, with the
     task it was trained for."""
     actor = algorithm.actor
@@ -35,3 +44,40 @@ def export_policy(algorithm, path: str | os.PathLike[str], *, task: str | None =
         targets[-1].weight.copy_(linears[-1].weight[:act_dim])  # the mean half of the output layer
         targets[-1].bias.copy_(linears[-1].bias[:act_dim])
     return save_policy(policy, path)
+
+
+def export_run_policy(policy: Any, make_env: Callable[[], Any], run: RunConfig, *, task: str) -> dict[str, Any]:
+    """`--export-policy`: write the policy restored from `--resume-path`, checked on observations of
+    the run's evaluation env (the frame stacks, flattening and padding of its evaluation included)."""
+    from offline_rl.deployment import export_policy
+
+    assert run.export_policy is not None and run.resume_path is not None
+    observations = env_observations(make_env, CHECK_OBSERVATIONS, seed=run.seed)
+    report = export_policy(policy, observations, run.export_policy)
+    print(f"exported the policy of {run.resume_path} ({task}) as {report.describe()}")
+    return {
+        "mode": "export",
+        "task": task,
+        "source": str(run.resume_path),
+        "path": str(report.path),
+        "format": report.format,
+        "checked_on": report.checked_on,
+        "max_difference": report.max_difference,
+    }
+
+
+def env_observations(make_env: Callable[[], Any], count: int, *, seed: int) -> np.ndarray:
+    """`count` observations of one env under uniformly random actions, from a new episode at each end."""
+    env = make_env()
+    try:
+        env.action_space.seed(seed)
+        obs, _ = env.reset(seed=seed)
+        seen = [np.asarray(obs)]
+        while len(seen) < count:
+            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                obs, _ = env.reset()
+            seen.append(np.asarray(obs))
+        return np.stack(seen)
+    finally:
+        env.close()

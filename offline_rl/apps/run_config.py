@@ -106,8 +106,27 @@ class RunConfig:
         per_invocation=True,
     )
     watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)
+    export_policy: str | None = setting(
+        None,
+        "only write --resume-path's policy to this file, for use without offline_rl: .onnx (ONNX; needs "
+        "offline_rl[onnx]) or .pt2 (a torch.export program); its actions are checked against the policy's",
+        per_invocation=True,
+    )
     torch: TorchConfig = field(default_factory=TorchConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    @property
+    def trains(self) -> bool:
+        """Whether this command trains (and so writes a run folder): not with --watch or --export-policy."""
+        return not (self.watch or self.export_policy)
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(
+            not self.export_policy or bool(self.resume_path),
+            "--export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
+        )
+        require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
 
 
 @dataclass
@@ -126,7 +145,7 @@ class OfflineRunConfig(RunConfig):
     )
 
     def validate(self) -> None:
-        check_ranges(self)
+        super().validate()
         require(
             not self.watch or bool(self.resume_path), "--watch needs --resume-path (a policy.pth or checkpoint.pth)"
         )

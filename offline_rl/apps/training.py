@@ -28,6 +28,7 @@ from offline_rl.apps.wandb_run import require_wandb
 from offline_rl.atomic import check_output
 from offline_rl.checkpoint import load_checkpoint, restore_algorithm
 from offline_rl.cpu_cores import available_cores, busy_cores, core_budget
+from offline_rl.deployment import require_export_tools
 from offline_rl.errors import OfflineRLError
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
@@ -55,10 +56,13 @@ def start_session(run: RunConfig) -> Session:
     make sure the run's folder can be written before any data is loaded."""
     device = pick_device(run.torch.device)
     check_run_folder(run)
-    if not run.watch:  # --watch logs nothing
+    if run.export_policy:
+        require_export_tools(run.export_policy)
+        check_output(run.export_policy, flag="--export-policy")
+    if run.trains:  # --watch and --export-policy log nothing
         require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
-    if checkpoint is not None and not run.watch:
+    if checkpoint is not None and run.trains:
         require_training_checkpoint(checkpoint, str(run.resume_path))
     configure_torch(device, run.torch, run.seed)
     return Session(run=run, device=device, checkpoint=checkpoint, finished=finished_run(run, checkpoint))
@@ -79,7 +83,7 @@ def require_training_checkpoint(checkpoint: dict[str, Any], path: str) -> None:
 def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
     """`Session.finished`, saying so in one line. Without this a resumed finished run trained zero
     epochs and rewrote its summary with no last evaluation (the sweep's score of the trial)."""
-    if checkpoint is None or run.watch or int(checkpoint.get("epoch", 0)) < run.epoch:
+    if checkpoint is None or not run.trains or int(checkpoint.get("epoch", 0)) < run.epoch:
         return None
     folder = Path(str(run.resume_path)).expanduser().resolve().parent
     try:
@@ -95,8 +99,8 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str,
 
 def check_run_folder(run: RunConfig) -> None:
     """A training run writes logs and checkpoints under --logdir, a resumed one beside its checkpoint;
-    `--watch` writes nothing."""
-    if run.watch:
+    `--watch` writes nothing, `--export-policy` its one file."""
+    if not run.trains:
         return
     if run.resume_path:
         check_output(Path(run.resume_path).expanduser().resolve().parent, flag="--resume-path", directory=True)
@@ -259,11 +263,16 @@ def evaluate_or_train(
     task: str,
     **training: Any,
 ) -> dict[str, Any]:
-    """What every offline example ends with: evaluation envs, then `--watch` or offline training.
+    """What every offline example ends with: `--export-policy`, or evaluation envs, then `--watch` or
+    offline training.
 
     `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
     `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
     """
+    if settings.export_policy:
+        from offline_rl.apps.policy_export import export_run_policy
+
+        return export_run_policy(algorithm.policy, make_test_env, settings, task=task)
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
     test_collector = evaluation_collector(
         algorithm.policy,

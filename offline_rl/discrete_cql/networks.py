@@ -65,5 +65,6 @@ class QuantileMLP(nn.Module):
 
     def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Any]:
         device = self.net[-1].weight.device
-        x = torch.as_tensor(obs, dtype=torch.float32, device=device).reshape(len(obs), -1)
+        x = torch.as_tensor(obs, dtype=torch.float32, device=device)
+        x = x.reshape(x.shape[0], -1)  # the batch size as a tensor's: an exported policy's stays free
         return self.net(x).view(-1, self.num_actions, self.num_quantiles), state

@@ -33,6 +33,7 @@ _NOT_SETTINGS = {
     "logdir",
     "resume_path",
     "watch",
+    "export_policy",
     "render",
     "device",
     "threads",

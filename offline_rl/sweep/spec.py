@@ -30,7 +30,7 @@ EXAMPLES = {
 }
 """The examples a sweep runs, by name: the module whose `main` is the example, and its settings class."""
 # Set by the sweep itself for every trial (its own folder), or meaningless in a grid.
-RESERVED = {"logdir", "resume_path", "watch", "render", "config"}
+RESERVED = {"logdir", "resume_path", "watch", "export_policy", "render", "config"}
 _KEYS = {"name", "example", "config", "set", "grid"}
 
 

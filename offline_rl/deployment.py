@@ -1,0 +1,317 @@
+"""A trained policy as one file that runs without offline_rl or Tianshou: the step from a paper's
+table to a robot, a game server or a colleague's C++.
+
+Two formats, chosen by the file's suffix (`EXPORT_FORMATS`):
+- `.onnx`: ONNX, for onnxruntime, TensorRT, OpenVINO, C++ or a browser; written by torch's ONNX
+  exporter, which needs `onnx` and `onnxscript` (`pip install "offline_rl[onnx]"`, which adds the
+  `onnxruntime` the export is checked with).
+- `.pt2`: a `torch.export` program; `torch.export.load(path).module()` runs it with torch alone.
+TorchScript, the other format d3rlpy writes, is not offered: torch 2.13 deprecates it (`torch.jit.script`
+warns so and points to `torch.export`).
+
+The file maps a batch of observations, as the evaluation env gives them, to the actions the run's
+evaluation takes: a SAC/CQL actor's Gaussian mean squashed by tanh and scaled to the env's action
+bounds; the greedy action of a Q or quantile network (no ε). Its batch size is free. Input dtypes
+are the networks' own: float32 vectors, or the uint8 frame stacks of Atari (scaled inside).
+
+An export is checked before it is kept: the written file is loaded back and run on observations
+the caller gives (ideally the env's own), and its actions must be the Tianshou policy's evaluation
+actions, up to float rounding; a file that does not act so is removed, and the error says by how much.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from offline_rl.atomic import atomic_path
+from offline_rl.errors import OfflineRLError
+
+EXPORT_FORMATS = {".onnx": "ONNX", ".pt2": "torch.export program"}
+"""File suffix → format written."""
+
+ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+"""What an ONNX export imports: torch's exporter needs the first two, its check the third."""
+
+CONTINUOUS_TOLERANCE = 1e-4
+"""Largest difference allowed between the file's and the policy's continuous actions, as a share of
+the widest action range (float rounding in another runtime is ~1e-7 of it)."""
+
+
+class DeterministicActorPolicy(nn.Module):
+    """The evaluation action of a SAC-style actor: tanh of the Gaussian mean, then (with the policy's
+    action scaling) mapped from [-1, 1] onto the env's bounds, as Tianshou's `map_action` does."""
+
+    def __init__(self, actor: nn.Module, low: np.ndarray, high: np.ndarray, *, scaling: bool) -> None:
+        super().__init__()
+        self.actor, self.scaling = actor, scaling
+        self.register_buffer("low", torch.as_tensor(np.asarray(low, dtype=np.float32)))
+        self.register_buffer("high", torch.as_tensor(np.asarray(high, dtype=np.float32)))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        (mean, _scale), _state = self.actor(obs)
+        squashed = torch.tanh(mean)
+        if not self.scaling:
+            return squashed
+        return self.low + (squashed + 1.0) * 0.5 * (self.high - self.low)
+
+
+class GreedyDiscretePolicy(nn.Module):
+    """The greedy action of a Q network (batch, actions) or a quantile network (batch, actions,
+    quantiles: the mean over quantiles is the Q-value), as Tianshou's DQN-family policies act."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def action_values(self, obs: torch.Tensor) -> torch.Tensor:
+        values = self.model(obs)[0]
+        return values.mean(dim=-1) if values.dim() == 3 else values
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.action_values(obs).argmax(dim=-1)
+
+
+def acting_module(policy: Any) -> nn.Module:
+    """The part of a Tianshou policy that acts in evaluation, as a module of observations alone."""
+    from tianshou.algorithm.modelfree.sac import SACPolicy
+
+    if isinstance(policy, SACPolicy):
+        space = policy.action_space
+        return DeterministicActorPolicy(policy.actor, space.low, space.high, scaling=bool(policy.action_scaling))
+    model = getattr(policy, "model", None)
+    if isinstance(model, nn.Module) and hasattr(policy, "compute_q_value"):
+        return GreedyDiscretePolicy(model)
+    raise TypeError(f"cannot export a {type(policy).__name__}: SAC-style and DQN-family policies are exported")
+
+
+@torch.no_grad()
+def evaluation_actions(policy: Any, observations: np.ndarray) -> np.ndarray:
+    """What the policy does with these observations when a Tianshou collector evaluates it (eval
+    mode, no exploration), in the env's action space. A SAC policy is asked for its mean action,
+    which is how its evaluation acts unless it was built with `deterministic_eval=False`."""
+    from tianshou.data import Batch
+
+    training, deterministic = policy.training, getattr(policy, "deterministic_eval", None)
+    policy.eval()
+    if deterministic is not None:
+        policy.deterministic_eval = True
+    try:
+        actions = policy(Batch(obs=observations, info=Batch())).act
+        return np.asarray(policy.map_action(actions.cpu().numpy() if torch.is_tensor(actions) else actions))
+    finally:
+        policy.train(training)
+        if deterministic is not None:
+            policy.deterministic_eval = deterministic
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What was written, and how closely it acts as the policy it was made from."""
+
+    path: Path
+    format: str
+    input: str
+    output: str
+    checked_on: int
+    max_difference: float | None
+    """Continuous actions: the largest difference, file against policy."""
+
+    def describe(self) -> str:
+        agreement = (
+            f"max |difference| {self.max_difference:.1e}"
+            if self.max_difference is not None
+            else "the same greedy actions"
+        )
+        return (
+            f"{self.format} {self.path}: {self.input} -> {self.output}; on {self.checked_on} observations it acts "
+            f"as the policy's evaluation does ({agreement})"
+        )
+
+
+def export_format(path: str | os.PathLike[str], *, flag: str = "--export-policy") -> str:
+    """The format a file name asks for; a one-line error for another suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        expected = " or ".join(f"{end} ({name})" for end, name in EXPORT_FORMATS.items())
+        raise OfflineRLError(f"{flag} {path}: expected a file name ending in {expected}")
+    return EXPORT_FORMATS[suffix]
+
+
+def require_export_tools(path: str | os.PathLike[str], *, flag: str = "--export-policy") -> None:
+    """One line now, before any checkpoint is read, when the file's format cannot be written here."""
+    if export_format(path, flag=flag) != EXPORT_FORMATS[".onnx"]:
+        return
+    import importlib.util
+
+    missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise OfflineRLError(
+            f'{flag} {path}: ONNX export needs {", ".join(missing)}: pip install "offline_rl[onnx]" '
+            f"(or {' '.join(missing)}), or write a torch.export program (.pt2)"
+        )
+
+
+def export_policy(policy: Any, observations: np.ndarray, path: str | os.PathLike[str]) -> ExportReport:
+    """Write `policy`'s evaluation behaviour to `path` (its suffix picks the format), checked on
+    `observations` (a batch, at least two, as the evaluation env gives them) against the policy itself."""
+    fmt = export_format(path)
+    if len(observations) < 2:
+        raise ValueError("export_policy needs at least two observations: the file's batch size stays free")
+    module = _portable(acting_module(policy))
+    example = torch.as_tensor(observations).to(_input_dtype(observations))
+    expected = evaluation_actions(policy, observations)
+    final = Path(path).expanduser()
+    with atomic_path(final) as tmp:
+        write = _write_onnx if fmt == EXPORT_FORMATS[".onnx"] else _write_program
+        run = write(module, example, tmp, final=final)
+        actions = run(example.numpy())
+        difference = _check_actions(module, example, actions, expected, policy, final)
+    return ExportReport(
+        path=final,
+        format=fmt,
+        input=f"obs {_layout(example.numpy())}",
+        output=f"action {_layout(actions)}",
+        checked_on=len(observations),
+        max_difference=difference,
+    )
+
+
+def _layout(array: np.ndarray) -> str:
+    """'float32 (batch, 17)': a batch's element type and shape, its first axis free."""
+    return f"{array.dtype} ({', '.join(['batch', *map(str, array.shape[1:])])})"
+
+
+def _input_dtype(observations: np.ndarray) -> torch.dtype:
+    """uint8 frames stay bytes (the network scales them); everything else is float32, the networks' type."""
+    return torch.uint8 if np.asarray(observations).dtype == np.uint8 else torch.float32
+
+
+def _portable(module: nn.Module) -> nn.Module:
+    """A CPU copy in eval mode with plainly laid-out weights that ask for no gradient: channels-last
+    convolution weights (how the Atari network trains fastest) make `torch.export.save` warn about
+    their storage."""
+    copied = copy.deepcopy(module).cpu().eval()
+    with torch.no_grad():
+        for parameter in copied.parameters():
+            parameter.data = parameter.data.contiguous()
+            parameter.requires_grad_(False)  # a loaded program then gives plain tensors: `.numpy()` works
+    return copied
+
+
+def _batch_free() -> tuple[dict[int, Any]]:
+    return ({0: torch.export.Dim("batch")},)
+
+
+@contextlib.contextmanager
+def _quiet_exporters() -> Iterator[None]:
+    """Torch's exporters print their progress and log notes on their own internals (operators of
+    torchvision, not installed; the name of a temporary file): none of it is about this export."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._export")]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _write_program(
+    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path
+) -> Callable[[np.ndarray], np.ndarray]:
+    with _quiet_exporters():
+        program = torch.export.export(module, (example,), dynamic_shapes=_batch_free())
+        with path.open("wb") as file:  # a file object: torch.export names files *.pt2, and this is a temporary
+            torch.export.save(program, file)
+        with path.open("rb") as file:
+            loaded = torch.export.load(file).module()
+
+    def run(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return loaded(torch.as_tensor(obs)).numpy()
+
+    return run
+
+
+def _write_onnx(
+    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path
+) -> Callable[[np.ndarray], np.ndarray]:
+    import onnxruntime
+
+    with _quiet_exporters():
+        try:
+            program = torch.onnx.export(
+                module,
+                (example,),
+                dynamo=True,
+                input_names=["obs"],
+                output_names=["action"],
+                dynamic_shapes=_batch_free(),
+                verbose=False,
+            )
+        except ImportError as error:  # an onnxscript older than this torch's exporter (0.5 with torch 2.13)
+            raise OfflineRLError(
+                f"{final}: torch {torch.__version__}'s ONNX exporter cannot use the onnxscript "
+                f'installed ({error}); pip install -U "offline_rl[onnx]", or write a .pt2 file'
+            ) from None
+        program.save(str(path))
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def run(obs: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(["action"], {"obs": obs})[0])
+
+    return run
+
+
+def _check_actions(
+    module: nn.Module,
+    example: torch.Tensor,
+    actions: np.ndarray,
+    expected: np.ndarray,
+    policy: Any,
+    path: Path,
+) -> float | None:
+    """The largest continuous difference (None for discrete actions); an error when the file does not
+    act as the policy does."""
+    if isinstance(module, GreedyDiscretePolicy):
+        with torch.no_grad():
+            values = module.action_values(example).numpy().astype(np.float64)
+        tolerance = 1e-5 * max(1.0, float(np.abs(values).max()))
+
+        def not_greedy(chosen: np.ndarray) -> np.ndarray:
+            # An index other than argmax's is still greedy where its value ties the best to float rounding.
+            taken = values[np.arange(len(values)), np.asarray(chosen).reshape(-1).astype(np.int64)]
+            return values.max(axis=1) - taken > tolerance
+
+        wrong = int((not_greedy(actions) | not_greedy(expected)).sum())
+        if wrong:
+            raise OfflineRLError(
+                f"{path}: not written, its greedy actions differ from the policy's on {wrong} of {len(values)} "
+                "observations"
+            )
+        return None
+    difference = float(np.abs(actions.astype(np.float64) - np.asarray(expected, dtype=np.float64)).max())
+    space = policy.action_space
+    width = float(np.max(space.high - space.low)) if np.all(np.isfinite(space.high - space.low)) else 2.0
+    if not difference <= CONTINUOUS_TOLERANCE * max(1.0, width):
+        raise OfflineRLError(
+            f"{path}: not written, its actions differ from the policy's by up to {difference:.3g} "
+            f"(allowed: {CONTINUOUS_TOLERANCE * max(1.0, width):.3g})"
+        )
+    return difference
