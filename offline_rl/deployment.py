@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +38,8 @@ from torch import nn
 
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import OfflineRLError
+
+ModuleType = TypeVar("ModuleType", bound=nn.Module)
 
 EXPORT_FORMATS = {".onnx": "ONNX", ".pt2": "torch.export program"}
 """File suffix → format written."""
@@ -172,7 +174,11 @@ def export_policy(policy: Any, observations: np.ndarray, path: str | os.PathLike
         raise ValueError("export_policy needs at least two observations: the file's batch size stays free")
     module = _portable(acting_module(policy))
     example = torch.as_tensor(observations).to(_input_dtype(observations))
-    expected = evaluation_actions(policy, observations)
+    # The reference is the policy's own evaluation, computed as the file computes: on the CPU in float32.
+    # A policy on a GPU multiplies in TF32 there (the CUDA default of the examples), which moves
+    # actions by ~1e-3 and would fail a correct file.
+    with _float32_products():
+        expected = evaluation_actions(_portable(policy), observations)
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
         write = _write_onnx if fmt == EXPORT_FORMATS[".onnx"] else _write_program
@@ -199,7 +205,7 @@ def _input_dtype(observations: np.ndarray) -> torch.dtype:
     return torch.uint8 if np.asarray(observations).dtype == np.uint8 else torch.float32
 
 
-def _portable(module: nn.Module) -> nn.Module:
+def _portable(module: ModuleType) -> ModuleType:
     """A CPU copy in eval mode with plainly laid-out weights that ask for no gradient: channels-last
     convolution weights (how the Atari network trains fastest) make `torch.export.save` warn about
     their storage."""
@@ -209,6 +215,16 @@ def _portable(module: nn.Module) -> nn.Module:
             parameter.data = parameter.data.contiguous()
             parameter.requires_grad_(False)  # a loaded program then gives plain tensors: `.numpy()` works
     return copied
+
+
+@contextlib.contextmanager
+def _float32_products() -> Iterator[None]:
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 def _batch_free() -> tuple[dict[int, Any]]:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import onnxruntime
 import pytest
 import torch
 
@@ -30,21 +29,24 @@ LOW, HIGH = np.array([-2.0, 0.0, -0.5], dtype=np.float32), np.array([2.0, 3.0, 0
 def run_file(path: Path, obs: np.ndarray) -> np.ndarray:
     """The file's actions as a user without offline_rl gets them."""
     if path.suffix == ".onnx":
+        import onnxruntime  # here: a bare GPU machine runs the .pt2 tests without it
+
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         return session.run(["action"], {"obs": obs})[0]
     return torch.export.load(str(path)).module()(torch.as_tensor(obs)).numpy()  # no torch.no_grad() needed
 
 
-def trained_looking_cql_sac() -> CQLSAC:
+def trained_looking_cql_sac(device: str = "cpu") -> CQLSAC:
     """A CQL-SAC whose actor is not at its initial, near-zero output: random weights, a fitted
     normaliser and action bounds other than ±1, so that each of them shows in the actions."""
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
     act_space = gym.spaces.Box(LOW, HIGH, dtype=np.float32)
-    algorithm = CQLSAC.build(obs_space, act_space, CQLSACConfig(actor_hidden_sizes=[32, 32], critic_layers=1))
+    config = CQLSACConfig(actor_hidden_sizes=[32, 32], critic_layers=1)
+    algorithm = CQLSAC.build(obs_space, act_space, config, device=device)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in algorithm.actor.parameters():
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
+            parameter.copy_(torch.randn(parameter.shape, generator=generator).to(parameter.device) * 0.2)
     algorithm.actor.normalizer.fit(np.random.default_rng(0).normal(3.0, 2.0, size=(100, 5)))
     return algorithm
 
@@ -113,8 +115,9 @@ def test_an_atari_policy_file_takes_frame_stacks_and_acts_greedily(tmp_path: Pat
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_vector_task_policy_file_acts_greedily(tmp_path: Path, name: str) -> None:
     obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    torch.manual_seed(0)
     algorithm = CQLQRDQN.build(obs_space, gym.spaces.Discrete(3), DiscreteCQLConfig(hidden_sizes=[16]))
-    obs = np.random.default_rng(3).normal(size=(40, 4)).astype(np.float32)
+    obs = np.random.default_rng(3).normal(scale=10.0, size=(40, 4)).astype(np.float32)
     export_policy(algorithm.policy, obs, tmp_path / name)
     actions = run_file(tmp_path / name, obs)
     assert len(set(actions.tolist())) > 1  # the check below tells actions apart
@@ -205,3 +208,30 @@ def test_policies_built_with_tianshous_own_networks_export_too(tmp_path: Path, n
     with torch.no_grad():
         greedy_actions = model(states)[0].mean(dim=-1).argmax(dim=-1).numpy()
     np.testing.assert_array_equal(run_file(tmp_path / f"discrete-{name}", states), greedy_actions)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_policy_trained_on_a_gpu_in_tf32_exports_and_checks_in_float32(tmp_path: Path) -> None:
+    """On a GPU the examples multiply in TF32, which moves actions by ~1e-3: the check compares the
+    file with the policy computed as the file computes (CPU, float32), so a correct file is kept,
+    and the policy stays on its device."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        algorithm = trained_looking_cql_sac("cuda")
+        obs = np.random.default_rng(8).normal(3.0, 2.0, size=(64, 5)).astype(np.float32)
+        report = export_policy(algorithm.policy, obs, tmp_path / "policy.pt2")
+        assert report.max_difference is not None and report.max_difference < 1e-5
+        assert next(algorithm.actor.parameters()).device.type == "cuda"
+        assert torch.get_float32_matmul_precision() == "high"
+        frames = np.random.default_rng(9).integers(0, 256, size=(16, 4, 84, 84), dtype=np.uint8)
+        atari = CQLQRDQN.build(
+            gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6), DiscreteCQLConfig(), device="cuda"
+        )
+        export_policy(atari.policy, frames, tmp_path / "atari.pt2")
+        with torch.no_grad():
+            cpu_values = atari.policy.model.cpu()(frames)[0].mean(dim=-1)
+        chosen = run_file(tmp_path / "atari.pt2", frames)
+        np.testing.assert_allclose(cpu_values[np.arange(16), chosen], cpu_values.max(dim=-1).values, atol=1e-5)
+    finally:
+        torch.set_float32_matmul_precision(previous)
