@@ -3,7 +3,7 @@ table to a robot, a game server or a colleague's C++.
 
 Two formats, chosen by the file's suffix (`EXPORT_FORMATS`):
 - `.onnx`: ONNX, for onnxruntime, TensorRT, OpenVINO, C++ or a browser; written by torch's ONNX
-  exporter, which needs `onnx` and `onnxscript` (`pip install "offline_rl[onnx]"`, which adds the
+  exporter, which needs `onnx` and `onnxscript` (this project's `[onnx]` extra, which adds the
   `onnxruntime` the export is checked with).
 - `.pt2`: a `torch.export` program; `torch.export.load(path).module()` runs it with torch alone.
 TorchScript, the other format d3rlpy writes, is not offered: torch 2.13 deprecates it (`torch.jit.script`
@@ -161,8 +161,8 @@ def require_export_tools(path: str | os.PathLike[str], *, flag: str = "--export-
     missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
         raise OfflineRLError(
-            f'{flag} {path}: ONNX export needs {", ".join(missing)}: pip install "offline_rl[onnx]" '
-            f"(or {' '.join(missing)}), or write a torch.export program (.pt2)"
+            f"{flag} {path}: ONNX export needs {', '.join(missing)}: pip install {' '.join(missing)} (this "
+            "project's [onnx] extra), or write a torch.export program (.pt2)"
         )
 
 
@@ -284,7 +284,7 @@ def _write_onnx(
         except ImportError as error:  # an onnxscript older than this torch's exporter (0.5 with torch 2.13)
             raise OfflineRLError(
                 f"{final}: torch {torch.__version__}'s ONNX exporter cannot use the onnxscript "
-                f'installed ({error}); pip install -U "offline_rl[onnx]", or write a .pt2 file'
+                f"installed ({error}); pip install -U onnxscript, or write a .pt2 file"
             ) from None
         program.save(str(path))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -166,7 +166,8 @@ def test_formats_and_tools_are_named_in_one_line(monkeypatch: pytest.MonkeyPatch
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
-    with pytest.raises(OfflineRLError, match=r"ONNX export needs onnxscript: pip install \"offline_rl\[onnx\]\""):
+    needs = r"ONNX export needs onnxscript: pip install onnxscript \(this project's \[onnx\] extra\)"
+    with pytest.raises(OfflineRLError, match=needs):
         require_export_tools("policy.onnx")
     require_export_tools("policy.pt2")  # torch alone writes a torch.export program
 

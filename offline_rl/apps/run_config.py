@@ -108,8 +108,9 @@ class RunConfig:
     watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)
     export_policy: str | None = setting(
         None,
-        "only write --resume-path's policy to this file, for use without offline_rl: .onnx (ONNX; needs "
-        "offline_rl[onnx]) or .pt2 (a torch.export program); its actions are checked against the policy's",
+        "only write --resume-path's policy to this file, for use without offline_rl: .onnx (ONNX; needs onnx, "
+        "onnxscript and onnxruntime) or .pt2 (a torch.export program); its actions are checked against the "
+        "policy's",
         per_invocation=True,
     )
     torch: TorchConfig = field(default_factory=TorchConfig)
