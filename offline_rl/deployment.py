@@ -24,10 +24,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -130,6 +131,8 @@ class ExportReport:
     checked_on: int
     max_difference: float | None
     """Continuous actions: the largest difference, file against policy."""
+    metadata: dict[str, str]
+    """What the file says of itself (`file_metadata`)."""
 
     def describe(self) -> str:
         agreement = (
@@ -166,9 +169,21 @@ def require_export_tools(path: str | os.PathLike[str], *, flag: str = "--export-
         )
 
 
-def export_policy(policy: Any, observations: np.ndarray, path: str | os.PathLike[str]) -> ExportReport:
+def export_policy(
+    policy: Any,
+    observations: np.ndarray,
+    path: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> ExportReport:
     """Write `policy`'s evaluation behaviour to `path` (its suffix picks the format), checked on
-    `observations` (a batch, at least two, as the evaluation env gives them) against the policy itself."""
+    `observations` (a batch, at least two, as the evaluation env gives them) against the policy itself.
+
+    The file carries a description of itself (`file_metadata` reads it): what it takes and gives,
+    how it acts, its producer, and `metadata` (the examples add the task, the checkpoint and the
+    evaluation env's gymnasium spec, from which `gym.make` rebuilds that env, wrappers included)."""
+    from offline_rl import __version__
+
     fmt = export_format(path)
     if len(observations) < 2:
         raise ValueError("export_policy needs at least two observations: the file's batch size stays free")
@@ -179,20 +194,62 @@ def export_policy(policy: Any, observations: np.ndarray, path: str | os.PathLike
     # actions by ~1e-3 and would fail a correct file.
     with _float32_products():
         expected = evaluation_actions(_portable(policy), observations)
+        with torch.no_grad():
+            output = module(example[:2]).numpy()
+    description = {
+        "producer": f"offline_rl {__version__}",
+        "obs": _layout(example.numpy()),
+        "action": _layout(output),
+        "acting": _acting(module),
+        **dict(metadata or {}),
+    }
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
         write = _write_onnx if fmt == EXPORT_FORMATS[".onnx"] else _write_program
-        run = write(module, example, tmp, final=final)
+        run = write(module, example, tmp, final=final, description=description)
         actions = run(example.numpy())
         difference = _check_actions(module, example, actions, expected, policy, final)
     return ExportReport(
         path=final,
         format=fmt,
-        input=f"obs {_layout(example.numpy())}",
-        output=f"action {_layout(actions)}",
+        input=f"obs {description['obs']}",
+        output=f"action {description['action']}",
         checked_on=len(observations),
         max_difference=difference,
+        metadata=description,
     )
+
+
+METADATA_FILE = "offline_rl.json"
+"""Where a .pt2 file keeps its description (an extra file of the archive); ONNX keeps it in the
+model's metadata properties."""
+
+
+def file_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The description an exported file carries. Without offline_rl: onnxruntime's
+    `InferenceSession(path).get_modelmeta().custom_metadata_map`, or for a .pt2 file
+    `torch.export.load(path, extra_files={"offline_rl.json": ""})`, which fills that dict with JSON."""
+    file_path = Path(path)
+    if export_format(file_path, flag="file") == EXPORT_FORMATS[".onnx"]:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(file_path), providers=["CPUExecutionProvider"])
+        return dict(session.get_modelmeta().custom_metadata_map)
+    extra = {METADATA_FILE: ""}
+    with _quiet_exporters(), file_path.open("rb") as file:
+        torch.export.load(file, extra_files=extra)
+    return dict(json.loads(extra[METADATA_FILE] or "{}"))
+
+
+def _acting(module: nn.Module) -> str:
+    """How the file chooses actions, in words, for its description."""
+    if isinstance(module, GreedyDiscretePolicy):
+        return "the greedy action: argmax over actions of the Q-value (the mean over quantiles); no epsilon"
+    assert isinstance(module, DeterministicActorPolicy)
+    if not module.scaling:
+        return "tanh of the actor's Gaussian mean, in [-1, 1]"
+    low, high = module.low.tolist(), module.high.tolist()
+    return f"tanh of the actor's Gaussian mean, mapped from [-1, 1] onto the bounds low {low}, high {high}"
 
 
 def _layout(array: np.ndarray) -> str:
@@ -249,12 +306,12 @@ def _quiet_exporters() -> Iterator[None]:
 
 
 def _write_program(
-    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path
+    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path, description: dict[str, str]
 ) -> Callable[[np.ndarray], np.ndarray]:
     with _quiet_exporters():
         program = torch.export.export(module, (example,), dynamic_shapes=_batch_free())
         with path.open("wb") as file:  # a file object: torch.export names files *.pt2, and this is a temporary
-            torch.export.save(program, file)
+            torch.export.save(program, file, extra_files={METADATA_FILE: json.dumps(description, indent=1)})
         with path.open("rb") as file:
             loaded = torch.export.load(file).module()
 
@@ -266,7 +323,7 @@ def _write_program(
 
 
 def _write_onnx(
-    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path
+    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path, description: dict[str, str]
 ) -> Callable[[np.ndarray], np.ndarray]:
     import onnxruntime
 
@@ -286,6 +343,7 @@ def _write_onnx(
                 f"{final}: torch {torch.__version__}'s ONNX exporter cannot use the onnxscript "
                 f"installed ({error}); pip install -U onnxscript, or write a .pt2 file"
             ) from None
+        program.model.metadata_props.update(description)
         program.save(str(path))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 

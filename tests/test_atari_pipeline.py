@@ -46,8 +46,17 @@ def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.Mo
     assert exported["format"] == "ONNX" and exported["task"] == "PongNoFrameskip-v4"
     import onnxruntime
 
-    (obs_input,) = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"]).get_inputs()
+    session = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    (obs_input,) = session.get_inputs()
     assert obs_input.type == "tensor(uint8)" and obs_input.shape[1:] == [4, 84, 84]
+    # Its description rebuilds the evaluation env, wrappers and protocol included, and the file plays it.
+    spec = gym.envs.registration.EnvSpec.from_json(session.get_modelmeta().custom_metadata_map["env_spec"])
+    env = gym.make(spec)
+    assert env.observation_space.shape == (4, 84, 84) and spec.kwargs["repeat_action_probability"] == 0.25
+    obs, _ = env.reset(seed=0)
+    action = session.run(["action"], {"obs": np.asarray(obs)[None]})[0]
+    assert action.shape == (1,) and 0 <= int(action[0]) < 6
+    env.close()
 
     # Breakout has 4 of Pong's 6 actions: the fix named is the buffer's own game, not a new collection.
     with pytest.raises(OfflineRLError, match=r"but ALE/Breakout-v5 has 4 actions; it was recorded on Pong"):

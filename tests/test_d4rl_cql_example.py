@@ -150,7 +150,10 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     import onnxruntime
 
     policy = onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    env = gym.make("Pendulum-v1")
+    described = policy.get_modelmeta().custom_metadata_map  # the file names its task, source and env
+    assert described["task"] == "Pendulum-v1" and described["source"] == str(run_dir / "policy_last.pth")
+    env = gym.make(gym.envs.registration.EnvSpec.from_json(described["env_spec"]))
+    assert env.spec.id == "Pendulum-v1"
     env.reset(seed=10_000)  # Tianshou seeds an env by a seeded reset; the collector's own reset follows
     obs, _ = env.reset()
     total, done = 0.0, False

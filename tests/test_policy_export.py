@@ -16,6 +16,7 @@ from offline_rl.deployment import (
     DeterministicActorPolicy,
     evaluation_actions,
     export_policy,
+    file_metadata,
     require_export_tools,
 )
 from offline_rl.discrete_cql import CQLQRDQN
@@ -236,3 +237,28 @@ def test_a_policy_trained_on_a_gpu_in_tf32_exports_and_checks_in_float32(tmp_pat
         np.testing.assert_allclose(cpu_values[np.arange(16), chosen], cpu_values.max(dim=-1).values, atol=1e-5)
     finally:
         torch.set_float32_matmul_precision(previous)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_file_describes_itself(tmp_path: Path, name: str) -> None:
+    """What the file takes and gives, how it acts, and what the caller adds (the examples: task,
+    checkpoint, env spec), readable without offline_rl as each format's own metadata."""
+    algorithm = trained_looking_cql_sac()
+    obs = np.random.default_rng(10).normal(size=(4, 5)).astype(np.float32)
+    report = export_policy(algorithm.policy, obs, tmp_path / name, metadata={"task": "Made-up-v0"})
+    described = file_metadata(tmp_path / name)
+    assert described == report.metadata
+    assert described["task"] == "Made-up-v0" and described["producer"].startswith("offline_rl ")
+    assert described["obs"] == "float32 (batch, 5)" and described["action"] == "float32 (batch, 3)"
+    assert "mapped from [-1, 1] onto the bounds low [-2.0, 0.0, -0.5], high [2.0, 3.0, 0.5]" in described["acting"]
+    if name.endswith(".onnx"):
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(tmp_path / name), providers=["CPUExecutionProvider"])
+        assert session.get_modelmeta().custom_metadata_map["task"] == "Made-up-v0"
+    else:
+        import json
+
+        extra = {"offline_rl.json": ""}
+        torch.export.load(str(tmp_path / name), extra_files=extra)
+        assert json.loads(extra["offline_rl.json"])["task"] == "Made-up-v0"

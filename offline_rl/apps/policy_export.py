@@ -48,12 +48,15 @@ def export_behaviour_policy(algorithm: Any, path: str | os.PathLike[str], *, tas
 
 def export_run_policy(policy: Any, make_env: Callable[[], Any], run: RunConfig, *, task: str) -> dict[str, Any]:
     """`--export-policy`: write the policy restored from `--resume-path`, checked on observations of
-    the run's evaluation env (the frame stacks, flattening and padding of its evaluation included)."""
+    the run's evaluation env (the frame stacks, flattening and padding of its evaluation included),
+    and described in the file by its task, its checkpoint and that env's gymnasium spec."""
     from offline_rl.deployment import export_policy
 
     assert run.export_policy is not None and run.resume_path is not None
-    observations = env_observations(make_env, CHECK_OBSERVATIONS, seed=run.seed)
-    report = export_policy(policy, observations, run.export_policy)
+    observations, env_spec = env_sample(make_env, CHECK_OBSERVATIONS, seed=run.seed)
+    source = str(Path(run.resume_path).expanduser().resolve())
+    metadata = {"task": task, "source": source, **({"env_spec": env_spec} if env_spec else {})}
+    report = export_policy(policy, observations, run.export_policy, metadata=metadata)
     print(f"exported the policy of {run.resume_path} ({task}) as {report.describe()}")
     return {
         "mode": "export",
@@ -63,11 +66,14 @@ def export_run_policy(policy: Any, make_env: Callable[[], Any], run: RunConfig, 
         "format": report.format,
         "checked_on": report.checked_on,
         "max_difference": report.max_difference,
+        "metadata": report.metadata,
     }
 
 
-def env_observations(make_env: Callable[[], Any], count: int, *, seed: int) -> np.ndarray:
-    """`count` observations of one env under uniformly random actions, from a new episode at each end."""
+def env_sample(make_env: Callable[[], Any], count: int, *, seed: int) -> tuple[np.ndarray, str | None]:
+    """`count` observations of one env under uniformly random actions, from a new episode at each end;
+    and the env's gymnasium spec as JSON (`gym.make(EnvSpec.from_json(...))` rebuilds it, wrappers
+    included), where every wrapper records its arguments."""
     env = make_env()
     try:
         env.action_space.seed(seed)
@@ -78,6 +84,13 @@ def env_observations(make_env: Callable[[], Any], count: int, *, seed: int) -> n
             if terminated or truncated:
                 obs, _ = env.reset()
             seen.append(np.asarray(obs))
-        return np.stack(seen)
+        return np.stack(seen), _spec_json(env)
     finally:
         env.close()
+
+
+def _spec_json(env: Any) -> str | None:
+    try:
+        return env.spec.to_json() if env.spec is not None else None
+    except Exception:  # a wrapper that does not record its arguments, or arguments JSON cannot hold
+        return None
