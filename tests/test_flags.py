@@ -379,6 +379,8 @@ OTHER_TOOLKITS_FLAGS = [
     (d4rl_cql.config_from_args, ["--lagrange-threshold", "10"], "here --target-action-gap; Tianshou thresholds w·gap"),
     (d4rl_cql.config_from_args, ["--normalize", "true"], "--normalize is CORL's normalize: here --normalize-obs"),
     (d4rl_cql.config_from_args, ["--max_timesteps", "9"], "the budget is --epoch × --step-per-epoch updates"),
+    (d4rl_cql.config_from_args, ["--reward_shift", "-1"], "--reward-bias = reward_shift × reward_scale_factor"),
+    (d4rl_cql.config_from_args, ["--log-cql-alpha-clipping", "-1"], "--lagrange-multiplier-min e^lo"),
     (d4rl_cql.config_from_args, ["--cql-wieght", "3"], "--cql-wieght: did you mean --cql-weight?"),
     (d4rl_cql.config_from_args, ["--epo", "3"], "--epo: did you mean --epoch?"),
     (atari_cql.config_from_args, ["--alpha", "4"], "--alpha is d3rlpy's DiscreteCQL alpha: here --cql-weight"),

@@ -75,6 +75,32 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("cql_alpha_learning_rate",), "TF-Agents'", "--lagrange-lr"),
     ForeignName(("softmax_temperature",), "TF-Agents'", "--temperature", "T = 1 / softmax_temperature"),
     ForeignName(("num_bc_steps",), "TF-Agents'", "--bc-steps"),
+    ForeignName(("include_critic_entropy_term",), "TF-Agents'", "--backup-entropy"),
+    ForeignName(("reward_scale_factor",), "TF-Agents'", "--reward-scale"),
+    ForeignName(
+        ("reward_shift",),
+        "TF-Agents'",
+        "--reward-bias",
+        "TF-Agents shifts before it scales: --reward-bias = reward_shift × reward_scale_factor",
+    ),
+    ForeignName(
+        ("log_cql_alpha_clipping",),
+        "TF-Agents'",
+        "--lagrange-multiplier-min",
+        "it clips log α′ to (lo, hi): --lagrange-multiplier-min e^lo --lagrange-multiplier-max e^hi",
+    ),
+    ForeignName(
+        ("action_clipping",),
+        "TF-Agents'",
+        "--clip-dataset-actions",
+        "dataset actions are clipped into the action box itself here, not to ±0.995",
+    ),
+    ForeignName(
+        ("reward_noise_variance",),
+        "TF-Agents'",
+        None,
+        "no setting: no reward noise is added here (TF-Agents adds it only in its AntMaze config)",
+    ),
     ForeignName(
         ("cql_tau",),
         "TF-Agents'",
