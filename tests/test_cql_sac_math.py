@@ -319,3 +319,66 @@ def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> N
     np.testing.assert_allclose(staged, rew * (1000 / 3) * 2.0 - 1.0, rtol=1e-6)
     plain = tiny_algorithm(reward_scale=2.0, reward_bias=-1.0)._stage(buffer).rew.cpu().numpy()
     np.testing.assert_allclose(plain, rew * 2.0 - 1.0, rtol=1e-6)
+
+
+class ZeroCritic(torch.nn.Module):
+    """Target critics that value everything at 0, so a TD target is its reward alone."""
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        return torch.zeros(2, obs.shape[0], actions.shape[1])
+
+
+def zero_value_target(algo: CQLSAC, rew: torch.Tensor) -> torch.Tensor:
+    size = rew.shape[0]
+    return algo.td_target(
+        rew,
+        torch.ones(size),
+        torch.zeros(size, OBS),
+        torch.zeros(size, N, ACT),
+        torch.zeros(size, N),
+        torch.tensor(0.0),
+    )
+
+
+def test_reward_noise_is_fresh_at_every_update_and_scaled_with_the_reward() -> None:
+    """TF-Agents' reward noise: ε ~ N(0, σ²) joins the raw reward, which --reward-scale then scales, so
+    the prepared reward r·scale + bias gains scale·σ·ε; each update draws its own."""
+    algo = tiny_algorithm(reward_noise_std=0.5, reward_scale=-2.0, reward_bias=3.0)
+    algo.critic_target = ZeroCritic()
+    assert algo.reward_noise_scale == pytest.approx(1.0)  # |−2| × 0.5
+    prepared = torch.full((40_000,), 1.0 * -2.0 + 3.0)
+    torch.manual_seed(0)
+    first, second = zero_value_target(algo, prepared), zero_value_target(algo, prepared)
+    assert not torch.equal(first, second)
+    for target in (first, second):
+        assert float(target.mean()) == pytest.approx(1.0, abs=0.02)  # ~4 standard errors
+        assert float(target.std()) == pytest.approx(1.0, abs=0.02)
+
+
+def test_reward_noise_follows_corls_reward_unit() -> None:
+    from offline_rl.data.transitions import make_replay_buffer
+
+    rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
+    size = len(rew)
+    buffer = make_replay_buffer(
+        obs=np.zeros((size, OBS), np.float32),
+        act=np.zeros((size, ACT), np.float32),
+        rew=rew,
+        terminated=np.array([0, 1, 1, 0, 1], bool),
+        truncated=np.zeros(size, bool),
+        obs_next=np.zeros((size, OBS), np.float32),
+        info={},
+    )
+    algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_noise_std=0.1)
+    algo._stage(buffer)
+    assert algo.reward_noise_scale == pytest.approx(0.1 * (1000 / 3) * 2.0)
+
+
+def test_without_reward_noise_the_target_draws_nothing() -> None:
+    """σ = 0 (the default) leaves the random stream alone: runs without noise draw what they always drew."""
+    algo = tiny_algorithm()
+    algo.critic_target = ZeroCritic()
+    state = torch.random.get_rng_state()
+    target = zero_value_target(algo, torch.tensor([1.0, -0.5]))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    torch.testing.assert_close(target, torch.tensor([1.0, -0.5]))

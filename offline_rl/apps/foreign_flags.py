@@ -98,8 +98,8 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(
         ("reward_noise_variance",),
         "TF-Agents'",
-        None,
-        "no setting: no reward noise is added here (TF-Agents adds it only in its AntMaze config)",
+        "--reward-noise-std",
+        "the same number: TF-Agents draws its noise with that value as the standard deviation",
     ),
     ForeignName(
         ("cql_tau",),

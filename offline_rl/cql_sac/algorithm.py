@@ -11,6 +11,7 @@ is one method below, named after it:
 (3) `td_target`: y = r·scale + bias + γ·(1 − terminated)·min_e Q̄_e(s′, a′), a′ ~ π(·|s′). With
     `max_target_backup` the min over critics is taken per sample, then the max over N samples;
     `backup_entropy` subtracts α·log π(a′|s′). Time-outs are not terminals: they bootstrap.
+    `reward_noise_std` σ adds fresh noise to r before the scale: y gains |scale|·σ·ε, ε ~ N(0, 1).
 (4) `conservative_gap`, per critic: T·logsumexp over the 3N density-corrected values of each state
     (uniform: −A·log 2; policy: log π) minus Q(s, a_data), clipped, averaged over the batch. Without
     importance sampling (CQL(ρ)) the dataset action joins the logsumexp and nothing is corrected.
@@ -232,6 +233,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         else:
             self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
         self._lagrange_optim = make_adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
+        self.reward_noise_scale = self._reward_noise_scale(reward_unit=1.0)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
@@ -331,7 +333,13 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             finished = np.asarray(buffer.done[stored.indices], dtype=bool)
             reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
         prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
+        self.reward_noise_scale = self._reward_noise_scale(reward_unit)
         return DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
+
+    def _reward_noise_scale(self, reward_unit: float) -> float:
+        """The standard deviation of `reward_noise_std`'s noise in the units of prepared rewards: the noise
+        joins the raw reward, so it is scaled with it (by --normalize-reward's unit and --reward-scale)."""
+        return self.config.reward_noise_std * abs(reward_unit * self.config.reward_scale)
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
         """A batch drawn on-device from the staged dataset; a prioritized buffer draws the indices by
@@ -539,6 +547,8 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
     ) -> torch.Tensor:
         """(3) r + γ·(1 − terminated)·V̄(s'), with V̄ from the target critics."""
         cfg = self.config
+        if self.reward_noise_scale > 0:  # a Python number: no draw at all, and the same graph, without noise
+            rew = rew + self.reward_noise_scale * torch.randn_like(rew)
         if cfg.max_target_backup:
             next_q = self.critic_target(obs_next, next_actions).min(dim=0).values  # min over critics: (B, N)
             next_q, best = next_q.max(dim=1)  # then max over samples

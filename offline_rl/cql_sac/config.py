@@ -117,6 +117,14 @@ class CQLSACConfig:
     )
     reward_scale: float = setting(1.0, "rewards are scaled by this ...", group=TARGET)
     reward_bias: float = setting(0.0, "... then shifted by this", group=TARGET)
+    reward_noise_std: float = setting(
+        0.0,
+        "standard deviation of Gaussian noise added to each sampled reward of the TD target, drawn afresh at "
+        "every update, before --reward-scale (TF-Agents' reward_noise_variance, which it uses as a standard "
+        "deviation; its AntMaze setting: 0.1)",
+        minimum=0,
+        group=TARGET,
+    )
     bc_steps: int = setting(0, "behaviour-cloning warm-up updates for the actor", minimum=0, group=TARGET)
     bc_debug_mode: bool = setting(False, "critic loss = conservative term only (TF-Agents' check)", group=TARGET)
     clip_dataset_actions: bool = setting(False, "clip dataset actions into the action box", group=TARGET)
