@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -300,12 +301,12 @@ def test_corl_reward_normalisation_spans_the_finished_episodes_return_range() ->
     assert corl_reward_unit(rew, episode_end, finished) == pytest.approx(1000 / (4 - 1))
 
 
-def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> None:
+def three_episode_buffer(rew: np.ndarray) -> Any:
+    """Rewards `rew` (five) in three episodes of two, one and two steps, each ending in a terminal."""
     from offline_rl.data.transitions import make_replay_buffer
 
-    rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
     size = len(rew)
-    buffer = make_replay_buffer(
+    return make_replay_buffer(
         obs=np.zeros((size, OBS), np.float32),
         act=np.zeros((size, ACT), np.float32),
         rew=rew,
@@ -314,6 +315,11 @@ def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> N
         obs_next=np.zeros((size, OBS), np.float32),
         info={},
     )
+
+
+def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> None:
+    rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
+    buffer = three_episode_buffer(rew)
     algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_bias=-1.0)
     staged = algo._stage(buffer).rew.cpu().numpy()
     np.testing.assert_allclose(staged, rew * (1000 / 3) * 2.0 - 1.0, rtol=1e-6)
@@ -356,19 +362,7 @@ def test_reward_noise_is_fresh_at_every_update_and_scaled_with_the_reward() -> N
 
 
 def test_reward_noise_follows_corls_reward_unit() -> None:
-    from offline_rl.data.transitions import make_replay_buffer
-
-    rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
-    size = len(rew)
-    buffer = make_replay_buffer(
-        obs=np.zeros((size, OBS), np.float32),
-        act=np.zeros((size, ACT), np.float32),
-        rew=rew,
-        terminated=np.array([0, 1, 1, 0, 1], bool),
-        truncated=np.zeros(size, bool),
-        obs_next=np.zeros((size, OBS), np.float32),
-        info={},
-    )
+    buffer = three_episode_buffer(np.array([1, 2, 4, 0.5, 0.5], np.float32))
     algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_noise_std=0.1)
     algo._stage(buffer)
     assert algo.reward_noise_scale == pytest.approx(0.1 * (1000 / 3) * 2.0)
