@@ -190,8 +190,8 @@ def export_policy(
     module = _portable(acting_module(policy))
     example = torch.as_tensor(observations).to(_input_dtype(observations))
     # The reference is the policy's own evaluation, computed as the file computes: on the CPU in float32.
-    # A policy on a GPU multiplies in TF32 there (the CUDA default of the examples), which moves
-    # actions by ~1e-3 and would fail a correct file.
+    # A policy on a GPU multiplies in TF32 there (the CUDA default of the examples): 10-bit mantissas,
+    # whose rounding can move actions by more than the check allows and so fail a correct file.
     with _float32_products():
         expected = evaluation_actions(_portable(policy), observations)
         with torch.no_grad():

@@ -214,7 +214,7 @@ def test_policies_built_with_tianshous_own_networks_export_too(tmp_path: Path, n
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_policy_trained_on_a_gpu_in_tf32_exports_and_checks_in_float32(tmp_path: Path) -> None:
-    """On a GPU the examples multiply in TF32, which moves actions by ~1e-3: the check compares the
+    """On a GPU the examples multiply in TF32, whose rounding can move actions: the check compares the
     file with the policy computed as the file computes (CPU, float32), so a correct file is kept,
     and the policy stays on its device."""
     previous = torch.get_float32_matmul_precision()
