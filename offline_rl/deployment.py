@@ -126,13 +126,19 @@ class ExportReport:
 
     path: Path
     format: str
-    input: str
-    output: str
     checked_on: int
     max_difference: float | None
     """Continuous actions: the largest difference, file against policy."""
     metadata: dict[str, str]
     """What the file says of itself (`file_metadata`)."""
+
+    @property
+    def input(self) -> str:
+        return f"obs {self.metadata['obs']}"
+
+    @property
+    def output(self) -> str:
+        return f"action {self.metadata['action']}"
 
     def describe(self) -> str:
         agreement = (
@@ -205,15 +211,15 @@ def export_policy(
     }
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
-        write = _write_onnx if fmt == EXPORT_FORMATS[".onnx"] else _write_program
-        run = write(module, example, tmp, final=final, description=description)
+        if fmt == EXPORT_FORMATS[".onnx"]:
+            run = _write_onnx(module, example, tmp, description, final=final)
+        else:
+            run = _write_program(module, example, tmp, description)
         actions = run(example.numpy())
         difference = _check_actions(module, example, actions, expected, policy, final)
     return ExportReport(
         path=final,
         format=fmt,
-        input=f"obs {description['obs']}",
-        output=f"action {description['action']}",
         checked_on=len(observations),
         max_difference=difference,
         metadata=description,
@@ -306,7 +312,7 @@ def _quiet_exporters() -> Iterator[None]:
 
 
 def _write_program(
-    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path, description: dict[str, str]
+    module: nn.Module, example: torch.Tensor, path: Path, description: dict[str, str]
 ) -> Callable[[np.ndarray], np.ndarray]:
     with _quiet_exporters():
         program = torch.export.export(module, (example,), dynamic_shapes=_batch_free())
@@ -323,8 +329,9 @@ def _write_program(
 
 
 def _write_onnx(
-    module: nn.Module, example: torch.Tensor, path: Path, *, final: Path, description: dict[str, str]
+    module: nn.Module, example: torch.Tensor, path: Path, description: dict[str, str], *, final: Path
 ) -> Callable[[np.ndarray], np.ndarray]:
+    """`final`: the path the temporary `path` becomes, for the message of a failed export."""
     import onnxruntime
 
     with _quiet_exporters():

@@ -78,13 +78,11 @@ class SweepSpec:
     def _wandb_naming(self, settings: Any, trial_id: str) -> list[str]:
         """For a trial that logs to W&B (`--logger wandb`): the sweep's name as its W&B group and its id as
         its W&B run name, unless the sweep names them itself."""
-        from offline_rl.settings import leaf_fields
-
-        values = {field.name: getattr(owner, field.name) for _, field, owner in leaf_fields(settings)}
-        if values.get("logger") != "wandb":
+        logging = settings.run.logging  # every example's RunConfig holds one LoggingConfig
+        if logging.logger != "wandb":
             return []
-        group = ["--wandb-group", self.name] if values.get("wandb_group") is None else []
-        return group + (["--wandb-name", trial_id] if values.get("wandb_name") is None else [])
+        group = ["--wandb-group", self.name] if logging.wandb_group is None else []
+        return group + (["--wandb-name", trial_id] if logging.wandb_name is None else [])
 
 
 def example_defaults(example: str, config: str | None, source: str) -> Any:
