@@ -118,9 +118,10 @@ def test_unknown_source_string() -> None:
     [
         ("halfchetah_medium", "halfcheetah-medium-v2"),  # a typo, underscores, no version: read as nothing
         ("Hopper-Medium-Expert", "hopper-medium-expert-v2"),
-        ("halfcheetah-medium-v0", "halfcheetah-medium-v2"),  # D4RL's older versions read as Minari ids
-        ("walker2d-medium-replay-v1", "walker2d-medium-replay-v2"),
-        ("antmaze-umaze-v0", "antmaze-umaze-v2"),
+        ("walker2d_medium_replay-v0", "walker2d-medium-replay-v0"),  # read as a Minari id, meant as D4RL's
+        ("antmaze-umaze_diverse-v1", "antmaze-umaze-diverse-v1"),
+        ("hopper-full-replay-v0", "hopper-full-replay-v2"),  # a version D4RL lacks: told one it has
+        ("halfcheetah-medium-v3", "halfcheetah-medium-v2"),
     ],
 )
 def test_a_near_miss_of_a_d4rl_name_is_told_the_name(

@@ -113,22 +113,75 @@ def test_file_named_like_d4rl_gets_its_name_and_scores(tmp_path: Path) -> None:
     assert info["ref_max_score"] == 4592.3
 
 
-def test_urls_follow_d4rl_file_names() -> None:
-    assert d4rl_module.d4rl_url("halfcheetah-medium-v2").endswith("/gym_mujoco_v2/halfcheetah_medium-v2.hdf5")
-    assert d4rl_module.d4rl_url("hopper-medium-replay-v2").endswith("/gym_mujoco_v2/hopper_medium_replay-v2.hdf5")
-    assert d4rl_module.d4rl_url("antmaze-large-play-v2").endswith(
-        "/ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5"
-    )
+# D4RL's own URLs (d4rl/infos.py, d4rl/locomotion/__init__.py), one per version: v0 is the CQL paper's.
+D4RL_FILES = {
+    "halfcheetah-medium-v2": "gym_mujoco_v2/halfcheetah_medium-v2.hdf5",
+    "hopper-medium-replay-v2": "gym_mujoco_v2/hopper_medium_replay-v2.hdf5",
+    "walker2d-full-replay-v1": "gym_mujoco_v1/walker2d_full_replay-v1.hdf5",
+    "hopper-medium-expert-v0": "gym_mujoco/hopper_medium_expert.hdf5",
+    "halfcheetah-medium-replay-v0": "gym_mujoco/halfcheetah_mixed.hdf5",
+    "walker2d-medium-replay-v0": "gym_mujoco/walker_mixed.hdf5",
+    "ant-random-expert-v0": "gym_mujoco/ant_random_expert.hdf5",
+    "antmaze-large-play-v2": (
+        "ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5"
+    ),
+    "antmaze-medium-diverse-v1": "ant_maze_v1/Ant_maze_medium_noisy_multistart_True_multigoal_True_sparse.hdf5",
+    "antmaze-large-play-v1": "ant_maze_v1/Ant_maze_large_noisy_multistart_True_multigoal_False_sparse.hdf5",
+    "antmaze-umaze-v0": "ant_maze_new/Ant_maze_u-maze_noisy_multistart_False_multigoal_False_sparse.hdf5",
+    "antmaze-large-diverse-v0": "ant_maze_new/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse.hdf5",
+}
+
+
+@pytest.mark.parametrize(("name", "file"), D4RL_FILES.items())
+def test_urls_follow_d4rl_file_names(name: str, file: str) -> None:
+    assert d4rl_module.d4rl_url(name) == f"{d4rl_module.D4RL_URL_ROOT}/{file}"
+    assert d4rl_module.d4rl_path(name).name == file.rsplit("/", 1)[1]  # D4RL's own file name, found by it
 
 
 def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
     names = d4rl_module.d4rl_names()
-    assert len(names) == 4 * 6 + 6 and len(set(names)) == len(names)
+    # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version
+    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 and len(set(names)) == len(names)
+    urls = [d4rl_module.d4rl_url(name) for name in names]
+    assert len(set(urls)) == len(urls)  # no two names share a file
     for name in names:
         assert d4rl_module.is_d4rl_name(name) and d4rl_module.closest_d4rl_name(name) == name
         assert d4rl_module.d4rl_url(name).startswith(d4rl_module.D4RL_URL_ROOT)
-    with pytest.raises(DatasetError, match=re.escape("'hopper-medium-v0' (did you mean hopper-medium-v2?)")):
-        load_d4rl("hopper-medium-v0")
+    with pytest.raises(DatasetError, match=re.escape("'hopper-full-replay-v0' (did you mean hopper-full-replay-v2?)")):
+        load_d4rl("hopper-full-replay-v0")
+
+
+@pytest.mark.parametrize("version", ["v0", "v1", "v2"])
+def test_each_version_loads_its_own_file_with_d4rls_time_limit(tmp_path: Path, version: str) -> None:
+    # D4RL's v0 files have neither `timeouts` nor `next_observations`: time-outs come from the limit, 1000 steps
+    arrays = episodes_to_arrays([1000, 400, 1000, 5], ["timeout", "terminal", "timeout", "none"])
+    del arrays["timeouts"], arrays["next_observations"]
+    name = f"hopper-medium-expert-{version}"
+    write_d4rl_file(d4rl_module.d4rl_path(name), **arrays)
+    buffer = load_d4rl(name, download=False)
+    info = dataset_info(buffer)
+    assert (info["name"], info["gymnasium_task"], info["timeouts_from"]) == (name, "Hopper-v4", "time limit 1000")
+    assert (info["ref_min_score"], info["ref_max_score"]) == (-20.272305, 3234.3)
+    # each time-out step has no known successor: dropped, and the step before it ends the episode
+    assert np.flatnonzero(buffer.truncated).tolist() == [998, 998 + 400 + 999, len(buffer) - 1]
+    assert np.flatnonzero(buffer.terminated).tolist() == [998 + 400]
+    others = [other for other in ("v0", "v1", "v2") if other != version]
+    for other in others:  # another version's name never reads this file
+        with pytest.raises(DownloadError, match=re.escape(d4rl_module.d4rl_path(f"hopper-medium-expert-{other}").name)):
+            load_d4rl(f"hopper-medium-expert-{other}", download=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "limit"), [("antmaze-umaze-v0", 700), ("antmaze-umaze-diverse-v1", 700), ("antmaze-large-play-v0", 1000)]
+)
+def test_antmaze_files_of_every_version_get_d4rls_limit(tmp_path: Path, name: str, limit: int) -> None:
+    arrays = episodes_to_arrays([limit, limit], ["timeout", "timeout"])
+    del arrays["timeouts"]
+    path = write_d4rl_file(d4rl_module.d4rl_path(name), **arrays)
+    info = dataset_info(buffer := load_d4rl(path))  # found by its D4RL file name
+    assert info["name"] == name and info["timeouts_from"] == f"time limit {limit}"
+    assert np.flatnonzero(buffer.truncated).tolist() == [limit - 1, 2 * limit - 1]
+    assert "gymnasium_task" not in info and (info["ref_min_score"], info["ref_max_score"]) == (0.0, 1.0)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -136,23 +189,26 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_missing_named_dataset_is_downloaded_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["hopper-medium-replay-v2", "walker2d-medium-replay-v0", "antmaze-large-play-v1"])
+def test_missing_named_dataset_is_downloaded_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     served = tmp_path / "served"
     arrays = episodes_to_arrays([4, 4], ["terminal", "timeout"])
-    write_d4rl_file(served / "gym_mujoco_v2" / "hopper_medium-v2.hdf5", **arrays)
+    write_d4rl_file(served / D4RL_FILES[name], **arrays)
     handler = functools.partial(_QuietHandler, directory=str(served))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         monkeypatch.setattr(d4rl_module, "D4RL_URL_ROOT", f"http://127.0.0.1:{server.server_address[1]}")
-        buffer = load_d4rl("hopper-medium-v2")
+        buffer = load_d4rl(name)
     finally:
         server.shutdown()
         server.server_close()
-    assert len(buffer) == 8
+    assert len(buffer) == 8 and dataset_info(buffer)["name"] == name
     target_dir = tmp_path / "d4rl"
-    assert sorted(p.name for p in target_dir.iterdir()) == ["hopper_medium-v2.hdf5"]
+    assert sorted(p.name for p in target_dir.iterdir()) == [d4rl_module.d4rl_path(name).name]
 
 
 def test_download_failure_names_path_and_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -311,14 +311,21 @@ def test_a_dataset_recorded_on_another_env_version_is_named_in_a_warning(tmp_pat
     )
 
 
-def d4rl_named_file(tmp_path: Path, task: str, name: str) -> Path:
-    """A file under D4RL's name as D4RL's own are: `task` rollouts in D4RL's keys, recording no env."""
+def d4rl_named_file(tmp_path: Path, task: str, name: str, *, v0_layout: bool = False) -> Path:
+    """A file under D4RL's name as D4RL's own are: `task` rollouts in D4RL's keys, recording no env;
+    `v0_layout`: without `timeouts` and `next_observations`, as D4RL's v0 files are."""
     import h5py
 
     from conftest import write_d4rl_file
 
     recorded = collect_dataset(CollectConfig(task=task, output=tmp_path / "rollouts.hdf5", size=200, progress=False))
-    keys = ("observations", "actions", "rewards", "terminals", "timeouts", "next_observations")
+    keys = (
+        "observations",
+        "actions",
+        "rewards",
+        "terminals",
+        *(() if v0_layout else ("timeouts", "next_observations")),
+    )
     with h5py.File(recorded, "r") as file:
         columns = {key: file[key][()] for key in keys}
     return write_d4rl_file(tmp_path / "d4rl" / name, **columns)
@@ -340,6 +347,19 @@ def test_without_task_a_d4rl_dataset_is_evaluated_on_its_own_env_not_the_default
     result = run_example("--resume-path", str(run_dir / "checkpoint.pth"), "--epoch", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "done: Walker2d-v4 on walker2d-medium-v2" in result.stdout and "task:" not in result.stdout
+
+
+def test_the_cql_papers_v0_datasets_train_and_evaluate_on_their_env(tmp_path: Path) -> None:
+    """The CQL paper's tables are on D4RL's v0 files: `--dataset hopper-medium-expert-v0` reads D4RL's
+    own v0 file (`hopper_medium_expert.hdf5`, no time-outs recorded), not the v2 one CORL used."""
+    d4rl_named_file(tmp_path, "Hopper-v4", "hopper_medium_expert.hdf5", v0_layout=True)
+    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
+    result = run_example("--dataset", "hopper-medium-expert-v0", *small, "--critic-layers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "task: Hopper-v4, the env of hopper-medium-expert-v0 (--task to evaluate on another)" in result.stdout
+    assert "done: Hopper-v4 on hopper-medium-expert-v0" in result.stdout
+    assert re.search(r"last evaluation return -?[\d.]+ ± [\d.]+, normalized score -?[\d.]+", result.stdout)
+    assert not (tmp_path / "d4rl" / "hopper_medium_expert-v2.hdf5").exists()
 
 
 def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:

@@ -373,7 +373,7 @@ OTHER_TOOLKITS_FLAGS = [
     (
         d4rl_cql.config_from_args,
         ["--cql_alpha", "10"],
-        "--cql_alpha is CORL's and TF-Agents' cql_alpha: here --cql-weight",
+        "--cql_alpha is CORL's, TF-Agents' and jrl's cql_alpha: here --cql-weight",
     ),
     (d4rl_cql.config_from_args, ["--conservative-weight", "5"], "d3rlpy's conservative_weight: here --cql-weight"),
     (d4rl_cql.config_from_args, ["--lagrange-threshold", "10"], "here --target-action-gap; Tianshou thresholds w·gap"),
@@ -381,6 +381,8 @@ OTHER_TOOLKITS_FLAGS = [
     (d4rl_cql.config_from_args, ["--max_timesteps", "9"], "the budget is --epoch × --step-per-epoch updates"),
     (d4rl_cql.config_from_args, ["--reward_shift", "-1"], "--reward-bias = reward_shift × reward_scale_factor"),
     (d4rl_cql.config_from_args, ["--log-cql-alpha-clipping", "-1"], "--lagrange-multiplier-min e^lo"),
+    (d4rl_cql.config_from_args, ["--num_importance_acts", "10"], "jrl's num_importance_acts: here --cql-n-actions"),
+    (d4rl_cql.config_from_args, ["--num_sgd_steps_per_step", "200"], "one replayed CUDA graph"),
     (d4rl_cql.config_from_args, ["--cql-wieght", "3"], "--cql-wieght: did you mean --cql-weight?"),
     (d4rl_cql.config_from_args, ["--epo", "3"], "--epo: did you mean --epoch?"),
     (atari_cql.config_from_args, ["--alpha", "4"], "--alpha is d3rlpy's DiscreteCQL alpha: here --cql-weight"),

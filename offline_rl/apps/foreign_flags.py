@@ -1,6 +1,6 @@
 """Other toolkits' names for this toolkit's settings, so a flag copied from them gets the one to use.
 
-A user moving from d3rlpy, CORL, TF-Agents or Tianshou's classic examples types the names they know
+A user moving from d3rlpy, CORL, TF-Agents, jrl or Tianshou's classic examples types the names they know
 (`--conservative_weight 5`, `--cql_alpha 10`, `--lagrange-threshold 10`); argparse alone answers
 "unrecognized arguments" and nothing else. Each entry says whose name it is and what it is here, with
 the conversion where the two differ in more than the name (the README's "Preset files" and "Continuous
@@ -46,7 +46,7 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("target_update_interval",), "d3rlpy's", "--target-update-freq"),
     ForeignName(("alpha",), "d3rlpy's DiscreteCQL", "--cql-weight"),  # the conservative weight there
     # CORL's algorithms/offline/cql.py (TrainConfig) and TF-Agents' CqlSacAgent.
-    ForeignName(("cql_alpha",), "CORL's and TF-Agents'", "--cql-weight"),
+    ForeignName(("cql_alpha",), "CORL's, TF-Agents' and jrl's", "--cql-weight"),
     ForeignName(("policy_lr",), "CORL's", "--actor-lr", "CORL tunes α at the same rate: --alpha-lr"),
     ForeignName(("qf_lr",), "CORL's", "--critic-lr"),
     ForeignName(("q_n_hidden_layers",), "CORL's", "--critic-layers"),
@@ -106,6 +106,28 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
         "TF-Agents'",
         "--target-action-gap",
         "TF-Agents' learned α multiplies the unweighted gap: --cql-weight 1",
+    ),
+    # jrl's CQL (google-research/jrl: cql.config.CQLConfig and its runner's flags).
+    ForeignName(("q_lr",), "jrl's", "--critic-lr"),
+    ForeignName(("num_bc_iters",), "jrl's", "--bc-steps"),
+    ForeignName(("num_importance_acts",), "jrl's", "--cql-n-actions"),
+    ForeignName(("actor_network_hidden_sizes",), "jrl's", "--hidden-sizes"),
+    ForeignName(
+        ("critic_network_hidden_sizes",),
+        "jrl's",
+        "--critic-layers",
+        "with --critic-width: jrl's (256, 256, 256) is --critic-layers 3 --critic-width 256",
+    ),
+    ForeignName(("episodes_per_eval",), "jrl's", "--test-num"),
+    ForeignName(("eval_every_steps",), "jrl's", "--step-per-epoch", "each epoch ends with an evaluation"),
+    ForeignName(("num_steps",), "jrl's", None, "the budget is --epoch × --step-per-epoch updates"),
+    ForeignName(("root_dir",), "jrl's", "--logdir"),
+    ForeignName(("task_name",), "jrl's", "--dataset", "a D4RL name, antmaze-large-diverse-v0 included"),
+    ForeignName(
+        ("num_sgd_steps_per_step",),
+        "jrl's",
+        None,
+        "no setting: on CUDA every update is already one replayed CUDA graph, and --batch-size is one update's",
     ),
     # Tianshou's classic examples (examples/offline/d4rl_cql.py, atari_cql.py).
     ForeignName(

@@ -21,6 +21,9 @@ silent bugs of offline RL; this loader does neither:
   84 columns are all zero they are dropped: `--task Ant-v4` evaluates the D4RL Ant datasets as
   recorded. A network reading the zero columns would compute the same function (zero inputs add
   nothing), so scores stay comparable with implementations that keep them.
+- Names cover every version D4RL publishes of its locomotion and AntMaze datasets: v2 (CORL's), v1,
+  and v0 (the CQL paper's), each read from its own file under D4RL's own file name. Versions are
+  different recordings, so a near miss is told a name that exists rather than swapped for it.
 - A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
   `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
   episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
@@ -58,15 +61,50 @@ OPTIONAL_KEYS = ("timeouts", "next_observations")
 
 _LOCOMOTION_ENVS = ("halfcheetah", "hopper", "walker2d", "ant")
 _LOCOMOTION_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
-_LOCOMOTION = re.compile(f"({'|'.join(_LOCOMOTION_ENVS)})-({'|'.join(_LOCOMOTION_KINDS)})-v2")
-_ANTMAZE_FILES = {
-    "antmaze-umaze-v2": "Ant_maze_u-maze_noisy_multistart_False_multigoal_False_sparse_fixed.hdf5",
-    "antmaze-umaze-diverse-v2": "Ant_maze_u-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
-    "antmaze-medium-play-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
-    "antmaze-medium-diverse-v2": "Ant_maze_big-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
-    "antmaze-large-play-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_False_sparse_fixed.hdf5",
-    "antmaze-large-diverse-v2": "Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5",
-}
+_ANTMAZE_KINDS = ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
+_VERSIONS = ("v0", "v1", "v2")
+
+
+def _locomotion_files() -> dict[str, str]:
+    """D4RL's MuJoCo locomotion datasets, name -> file under `D4RL_URL_ROOT` (D4RL's `infos.py`).
+
+    v0 (the CQL paper's tables) has no full-replay and calls medium-replay "mixed" (Walker2d's file:
+    `walker_mixed`); v1 and v2 (CORL's) add full-replay and put the version in the file name."""
+    files = {}
+    for env in _LOCOMOTION_ENVS:
+        for kind in _LOCOMOTION_KINDS:
+            stem = f"{env}_{kind.replace('-', '_')}"
+            if kind != "full-replay":
+                mixed = f"{'walker' if env == 'walker2d' else env}_mixed"
+                files[f"{env}-{kind}-v0"] = f"gym_mujoco/{mixed if kind == 'medium-replay' else stem}.hdf5"
+            for version in ("v1", "v2"):
+                files[f"{env}-{kind}-{version}"] = f"gym_mujoco_{version}/{stem}-{version}.hdf5"
+    files["ant-random-expert-v0"] = "gym_mujoco/ant_random_expert.hdf5"
+    return files
+
+
+def _antmaze_files() -> dict[str, str]:
+    """D4RL's AntMaze datasets, name -> file (D4RL's `locomotion/__init__.py`): v0's and v2's files
+    name the mazes u-maze / big-maze / hardest-maze, v1's umaze / medium / large; v2's are the
+    re-recorded `_fixed` files."""
+    maze_words = {"umaze": ("u-maze", "umaze"), "medium": ("big-maze", "medium"), "large": ("hardest-maze", "large")}
+    folders = {"v0": "ant_maze_new", "v1": "ant_maze_v1", "v2": "ant_maze_v2"}
+    files = {}
+    for kind in _ANTMAZE_KINDS:
+        maze, _, variant = kind.partition("-")
+        multistart, multigoal = ("False", "False") if kind == "umaze" else ("True", str(variant == "diverse"))
+        for version in _VERSIONS:
+            word = maze_words[maze][1 if version == "v1" else 0]
+            fixed = "_fixed" if version == "v2" else ""
+            file = f"Ant_maze_{word}_noisy_multistart_{multistart}_multigoal_{multigoal}_sparse{fixed}.hdf5"
+            files[f"antmaze-{kind}-{version}"] = f"{folders[version]}/{file}"
+    return files
+
+
+_LOCOMOTION_FILES = _locomotion_files()
+_ANTMAZE_FILES = _antmaze_files()
+_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES}
+_NAME_OF_FILE = {file.rsplit("/", 1)[1]: name for name, file in _D4RL_FILES.items()}
 _COMPACT_CHUNK = 1 << 16
 ANT_STATE_DIMS = 27
 """qpos[2:] and qvel of MuJoCo's ant: the observation of gymnasium's Ant-v4 at its defaults; D4RL's
@@ -86,8 +124,8 @@ ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
     "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
     "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
 )
-# D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py).
-_D4RL_EPISODE_STEPS = {"antmaze-umaze-v2": 700, "antmaze-umaze-diverse-v2": 700}
+# D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py), every version alike.
+_D4RL_EPISODE_STEPS = {f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS}
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
 
 
@@ -103,10 +141,15 @@ def d4rl_episode_steps(name: str) -> int | None:
 
 
 def d4rl_gymnasium_task(name: str | None) -> str | None:
-    """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for
-    `walker2d-medium-v2`), None for other names and for the AntMaze datasets."""
-    match = _LOCOMOTION.fullmatch(name or "")
-    return D4RL_GYMNASIUM_TASKS[match.group(1)] if match else None
+    """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for `walker2d-medium-v2`
+    and `walker2d-medium-v0` alike), None for other names and for the AntMaze datasets."""
+    env = _locomotion_env(name)
+    return D4RL_GYMNASIUM_TASKS[env] if env else None
+
+
+def _locomotion_env(name: str | None) -> str | None:
+    """`hopper` for `hopper-medium-v0`: the environment of a D4RL locomotion name, None for other names."""
+    return name.split("-", 1)[0] if name in _LOCOMOTION_FILES else None
 
 
 def d4rl_without_gymnasium_env(name: str | None) -> bool:
@@ -124,17 +167,13 @@ def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -
 
 def d4rl_url(name: str) -> str:
     """D4RL's public download URL for a dataset name such as `halfcheetah-medium-v2`."""
-    match = _LOCOMOTION.fullmatch(name)
-    if match:
-        env, kind = match.groups()
-        return f"{D4RL_URL_ROOT}/gym_mujoco_v2/{env}_{kind.replace('-', '_')}-v2.hdf5"
-    if name in _ANTMAZE_FILES:
-        return f"{D4RL_URL_ROOT}/ant_maze_v2/{_ANTMAZE_FILES[name]}"
+    if name in _D4RL_FILES:
+        return f"{D4RL_URL_ROOT}/{_D4RL_FILES[name]}"
     closest = closest_d4rl_name(name)
     raise DatasetError(
         f"unknown D4RL dataset name '{name}'{f' (did you mean {closest}?)' if closest else ''}; "
-        f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-v2) or "
-        f"antmaze-{_choices(name.removeprefix('antmaze-').removesuffix('-v2') for name in _ANTMAZE_FILES)}-v2, "
+        f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-"
+        f"{_choices(_VERSIONS)}, full-replay from v1) or antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
         "or a path to an HDF5 file"
     )
 
@@ -145,24 +184,23 @@ def _choices(words: Iterable[str]) -> str:
 
 def is_d4rl_name(source: str) -> bool:
     """Whether `source` is a D4RL dataset name this package knows how to find and download."""
-    return bool(_LOCOMOTION.fullmatch(source)) or source in _ANTMAZE_FILES
+    return source in _D4RL_FILES
 
 
 def d4rl_names() -> list[str]:
-    """Every D4RL dataset name this package can find and download."""
-    locomotion = [f"{env}-{kind}-v2" for env in _LOCOMOTION_ENVS for kind in _LOCOMOTION_KINDS]
-    return locomotion + list(_ANTMAZE_FILES)
+    """Every D4RL dataset name this package can find and download: MuJoCo locomotion and AntMaze, v0 to v2."""
+    return list(_D4RL_FILES)
 
 
 def closest_d4rl_name(name: str) -> str | None:
-    """The D4RL name a near miss stands for (`halfcheetah-medium-v0`, `halfchetah_medium-v2`,
-    `Hopper-Medium-Expert`: other versions, underscores, case and typos), None for anything else."""
+    """The D4RL name a near miss stands for (`halfchetah_medium-v2`, `Hopper-Medium-Expert`: underscores,
+    case and typos; v2 when no version is given), None for anything else. A version D4RL lacks for that
+    dataset (`hopper-full-replay-v0`) is told the nearest one that exists, never swapped in silently."""
     import difflib
 
     wanted = str(name).strip().lower().replace("_", "-")
     if not re.search(r"-v\d+$", wanted):
         wanted += "-v2"
-    wanted = re.sub(r"-v\d+$", "-v2", wanted)  # D4RL's v0/v1 files differ; these are the v2 ones
     matches = difflib.get_close_matches(wanted, d4rl_names(), n=1, cutoff=0.85)
     return matches[0] if matches else None
 
@@ -178,12 +216,10 @@ def d4rl_path(name: str) -> Path:
 
 
 def _name_from_filename(path: Path) -> str | None:
-    """The D4RL dataset name of a file D4RL downloaded, recognised by its file name."""
-    for name in _ANTMAZE_FILES:
-        if path.name == _ANTMAZE_FILES[name]:
-            return name
+    """The D4RL dataset name of a file D4RL downloaded (its own file name: `hopper_medium.hdf5` is
+    hopper-medium-v0), or of a file named after the dataset (`hopper-medium-v2.hdf5`)."""
     candidate = path.stem.replace("_", "-")
-    return candidate if _LOCOMOTION.fullmatch(candidate) else None
+    return _NAME_OF_FILE.get(path.name) or (candidate if candidate in _LOCOMOTION_FILES else None)
 
 
 def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True) -> tuple[Path, str | None]:
@@ -257,8 +293,7 @@ def read_d4rl_file(path: Path, *, name: str | None = None, max_episode_steps: in
 
 def _drop_zero_contact_forces(arrays: dict[str, np.ndarray], name: str | None, info: dict[str, Any]) -> None:
     """A D4RL Ant dataset's observations become Ant-v4's, when its contact forces are zero throughout."""
-    match = _LOCOMOTION.fullmatch(name or "")
-    if match is None or match.group(1) != "ant" or arrays["observations"].shape[1:] != (ANT_V2_OBSERVATION_DIMS,):
+    if _locomotion_env(name) != "ant" or arrays["observations"].shape[1:] != (ANT_V2_OBSERVATION_DIMS,):
         return
     keys = [key for key in ("observations", "next_observations") if key in arrays]
     if any(arrays[key][:, ANT_STATE_DIMS:].any() for key in keys):
