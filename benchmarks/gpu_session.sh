@@ -108,10 +108,11 @@ for part in "$@"; do
       check discrete_loss_forms 150 python3 benchmarks/discrete_cql_throughput.py --device cuda \
         --paths captured,captured+sorted --updates 300 --rounds 2 --transitions 20000
       ;;
-    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU
+    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter
       check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
         tests/test_discrete_staging.py tests/test_update_paths.py -k "captured or cuda or checkpoint"
       check cuda_export 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_policy_export.py -k gpu
+      check cuda_q_filter 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_q_filter.py -k cuda
       check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
         tests/test_exact_resume.py -k cuda
       ;;

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from offline_rl.atomic import atomic_path
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 ModuleType = TypeVar("ModuleType", bound=nn.Module)
 
@@ -104,13 +104,17 @@ def acting_module(policy: Any) -> nn.Module:
 def evaluation_actions(policy: Any, observations: np.ndarray) -> np.ndarray:
     """What the policy does with these observations when a Tianshou collector evaluates it (eval
     mode, no exploration), in the env's action space. A SAC policy is asked for its mean action,
-    which is how its evaluation acts unless it was built with `deterministic_eval=False`."""
+    which is how its evaluation acts unless it was built with `deterministic_eval=False` or
+    evaluates with a Q filter (`QFilteredSACPolicy`: the file holds no critics)."""
     from tianshou.data import Batch
 
     training, deterministic = policy.training, getattr(policy, "deterministic_eval", None)
+    q_filter = getattr(policy, "q_filter_samples", None)
     policy.eval()
     if deterministic is not None:
         policy.deterministic_eval = True
+    if q_filter is not None:
+        policy.q_filter_samples = 0
     try:
         actions = policy(Batch(obs=observations, info=Batch())).act
         return np.asarray(policy.map_action(actions.cpu().numpy() if torch.is_tensor(actions) else actions))
@@ -118,6 +122,12 @@ def evaluation_actions(policy: Any, observations: np.ndarray) -> np.ndarray:
         policy.train(training)
         if deterministic is not None:
             policy.deterministic_eval = deterministic
+        if q_filter is not None:
+            policy.q_filter_samples = q_filter
+
+
+class QFilterNotExportedWarning(OfflineRLWarning):
+    """An exported policy evaluates with a Q filter, which the file cannot hold: it plays the mean action."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,8 @@ class ExportReport:
     """Continuous actions: the largest difference, file against policy."""
     metadata: dict[str, str]
     """What the file says of itself (`file_metadata`)."""
+    checked_against: str = "the policy's evaluation"
+    """What its actions were compared with: the policy's mean action where the evaluation is Q-filtered."""
 
     @property
     def input(self) -> str:
@@ -148,7 +160,7 @@ class ExportReport:
         )
         return (
             f"{self.format} {self.path}: {self.input} -> {self.output}; on {self.checked_on} observations it acts "
-            f"as the policy's evaluation does ({agreement})"
+            f"as {self.checked_against} does ({agreement})"
         )
 
 
@@ -217,12 +229,22 @@ def export_policy(
             run = _write_program(module, example, tmp, description)
         actions = run(example.numpy())
         difference = _check_actions(module, example, actions, expected, policy, final)
+    checked_against = "the policy's evaluation"
+    if getattr(policy, "q_filter_samples", 0):
+        checked_against = "the policy's mean action"
+        warnings.warn(
+            f"{final}: the policy evaluates with a Q filter of {policy.q_filter_samples} samples (--eval-q-filter), "
+            "which needs its critics and random draws; the file plays the mean action those samples are drawn around",
+            QFilterNotExportedWarning,
+            stacklevel=2,
+        )
     return ExportReport(
         path=final,
         format=fmt,
         checked_on=len(observations),
         max_difference=difference,
         metadata=description,
+        checked_against=checked_against,
     )
 
 

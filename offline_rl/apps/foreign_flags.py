@@ -118,6 +118,12 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
         "--critic-layers",
         "with --critic-width: jrl's (256, 256, 256) is --critic-layers 3 --critic-width 256",
     ),
+    ForeignName(
+        ("eval_with_q_filter", "num_eval_samples"),
+        "jrl's",
+        "--eval-q-filter",
+        "one setting here, the number of samples K (0: off); jrl's default K is 10",
+    ),
     ForeignName(("episodes_per_eval",), "jrl's", "--test-num"),
     ForeignName(("eval_every_steps",), "jrl's", "--step-per-epoch", "each epoch ends with an evaluation"),
     ForeignName(("num_steps",), "jrl's", None, "the budget is --epoch × --step-per-epoch updates"),

@@ -70,6 +70,7 @@ from offline_rl.cql_sac.networks import (
     tanh_gaussian_log_prob,
     tanh_gaussian_sample,
 )
+from offline_rl.cql_sac.q_filter import CriticScores, QFilteredSACPolicy
 from offline_rl.data.action_units import needs_action_scaling
 from offline_rl.data.staging import (
     StoredTransitions,
@@ -233,6 +234,10 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         else:
             self.log_alpha, self._alpha_optim, self.target_entropy = auto_alpha_parts(entropy_tuner)
         self._lagrange_optim = make_adam([self.log_lagrange_multiplier], lr=config.lagrange_lr)
+        if isinstance(policy, QFilteredSACPolicy):
+            policy.score_with(CriticScores(self.critic, normalizer))
+        elif config.eval_q_filter:
+            raise ValueError("eval_q_filter needs a QFilteredSACPolicy (CQLSAC.build makes one)")
         self.reward_noise_scale = self._reward_noise_scale(reward_unit=1.0)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
@@ -277,13 +282,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         critic = EnsembleCritic(
             obs_dim, act_dim, config.critic_hidden_sizes, config.num_critics, orthogonal_init=config.orthogonal_init
         )
-        policy = SACPolicy(
+        policy_kwargs: dict[str, Any] = dict(
             actor=actor,
             action_space=action_space,
             observation_space=observation_space,
             action_scaling=True,
             deterministic_eval=True,
         )
+        if config.eval_q_filter:
+            policy = QFilteredSACPolicy(q_filter_samples=config.eval_q_filter, **policy_kwargs)
+        else:
+            policy = SACPolicy(**policy_kwargs)
         return CQLSAC(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
 
     def to_policy_actions(self, actions: torch.Tensor, *, env_units: bool = True) -> torch.Tensor:

@@ -13,11 +13,12 @@ NETWORKS = "CQL-SAC: networks"
 OPTIMISATION = "CQL-SAC: optimisation and entropy"
 CONSERVATIVE = "CQL-SAC: conservative term"
 TARGET = "CQL-SAC: TD target and data"
+EVALUATION = "CQL-SAC: evaluation"
 
 
 @dataclass
 class CQLSACConfig:
-    """Everything that defines the CQL-SAC update (not the experiment around it).
+    """Everything that defines the CQL-SAC update and how its policy acts (not the experiment around it).
 
     Conservative term, per critic e (Kumar et al. 2020, eq. 4, CQL(H)):
 
@@ -128,6 +129,14 @@ class CQLSACConfig:
     bc_steps: int = setting(0, "behaviour-cloning warm-up updates for the actor", minimum=0, group=TARGET)
     bc_debug_mode: bool = setting(False, "critic loss = conservative term only (TF-Agents' check)", group=TARGET)
     clip_dataset_actions: bool = setting(False, "clip dataset actions into the action box", group=TARGET)
+    # evaluation
+    eval_q_filter: int = setting(
+        0,
+        "evaluate with the best of K actions from π(·|s) and K uniform ones, by the critics' minimum Q (jrl's "
+        "eval_with_q_filter with num_eval_samples K); 0: the mean action",
+        minimum=0,
+        group=EVALUATION,
+    )
 
     @property
     def entropy_lr(self) -> float:
