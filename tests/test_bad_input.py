@@ -133,7 +133,28 @@ def test_a_near_miss_of_a_d4rl_name_is_told_the_name(
     assert str(raised.value).endswith(f"; did you mean D4RL's {meant}?")
 
 
-@pytest.mark.parametrize("name", ["pen-human-v1", "mujoco/halfcheetah/medium-v0", "CartPole-v1"])
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("d4rl_mujoco_halfcheetah/v0-medium-expert", "halfcheetah-medium-expert-v0"),  # TF-Agents' CQL README
+        ("d4rl_mujoco_walker2d/v2-full-replay", "walker2d-full-replay-v2"),
+        ("d4rl_antmaze/medium-play-v0", "antmaze-medium-play-v0"),
+    ],
+)
+def test_a_tfds_copy_of_a_d4rl_dataset_is_told_d4rls_name(
+    name: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(name)
+    message = str(raised.value)
+    assert message.startswith(f"{name}: no such file or directory")  # not looked for as a Minari id
+    assert message.endswith(f"; {name} is TFDS's copy of D4RL's {meant}: give {meant}, which reads D4RL's own file")
+
+
+@pytest.mark.parametrize(
+    "name", ["pen-human-v1", "mujoco/halfcheetah/medium-v0", "CartPole-v1", "d4rl_adroit_pen/v1-human"]
+)
 def test_other_dataset_ids_get_no_d4rl_suggestion(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     with pytest.raises(DatasetError) as raised:

@@ -102,6 +102,19 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
         "the same number: TF-Agents draws its noise with that value as the standard deviation",
     ),
     ForeignName(
+        ("env_name",),
+        "TF-Agents'",
+        "--dataset",
+        "a D4RL name such as antmaze-medium-play-v0; the env it belongs to is evaluated (--task for another)",
+    ),
+    ForeignName(
+        ("dataset_name",),
+        "TF-Agents'",
+        "--dataset",
+        "TFDS's d4rl_mujoco_halfcheetah/v0-medium-expert is D4RL's halfcheetah-medium-expert-v0 here",
+    ),
+    ForeignName(("gin_file",), "TF-Agents'", "--config", "a YAML preset; CORL's values per dataset: configs/cql/"),
+    ForeignName(
         ("cql_tau",),
         "TF-Agents'",
         "--target-action-gap",
@@ -127,7 +140,7 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("episodes_per_eval",), "jrl's", "--test-num"),
     ForeignName(("eval_every_steps",), "jrl's", "--step-per-epoch", "each epoch ends with an evaluation"),
     ForeignName(("num_steps",), "jrl's", None, "the budget is --epoch × --step-per-epoch updates"),
-    ForeignName(("root_dir",), "jrl's", "--logdir"),
+    ForeignName(("root_dir",), "jrl's and TF-Agents'", "--logdir"),
     ForeignName(("task_name",), "jrl's", "--dataset", "a D4RL name, antmaze-large-diverse-v0 included"),
     ForeignName(
         ("num_sgd_steps_per_step",),

@@ -192,12 +192,34 @@ def d4rl_names() -> list[str]:
     return list(_D4RL_FILES)
 
 
+_TFDS_NAME = re.compile(
+    r"d4rl_mujoco_(?P<env>[a-z0-9]+)/(?P<version>v\d+)-(?P<kind>[a-z-]+)|d4rl_antmaze/(?P<maze>[a-z-]+)-(?P<maze_version>v\d+)"
+)
+
+
+def d4rl_name_of_tfds(name: str) -> str | None:
+    """D4RL's name of a TFDS (RLDS) D4RL dataset, which TFDS builds from D4RL's own files and TF-Agents'
+    CQL README names (`d4rl_mujoco_halfcheetah/v0-medium-expert` is halfcheetah-medium-expert-v0,
+    `d4rl_antmaze/medium-play-v0` antmaze-medium-play-v0); None for other names."""
+    match = _TFDS_NAME.fullmatch(str(name).strip())
+    if match is None:
+        return None
+    if match["env"]:
+        return f"{match['env']}-{match['kind']}-{match['version']}"
+    return f"antmaze-{match['maze']}-{match['maze_version']}"
+
+
 def closest_d4rl_name(name: str) -> str | None:
     """The D4RL name a near miss stands for (`halfchetah_medium-v2`, `Hopper-Medium-Expert`: underscores,
-    case and typos; v2 when no version is given), None for anything else. A version D4RL lacks for that
-    dataset (`hopper-full-replay-v0`) is told the nearest one that exists, never swapped in silently."""
+    case and typos; v2 when no version is given), or a TFDS copy of a D4RL dataset stands for
+    (`d4rl_mujoco_hopper/v0-medium`); None for anything else, other ids with a `/` (Minari's) included. A
+    version D4RL lacks for that dataset (`hopper-full-replay-v0`) is told the nearest one that exists,
+    never swapped in silently."""
     import difflib
 
+    if "/" in str(name):
+        tfds = d4rl_name_of_tfds(name)
+        return tfds if tfds in _D4RL_FILES else None
     wanted = str(name).strip().lower().replace("_", "-")
     if not re.search(r"-v\d+$", wanted):
         wanted += "-v2"

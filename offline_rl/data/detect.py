@@ -11,7 +11,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
 from offline_rl.data.d3rlpy import d3rlpy_layout, load_d3rlpy
-from offline_rl.data.d4rl import closest_d4rl_name, is_d4rl_name, load_d4rl
+from offline_rl.data.d4rl import closest_d4rl_name, d4rl_name_of_tfds, is_d4rl_name, load_d4rl
 from offline_rl.data.minari import is_minari_directory, load_minari
 from offline_rl.errors import DatasetError
 
@@ -48,7 +48,7 @@ def detect_format(source: str | os.PathLike[str]) -> str:
     name = str(source)
     if is_d4rl_name(name):
         return "d4rl"
-    if _MINARI_ID.fullmatch(name) and not path.suffix.startswith(".h"):
+    if _MINARI_ID.fullmatch(name) and not path.suffix.startswith(".h") and not d4rl_name_of_tfds(name):
         return "minari"
     raise DatasetError(
         f"{name}: no such file or directory, and not a D4RL dataset name (e.g. halfcheetah-medium-v2) "
@@ -57,8 +57,11 @@ def detect_format(source: str | os.PathLike[str]) -> str:
 
 
 def _d4rl_hint(name: str) -> str:
-    """`; did you mean D4RL's ...?` for a near miss of a D4RL name, else nothing."""
-    closest = closest_d4rl_name(name) if "/" not in name else None
+    """`; did you mean D4RL's ...?` for a near miss of a D4RL name, the D4RL name of a TFDS copy of one,
+    else nothing."""
+    closest = closest_d4rl_name(name)
+    if closest and d4rl_name_of_tfds(name):
+        return f"; {name} is TFDS's copy of D4RL's {closest}: give {closest}, which reads D4RL's own file"
     return f"; did you mean D4RL's {closest}?" if closest else ""
 
 
