@@ -41,8 +41,10 @@ def test_there_is_one_preset_per_corl_dataset() -> None:
     assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE)
 
 
-@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
-def test_a_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
+AUTHORS_PRESETS = sorted((REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"))
+
+
+def assert_loads_as_written(path: Path) -> d4rl_cql.D4RLCQLConfig:
     config = d4rl_cql.config_from_args(["--config", str(path)])
     values = field_values(config)
     for key, expected in load_preset(path).items():
@@ -51,7 +53,38 @@ def test_a_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
             assert actual == expected, key
         else:
             assert actual == pytest.approx(expected) if isinstance(expected, float) else actual == expected, key
-    assert config.dataset == path.stem
+    return config
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_a_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
+    assert assert_loads_as_written(path).dataset == path.stem
+
+
+@pytest.mark.parametrize("path", AUTHORS_PRESETS, ids=lambda p: p.stem)
+def test_a_cql_authors_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
+    assert assert_loads_as_written(path).dataset is None  # any dataset: the paper's v0 ones, --dataset
+
+
+def test_the_cql_authors_presets_hold_their_codes_values() -> None:
+    """aviralkumar2907/CQL's README commands with `cql_mujoco_new.py`'s / `cql_antmaze_new.py`'s and
+    rlkit CQLTrainer's defaults."""
+    assert sorted(path.stem for path in AUTHORS_PRESETS) == ["antmaze", "mujoco"]
+    configs = {path.stem: d4rl_cql.config_from_args(["--config", str(path)]) for path in AUTHORS_PRESETS}
+    for config in configs.values():
+        algo = config.algorithm
+        assert (algo.actor_lr, algo.entropy_lr, algo.critic_lr, algo.alpha) == (1e-4, 1e-4, 3e-4, 1.0)
+        assert algo.actor_hidden_sizes == [256] * 3 and algo.critic_hidden_sizes == [256] * 3
+        assert algo.log_std_offset == 0.0 and not algo.normalize_obs and algo.bc_steps == 40_000
+        assert algo.cql_weight == 5.0 and algo.importance_sample and algo.cql_n_actions == 10
+        assert not algo.backup_entropy and not algo.max_target_backup and algo.temperature == 1.0
+        assert config.run.epoch * config.run.step_per_epoch == 3_000_000
+    mujoco, antmaze = configs["mujoco"].algorithm, configs["antmaze"].algorithm
+    assert not mujoco.with_lagrange and (mujoco.reward_scale, mujoco.reward_bias) == (1.0, 0.0)
+    assert antmaze.with_lagrange and antmaze.target_action_gap == 5.0 / 5.0  # lagrange_thresh / min_q_weight
+    assert (antmaze.lagrange_multiplier_init, antmaze.lagrange_lr) == (1.0, 3e-4)
+    assert (antmaze.lagrange_multiplier_min, antmaze.lagrange_multiplier_max) == (0.0, 1e6)
+    assert (antmaze.reward_scale, antmaze.reward_bias) == (4.0, -2.0)  # (r − 0.5) · 4
 
 
 DISCRETE_PRESETS = {"qrdqn": "atari_qrdqn", "discrete_cql": "atari_cql"}
