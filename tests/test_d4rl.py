@@ -153,7 +153,7 @@ def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
 
 @pytest.mark.parametrize("version", ["v0", "v1", "v2"])
 def test_each_version_loads_its_own_file_with_d4rls_time_limit(tmp_path: Path, version: str) -> None:
-    # D4RL's v0 files have neither `timeouts` nor `next_observations`: time-outs come from the limit, 1000 steps
+    # a file without `timeouts` nor `next_observations` (older D4RL files): time-outs from the limit, 1000 steps
     arrays = episodes_to_arrays([1000, 400, 1000, 5], ["timeout", "terminal", "timeout", "none"])
     del arrays["timeouts"], arrays["next_observations"]
     name = f"hopper-medium-expert-{version}"

@@ -313,7 +313,7 @@ def test_a_dataset_recorded_on_another_env_version_is_named_in_a_warning(tmp_pat
 
 def d4rl_named_file(tmp_path: Path, task: str, name: str, *, v0_layout: bool = False) -> Path:
     """A file under D4RL's name as D4RL's own are: `task` rollouts in D4RL's keys, recording no env;
-    `v0_layout`: without `timeouts` and `next_observations`, as D4RL's v0 files are."""
+    `v0_layout`: without `timeouts` and `next_observations`, as older D4RL files are."""
     import h5py
 
     from conftest import write_d4rl_file
@@ -351,7 +351,7 @@ def test_without_task_a_d4rl_dataset_is_evaluated_on_its_own_env_not_the_default
 
 def test_the_cql_papers_v0_datasets_train_and_evaluate_on_their_env(tmp_path: Path) -> None:
     """The CQL paper's tables are on D4RL's v0 files: `--dataset hopper-medium-expert-v0` reads D4RL's
-    own v0 file (`hopper_medium_expert.hdf5`, no time-outs recorded), not the v2 one CORL used."""
+    own v0 file (`hopper_medium_expert.hdf5`, here without time-outs), not the v2 one CORL used."""
     d4rl_named_file(tmp_path, "Hopper-v4", "hopper_medium_expert.hdf5", v0_layout=True)
     small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
     result = run_example("--dataset", "hopper-medium-expert-v0", *small, "--critic-layers", "1", cwd=tmp_path)
