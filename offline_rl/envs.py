@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import warnings
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
@@ -82,6 +83,12 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         hint = _robotics_hint(task)
         raise OfflineRLError(f"--task '{task}': {str(error).rstrip('.') if hint else error}{hint}") from None
     except ImportError as error:  # a recorded spec's entry point, in a package not installed here
+        if legacy := _LEGACY_MUJOCO.fullmatch(task):
+            raise OfflineRLError(
+                f"--task '{task}': gym's MuJoCo {legacy[2]} envs need mujoco-py and MuJoCo 2.1, which are not "
+                f"installed; {legacy[1]}-v4 is the same env on today's mujoco bindings (the env D4RL's "
+                f"locomotion datasets evaluate on here): --task {legacy[1]}-v4"
+            ) from None
         raise OfflineRLError(
             f"--task '{task}': its env's module is not installed ({error}){_robotics_hint(task)}"
         ) from None
@@ -106,6 +113,14 @@ def _make_registering_robotics(target: Any, kwargs: dict[str, Any]) -> gym.Env:
         if not _register_robotics():  # not installed: the id stays unknown
             raise
     return gym.make(target, **kwargs)
+
+
+_LEGACY_MUJOCO = re.compile(
+    r"(Ant|HalfCheetah|Hopper|Humanoid|HumanoidStandup|InvertedDoublePendulum|InvertedPendulum|Pusher|Reacher|"
+    r"Swimmer|Walker2d)-(v2|v3)"
+)
+"""gym's mujoco-py envs, which Tianshou's offline examples and D4RL name (`--task HalfCheetah-v2`);
+gymnasium's v4 versions changed only the bindings."""
 
 
 def _robotics_hint(task: str) -> str:

@@ -191,6 +191,21 @@ def test_converter_cli_refuses_data_that_does_not_fit_the_task(tmp_path: Path) -
     assert not output.exists()
 
 
+@pytest.mark.parametrize("task", ["HalfCheetah-v2", "Hopper-v3"])
+def test_gyms_mujoco_py_tasks_are_told_their_v4(tmp_path: Path, task: str) -> None:
+    """Tianshou's offline examples and D4RL name gym's mujoco-py envs (`--task HalfCheetah-v2`); here
+    they failed with gymnasium's "moved to the gymnasium-robotics project", which needs mujoco-py too."""
+    result = _run("-m", "offline_rl.collect", "--task", task, "--output", str(tmp_path / "x.hdf5"), "--size", "10")
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "out of date" not in result.stderr
+    name = task.split("-")[0]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --task '{task}': gym's MuJoCo {task[-2:]} envs need mujoco-py and MuJoCo 2.1, which are not "
+        f"installed; {name}-v4 is the same env on today's mujoco bindings (the env D4RL's locomotion datasets "
+        f"evaluate on here): --task {name}-v4"
+    )
+    assert not (tmp_path / "x.hdf5").exists()
+
+
 def test_collect_cli_unknown_task_and_bad_flag(tmp_path: Path) -> None:
     result = _run(
         "-m",
