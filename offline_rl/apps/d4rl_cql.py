@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         buffer,
         lambda **kwargs: make_continuous_env(task, spec, **kwargs),
         config.run,
-        lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer),
+        lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer, start_values=algorithm.start_values),
         task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},

@@ -1,9 +1,10 @@
-"""Evaluation reporting shared by the examples: mean ± std return and D4RL's normalised score."""
+"""Evaluation reporting shared by the examples: mean ± std return, D4RL's normalised score, and where an
+algorithm can say it, its critics' estimate of the episodes' discounted return beside that return."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,9 @@ from offline_rl.scores import normalized_score
 
 if TYPE_CHECKING:
     from tianshou.data import CollectStats
+
+StartValues = Callable[[np.ndarray, Sequence[np.ndarray]], "tuple[np.ndarray, np.ndarray] | None"]
+"""(first observations, rewards per episode) -> (estimated, actual) discounted returns (`CQLSAC.start_values`)."""
 
 
 @dataclass
@@ -37,6 +41,7 @@ class EvaluationReporter:
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
     seconds: float = 0.0  # time spent collecting evaluation episodes (the summary reports it apart)
     initial: dict[str, float] | None = None  # the evaluation before training (of the resumed weights)
+    start_values: StartValues | None = None  # the critics' estimate of each episode's discounted return
     _initial_pending: bool = True
 
     @property
@@ -58,22 +63,42 @@ class EvaluationReporter:
             text += f", normalized score {record['normalized_score']:.1f} ± {record['normalized_score_std']:.1f}"
         return text
 
+    def value_check(self, stats: CollectStats) -> dict[str, float]:
+        """The mean discounted return of the episodes and the critics' mean estimate of it, where the
+        algorithm gives one (`start_values`) and the evaluation's own loop kept the episodes."""
+        from offline_rl.apps.evaluation_collector import episode_record
+
+        episodes = episode_record(stats)
+        values = self.start_values(episodes.start_obs, episodes.rewards) if self.start_values and episodes else None
+        if values is None:
+            return {}
+        estimated, actual = values
+        return {"value_estimate": float(np.mean(estimated)), "discounted_return": float(np.mean(actual))}
+
+    @staticmethod
+    def format_value_check(record: dict[str, float]) -> str:
+        if "value_estimate" not in record:
+            return ""
+        actual, estimated = record["discounted_return"], record["value_estimate"]
+        return f"; discounted return {actual:.2f}, the critics' estimate {estimated:.2f}"
+
     def __call__(self, stats: CollectStats) -> float:
-        record = self.describe(np.asarray(stats.returns, dtype=np.float64))
+        record = self.describe(np.asarray(stats.returns, dtype=np.float64)) | self.value_check(stats)
         self.seconds += float(stats.collect_time)
         episodes = int(record["episodes"])
         self.current_is_initial, self._initial_pending = self._initial_pending, False
+        text = self.format(record) + self.format_value_check(record)
         if self.current_is_initial:
             self.initial = record
             what = "before training" if self.first_index == 0 else f"of the resumed weights (epoch {self.first_index})"
-            print(f"evaluation {what} ({episodes} episodes): {self.format(record)}", flush=True)
+            print(f"evaluation {what} ({episodes} episodes): {text}", flush=True)
             return self.best_score
         self.history.append(record)
         index = self.first_index + len(self.history)
-        print(f"evaluation {index} ({episodes} episodes): {self.format(record)}", flush=True)
+        print(f"evaluation {index} ({episodes} episodes): {text}", flush=True)
         if self.writer is not None:
             step = self.updates_done() if self.updates_done is not None else index
-            for key in ("return_mean", "return_std", "normalized_score"):
+            for key in ("return_mean", "return_std", "normalized_score", "discounted_return", "value_estimate"):
                 if key in record:
                     self.writer.add_scalar(f"eval/{key}", record[key], global_step=step)  # type: ignore[attr-defined]
         if record["return_mean"] > self.best_score:

@@ -31,6 +31,7 @@ recurrent policies) goes to Tianshou's loop.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,11 @@ class EvaluationCollector(Collector):
         running_length = [0] * self.env_num
         returns: list[Any] = []
         lengths: list[int] = []
+        # each episode's first observation and its rewards, in the order of `returns` (`EpisodeRecord`)
+        start_of = {int(env_id): observations[local].copy() for local, env_id in enumerate(ready)}
+        rewards_of: dict[int, list[float]] = {int(env_id): [] for env_id in ready}
+        starts: list[np.ndarray] = []
+        episode_rewards: list[np.ndarray] = []
         action_stds: list[np.ndarray] = []
         steps = episodes = 0
         while True:
@@ -137,6 +143,7 @@ class EvaluationCollector(Collector):
             for local, env_id in enumerate(ready):
                 running_return[env_id] += rewards[local]
                 running_length[env_id] += 1
+                rewards_of[int(env_id)].append(float(rewards[local]))
             observations = np.array(next_observations, copy=True)
             finished = np.flatnonzero(done)
             if len(finished):
@@ -146,8 +153,13 @@ class EvaluationCollector(Collector):
                     returns.append(running_return[ended])
                     lengths.append(running_length[ended])
                     running_return[ended], running_length[ended] = 0.0, 0
+                    starts.append(start_of[ended])
+                    episode_rewards.append(np.asarray(rewards_of[ended]))
+                    rewards_of[ended] = []
                 reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
                 observations[finished] = reset_observations
+                for position, env_id in enumerate(ready[finished]):
+                    start_of[int(env_id)] = observations[finished[position]].copy()
                 surplus = len(ready) - (n_episode - episodes)  # Tianshou stops envs that finished, first ones first
                 if surplus > 0:
                     keep = np.ones(len(ready), dtype=bool)
@@ -165,4 +177,21 @@ class EvaluationCollector(Collector):
         stats.lens = np.array(lengths, dtype=int)
         if action_stds:
             stats.pred_dist_std_array = np.concatenate(action_stds)
+        stats.offline_rl_episodes = EpisodeRecord(np.stack(starts), episode_rewards)  # type: ignore[attr-defined]
         return stats
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What the evaluation's own loop keeps of its episodes beside Tianshou's statistics, in the order
+    of their returns: each one's first observation and its rewards, step by step. An algorithm compares
+    its value estimate at the start states with the discounted returns (`CQLSAC.start_values`); a
+    collection played by Tianshou's loop has none."""
+
+    start_obs: np.ndarray
+    rewards: list[np.ndarray]
+
+
+def episode_record(stats: Any) -> EpisodeRecord | None:
+    """The `EpisodeRecord` of a collection, None where Tianshou's loop played it."""
+    return getattr(stats, "offline_rl_episodes", None)

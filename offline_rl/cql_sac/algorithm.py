@@ -238,6 +238,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             policy.score_with(CriticScores(self.critic, normalizer))
         elif config.eval_q_filter:
             raise ValueError("eval_q_filter needs a QFilteredSACPolicy (CQLSAC.build makes one)")
+        self.reward_unit = 1.0  # --normalize-reward's factor, set when the data is staged
         self.reward_noise_scale = self._reward_noise_scale(reward_unit=1.0)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
@@ -342,6 +343,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             finished = np.asarray(buffer.done[stored.indices], dtype=bool)
             reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
         prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
+        self.reward_unit = reward_unit
         self.reward_noise_scale = self._reward_noise_scale(reward_unit)
         return DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
 
@@ -400,6 +402,33 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             1.0 - terminated.reshape(size),
             normalize(obs_next.reshape(size, -1)),
         )
+
+    @torch.no_grad()
+    def start_values(
+        self, start_obs: np.ndarray, rewards: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per evaluation episode: what the critics expect its discounted return to be, and what it was.
+
+        CQL's claim is that its critics lower-bound the policy's value (Kumar et al. 2020, whose
+        table compares exactly these two). The estimate is min_e Q_e(s₀, tanh(mean of π(·|s₀))) at the
+        episode's first observation s₀; the return is Σ_t γ^t r_t of its rewards. The critics learn
+        rewards r·u·scale + bias (u: --normalize-reward's factor), so the estimate is mapped back to
+        the env's units: (Q − bias·Σ_t γ^t) / (u·scale) over the episode's steps. None when u·scale is 0.
+        A time limit cuts the return where the critics bootstrap on: γ^T of the tail is left out
+        (4e-5 for D4RL's 1000 steps at γ = 0.99)."""
+        factor = self.reward_unit * self.config.reward_scale
+        if factor == 0:
+            return None
+        gamma = self.config.gamma
+        obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
+        obs = obs.reshape(len(obs), -1)
+        norm_obs = self.normalizer(obs) if self.normalizer is not None else obs
+        mean, _ = self._gaussian_params(norm_obs)
+        q = self.critic(norm_obs, torch.tanh(mean).unsqueeze(1)).amin(dim=0)[:, 0].double().cpu().numpy()
+        powers = [gamma ** np.arange(len(episode)) for episode in rewards]
+        returns = np.array([float(np.dot(power, episode)) for power, episode in zip(powers, rewards, strict=True)])
+        masses = np.array([float(power.sum()) for power in powers])
+        return (q - self.config.reward_bias * masses) / factor, returns
 
     # ----------------------------------------------------------------------------------------
     # the update
