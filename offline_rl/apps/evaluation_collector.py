@@ -18,7 +18,8 @@ score is a function of the weights and `--seed` alone (`--watch` of `policy.pth`
 the run printed for it), and how long the evaluation episodes ran never shifts training's draws.
 
 Its episodes are played by a loop of its own (`_play_episodes`), not Tianshou's: an evaluation only
-needs the episodes' returns and lengths, and Tianshou's loop spends about half of a HalfCheetah
+needs the episodes' returns and lengths (and, for CQL-SAC's value check, each one's first observation
+and rewards: `EpisodeRecord`), and Tianshou's loop spends about half of a HalfCheetah
 evaluation building `Batch`es of the envs' info dicts and adding every step to a replay buffer that
 nobody reads (for Atari, frame stacks: 5.3 GiB held after ten games of Pong; BENCHMARKS.md,
 `benchmarks/evaluation_time.py`). The loop keeps Tianshou's
