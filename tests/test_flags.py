@@ -383,6 +383,8 @@ OTHER_TOOLKITS_FLAGS = [
     (d4rl_cql.config_from_args, ["--log-cql-alpha-clipping", "-1"], "--lagrange-multiplier-min e^lo"),
     (d4rl_cql.config_from_args, ["--num_importance_acts", "10"], "jrl's num_importance_acts: here --cql-n-actions"),
     (d4rl_cql.config_from_args, ["--num_sgd_steps_per_step", "200"], "one replayed CUDA graph"),
+    (d4rl_cql.config_from_args, ["--lagrange_thresh", "5"], "its value / --cql-weight with --with-lagrange"),
+    (d4rl_cql.config_from_args, ["--min_q_version", "2"], "2 (CQL(ρ)): --no-importance-sample"),
     (d4rl_cql.config_from_args, ["--cql-wieght", "3"], "--cql-wieght: did you mean --cql-weight?"),
     (d4rl_cql.config_from_args, ["--epo", "3"], "--epo: did you mean --epoch?"),
     (atari_cql.config_from_args, ["--alpha", "4"], "--alpha is d3rlpy's DiscreteCQL alpha: here --cql-weight"),

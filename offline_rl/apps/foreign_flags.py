@@ -1,10 +1,10 @@
 """Other toolkits' names for this toolkit's settings, so a flag copied from them gets the one to use.
 
-A user moving from d3rlpy, CORL, TF-Agents, jrl or Tianshou's classic examples types the names they know
-(`--conservative_weight 5`, `--cql_alpha 10`, `--lagrange-threshold 10`); argparse alone answers
-"unrecognized arguments" and nothing else. Each entry says whose name it is and what it is here, with
-the conversion where the two differ in more than the name (the README's "Preset files" and "Continuous
-CQL-SAC" sections derive them). Names with no setting here say why none is needed.
+A user moving from d3rlpy, CORL, TF-Agents, jrl, the CQL authors' code or Tianshou's classic examples
+types the names they know (`--conservative_weight 5`, `--cql_alpha 10`, `--lagrange-threshold 10`);
+argparse alone answers "unrecognized arguments" and nothing else. Each entry says whose name it is and
+what it is here, with the conversion where the two differ in more than the name (the README's "Preset
+files" and "Continuous CQL-SAC" sections derive them). Names with no setting here say why none is needed.
 """
 
 from __future__ import annotations
@@ -40,15 +40,17 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("n_critics",), "d3rlpy's", "--num-critics"),
     ForeignName(("n_action_samples",), "d3rlpy's", "--cql-n-actions"),
     ForeignName(("soft_q_backup",), "d3rlpy's", "--backup-entropy"),
-    ForeignName(("max_q_backup",), "d3rlpy's", "--max-target-backup"),
+    ForeignName(("max_q_backup",), "d3rlpy's and the CQL authors'", "--max-target-backup"),
     ForeignName(("compile_graph",), "d3rlpy's", "--compile"),
     ForeignName(("learning_rate",), "d3rlpy's", "--lr"),
     ForeignName(("target_update_interval",), "d3rlpy's", "--target-update-freq"),
     ForeignName(("alpha",), "d3rlpy's DiscreteCQL", "--cql-weight"),  # the conservative weight there
     # CORL's algorithms/offline/cql.py (TrainConfig) and TF-Agents' CqlSacAgent.
     ForeignName(("cql_alpha",), "CORL's, TF-Agents' and jrl's", "--cql-weight"),
-    ForeignName(("policy_lr",), "CORL's", "--actor-lr", "CORL tunes α at the same rate: --alpha-lr"),
-    ForeignName(("qf_lr",), "CORL's", "--critic-lr"),
+    ForeignName(
+        ("policy_lr",), "CORL's and the CQL authors'", "--actor-lr", "both tune α at the same rate: --alpha-lr"
+    ),
+    ForeignName(("qf_lr",), "CORL's and the CQL authors'", "--critic-lr"),
     ForeignName(("q_n_hidden_layers",), "CORL's", "--critic-layers"),
     ForeignName(("soft_target_update_rate",), "CORL's", "--tau"),
     ForeignName(("cql_importance_sample",), "CORL's", "--importance-sample"),
@@ -60,14 +62,14 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("cql_clip_diff_max",), "CORL's", "--clip-diff-max"),
     ForeignName(("normalize",), "CORL's", "--normalize-obs"),
     ForeignName(("use_automatic_entropy_tuning",), "CORL's", "--auto-alpha"),
-    ForeignName(("discount",), "CORL's", "--gamma"),
+    ForeignName(("discount",), "CORL's and the CQL authors'", "--gamma"),
     ForeignName(("n_episodes",), "CORL's", "--test-num"),
     ForeignName(("eval_freq",), "CORL's and Tianshou's", "--step-per-epoch", "each epoch ends with an evaluation"),
     ForeignName(("max_timesteps",), "CORL's", None, "the budget is --epoch × --step-per-epoch updates"),
     ForeignName(("checkpoints_path",), "CORL's", "--logdir"),
     ForeignName(("load_model",), "CORL's", "--resume-path"),
     ForeignName(("config_path",), "CORL's", "--config", "CORL's CQL configs are here as configs/cql/<dataset>.yaml"),
-    ForeignName(("env",), "CORL's", "--dataset", "a D4RL name; --task is the env it evaluates on"),
+    ForeignName(("env",), "CORL's and the CQL authors'", "--dataset", "a D4RL name; --task is the env it evaluates on"),
     ForeignName(("alpha_multiplier",), "CORL's", None, "no setting: CORL's default 1 is what runs here"),
     ForeignName(("target_update_period",), "CORL's", None, "no setting: targets follow every update, CORL's default 1"),
     ForeignName(("buffer_size",), "CORL's and Tianshou's", None, "no setting: the whole dataset is the buffer"),
@@ -119,6 +121,29 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
         "TF-Agents'",
         "--target-action-gap",
         "TF-Agents' learned α multiplies the unweighted gap: --cql-weight 1",
+    ),
+    # The CQL authors' code (aviralkumar2907/CQL: examples/cql_mujoco_new.py's flags, rlkit's CQLTrainer).
+    ForeignName(
+        ("lagrange_thresh",),
+        "the CQL authors'",
+        "--target-action-gap",
+        "they threshold w·gap: its value / --cql-weight with --with-lagrange; a negative value is --no-with-lagrange",
+    ),
+    ForeignName(
+        ("min_q_version",),
+        "the CQL authors'",
+        "--importance-sample",
+        "3 (CQL(H)): --importance-sample; 2 (CQL(ρ)): --no-importance-sample",
+    ),
+    ForeignName(("policy_eval_start",), "the CQL authors'", "--bc-steps"),
+    ForeignName(
+        ("deterministic_backup",), "the CQL authors'", "--backup-entropy", "the opposite: True is --no-backup-entropy"
+    ),
+    ForeignName(("num_random",), "the CQL authors'", "--cql-n-actions"),
+    ForeignName(("temp",), "the CQL authors'", "--temperature"),
+    ForeignName(("num_qs",), "the CQL authors'", "--num-critics"),
+    ForeignName(
+        ("data_subtract",), "the CQL authors'", None, "no setting: the dataset's Q is always subtracted (their True)"
     ),
     # jrl's CQL (google-research/jrl: cql.config.CQLConfig and its runner's flags).
     ForeignName(("q_lr",), "jrl's", "--critic-lr"),
