@@ -149,6 +149,8 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     result = atari_cql.main(["--load-buffer-name", str(buffer_path), *budget, "--logdir", str(tmp_path / "log")])
     assert result["updates"] == 50 and result["last"] is not None
     assert result["task"] == "CartPole-v1"  # the buffer's own task, not the default Pong
+    last = result["last"]  # the value check: CartPole's +1 per step, discounted at γ = 0.99, beside the critics'
+    assert 0 < last["discounted_return"] < last["return_mean"] and np.isfinite(last["value_estimate"])
     with pytest.raises(OfflineRLError, match=r"observes \(6,\); it was recorded on CartPole-v1: give --task CartPole"):
         atari_cql.main(["--task", "Acrobot-v1", "--load-buffer-name", str(buffer_path), *budget])
 

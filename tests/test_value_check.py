@@ -63,7 +63,9 @@ def test_the_estimate_is_the_critics_minimum_mapped_back_to_the_envs_rewards() -
     algorithm.reward_unit = 3.0  # as --normalize-reward would have set it
     starts = np.array([[6.0, 5.0], [2.0, 1.0]])  # normalised first columns: 2 and 0
     rewards = [np.array([1.0, 2.0, 3.0]), np.array([4.0])]
-    estimated, actual = algorithm.start_values(starts, rewards)
+    values = algorithm.start_values(starts, rewards)
+    assert values is not None and values.rewards == ""  # the env's own reward units
+    estimated, actual = values.estimated, values.actual
     # discounted returns at γ = 0.5: 1 + 2·0.5 + 3·0.25 = 2.75 and 4; the steps' weights sum to 1.75 and 1
     np.testing.assert_allclose(actual, [2.75, 4.0])
     # Q = 7 + s + tanh(0.5); the critics learn r·(3·2) − 1, so Q − (−1)·Σγ^t, over 6, is the env's units
@@ -89,3 +91,27 @@ def test_a_run_prints_and_logs_the_discounted_return_beside_the_critics_estimate
         assert [int(item.step) for item in events.scalars.Items(tag)] == [15, 30]
     summary = [line for line in result.stdout.splitlines() if line.startswith("done:")]
     assert "discounted return" not in summary[0]  # the summary keeps to the scores
+
+
+@pytest.mark.parametrize("clip", [False, True], ids=["CartPole's rewards", "clipped as Atari's"])
+def test_discrete_cqls_estimate_is_the_greedy_mean_quantile_in_the_learners_reward_units(clip: bool) -> None:
+    from offline_rl.discrete_cql import CQLQRDQN
+    from offline_rl.discrete_cql.config import DiscreteCQLConfig
+
+    env = gym.make("CartPole-v1")
+    config = DiscreteCQLConfig(num_quantiles=2, hidden_sizes=[8], gamma=0.5, reward_clip=clip)
+    algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config)
+
+    class Quantiles(torch.nn.Module):  # means 2 and 6 (+ s): the greedy one is 6 + s
+        def forward(self, obs: np.ndarray) -> tuple[torch.Tensor, None]:
+            shift = torch.as_tensor(obs[:, :1], dtype=torch.float32).unsqueeze(-1)
+            return torch.tensor([[[1.0, 3.0], [5.0, 7.0]]]) + shift, None
+
+    algorithm.model = Quantiles()
+    values = algorithm.start_values(
+        np.array([[0.5, 0, 0, 0], [-1.0, 0, 0, 0]]), [np.array([2.0, 3.0]), np.array([-4.0])]
+    )
+    np.testing.assert_allclose(values.estimated, [6.5, 5.0])
+    # γ = 0.5: 2 + 3·0.5 = 3.5 and -4 as recorded; 1 + 1·0.5 = 1.5 and -1 clipped to [-1, 1] as learned
+    np.testing.assert_allclose(values.actual, [1.5, -1.0] if clip else [3.5, -4.0])
+    assert values.rewards == ("rewards clipped to [-1, 1], as learned" if clip else "")

@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         buffer,
         lambda **kwargs: make_evaluation_env(config, task, padding, spec, **kwargs),
         config.run,
-        lambda writer: EvaluationReporter(writer=writer),
+        lambda writer: EvaluationReporter(writer=writer, start_values=algorithm.start_values),
         task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},

@@ -15,8 +15,11 @@ from offline_rl.scores import normalized_score
 if TYPE_CHECKING:
     from tianshou.data import CollectStats
 
-StartValues = Callable[[np.ndarray, Sequence[np.ndarray]], "tuple[np.ndarray, np.ndarray] | None"]
-"""(first observations, rewards per episode) -> (estimated, actual) discounted returns (`CQLSAC.start_values`)."""
+    from offline_rl.value_check import StartValues
+
+StartValuesOf = Callable[[np.ndarray, Sequence[np.ndarray]], "StartValues | None"]
+"""(first observations, rewards per episode) -> the critics' estimates and the discounted returns
+(`CQLSAC.start_values`, `CQLQRDQN.start_values`)."""
 
 
 @dataclass
@@ -41,7 +44,8 @@ class EvaluationReporter:
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
     seconds: float = 0.0  # time spent collecting evaluation episodes (the summary reports it apart)
     initial: dict[str, float] | None = None  # the evaluation before training (of the resumed weights)
-    start_values: StartValues | None = None  # the critics' estimate of each episode's discounted return
+    start_values: StartValuesOf | None = None  # the critics' estimate of each episode's discounted return
+    value_units: str = ""  # the units of the value check where they are not the env's rewards
     _initial_pending: bool = True
 
     @property
@@ -72,15 +76,15 @@ class EvaluationReporter:
         values = self.start_values(episodes.start_obs, episodes.rewards) if self.start_values and episodes else None
         if values is None:
             return {}
-        estimated, actual = values
-        return {"value_estimate": float(np.mean(estimated)), "discounted_return": float(np.mean(actual))}
+        self.value_units = values.rewards
+        return {"value_estimate": float(np.mean(values.estimated)), "discounted_return": float(np.mean(values.actual))}
 
-    @staticmethod
-    def format_value_check(record: dict[str, float]) -> str:
+    def format_value_check(self, record: dict[str, float]) -> str:
         if "value_estimate" not in record:
             return ""
         actual, estimated = record["discounted_return"], record["value_estimate"]
-        return f"; discounted return {actual:.2f}, the critics' estimate {estimated:.2f}"
+        units = f" ({self.value_units})" if self.value_units else ""
+        return f"; discounted return {actual:.2f}, the critics' estimate {estimated:.2f}{units}"
 
     def __call__(self, stats: CollectStats) -> float:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64)) | self.value_check(stats)

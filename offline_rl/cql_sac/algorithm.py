@@ -80,6 +80,7 @@ from offline_rl.data.staging import (
 )
 from offline_rl.data.stats import corl_reward_unit
 from offline_rl.perf import make_adam
+from offline_rl.value_check import StartValues, discounted_returns
 
 BC_ACTION_LIMIT = 1.0 - 1e-3
 """Dataset actions are clipped to ±this for log π(a_data|s), so atanh stays finite."""
@@ -404,31 +405,23 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         )
 
     @torch.no_grad()
-    def start_values(
-        self, start_obs: np.ndarray, rewards: Sequence[np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Per evaluation episode: what the critics expect its discounted return to be, and what it was.
-
-        CQL's claim is that its critics lower-bound the policy's value (Kumar et al. 2020, whose
-        table compares exactly these two). The estimate is min_e Q_e(s₀, tanh(mean of π(·|s₀))) at the
-        episode's first observation s₀; the return is Σ_t γ^t r_t of its rewards. The critics learn
-        rewards r·u·scale + bias (u: --normalize-reward's factor), so the estimate is mapped back to
-        the env's units: (Q − bias·Σ_t γ^t) / (u·scale) over the episode's steps. None when u·scale is 0.
-        A time limit cuts the return where the critics bootstrap on: γ^T of the tail is left out
-        (4e-5 for D4RL's 1000 steps at γ = 0.99)."""
+    def start_values(self, start_obs: np.ndarray, rewards: Sequence[np.ndarray]) -> StartValues | None:
+        """Per evaluation episode, what the critics expect its discounted return to be and what it was
+        (`offline_rl.value_check`): min_e Q_e(s₀, tanh(mean of π(·|s₀))) at its first observation s₀,
+        and Σ_t γ^t r_t of its rewards. The critics learn rewards r·u·scale + bias (u: --normalize-reward's
+        factor), so the estimate is mapped back to the env's units: (Q − bias·Σ_t γ^t) / (u·scale) over
+        the episode's steps; None when u·scale is 0. A time limit cuts the return where the critics
+        bootstrap on: γ^T of the tail is left out (4e-5 for D4RL's 1000 steps at γ = 0.99)."""
         factor = self.reward_unit * self.config.reward_scale
         if factor == 0:
             return None
-        gamma = self.config.gamma
         obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
         obs = obs.reshape(len(obs), -1)
         norm_obs = self.normalizer(obs) if self.normalizer is not None else obs
         mean, _ = self._gaussian_params(norm_obs)
         q = self.critic(norm_obs, torch.tanh(mean).unsqueeze(1)).amin(dim=0)[:, 0].double().cpu().numpy()
-        powers = [gamma ** np.arange(len(episode)) for episode in rewards]
-        returns = np.array([float(np.dot(power, episode)) for power, episode in zip(powers, rewards, strict=True)])
-        masses = np.array([float(power.sum()) for power in powers])
-        return (q - self.config.reward_bias * masses) / factor, returns
+        returns, masses = discounted_returns(rewards, self.config.gamma)
+        return StartValues((q - self.config.reward_bias * masses) / factor, returns)
 
     # ----------------------------------------------------------------------------------------
     # the update

@@ -22,6 +22,7 @@ One update, top to bottom (B transitions, A actions, Nq quantiles, κ = `kappa`)
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ from offline_rl.discrete_cql.host_feed import HostBatchFeed
 from offline_rl.discrete_cql.quantile_loss import quantile_huber_loss
 from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 from offline_rl.perf import make_adam
+from offline_rl.value_check import StartValues, discounted_returns
 
 
 @dataclass(kw_only=True)
@@ -161,6 +163,17 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
             eps_inference=config.eps_test,
         )
         return CQLQRDQN(policy=policy, config=config).to(device)
+
+    @torch.no_grad()
+    def start_values(self, start_obs: np.ndarray, rewards: Sequence[np.ndarray]) -> StartValues:
+        """Per evaluation episode, what the critics expect its discounted return to be and what it was
+        (`offline_rl.value_check`): max_a of the mean over quantiles at its first observation (the
+        greedy action, which the evaluation plays but for its ε), and Σ_t γ^t r_t of the rewards as
+        the learner sees them: clipped to [-1, 1] where it clips (Atari), so both are in its units."""
+        q = self.model(np.asarray(start_obs))[0].mean(dim=2).amax(dim=1).double().cpu().numpy()
+        learned = [np.clip(episode, -1.0, 1.0) for episode in rewards] if self.clip_rewards else list(rewards)
+        returns, _ = discounted_returns(learned, self.config.gamma)
+        return StartValues(q, returns, "rewards clipped to [-1, 1], as learned" if self.clip_rewards else "")
 
     def _stage(self, buffer: ReplayBuffer) -> StagedTransitions | str:
         return self.staged(buffer, lambda: self._build_staged(buffer))
