@@ -118,7 +118,8 @@ class EvaluationCollector(Collector):
         returns: list[Any] = []
         lengths: list[int] = []
         # each episode's first observation and its rewards, in the order of `returns` (`EpisodeRecord`)
-        start_of = {int(env_id): observations[local].copy() for local, env_id in enumerate(ready)}
+        keeps_starts = isinstance(observations, np.ndarray)  # arrays; dict observations (a Batch) are not kept
+        start_of = {int(env_id): np.array(observations[local]) for local, env_id in enumerate(ready) if keeps_starts}
         rewards_of: dict[int, list[float]] = {int(env_id): [] for env_id in ready}
         starts: list[np.ndarray] = []
         episode_rewards: list[np.ndarray] = []
@@ -154,13 +155,15 @@ class EvaluationCollector(Collector):
                     returns.append(running_return[ended])
                     lengths.append(running_length[ended])
                     running_return[ended], running_length[ended] = 0.0, 0
-                    starts.append(start_of[ended])
+                    if keeps_starts:
+                        starts.append(start_of[ended])
                     episode_rewards.append(np.asarray(rewards_of[ended]))
                     rewards_of[ended] = []
                 reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
                 observations[finished] = reset_observations
                 for position, env_id in enumerate(ready[finished]):
-                    start_of[int(env_id)] = observations[finished[position]].copy()
+                    if keeps_starts:
+                        start_of[int(env_id)] = np.array(observations[finished[position]])
                 surplus = len(ready) - (n_episode - episodes)  # Tianshou stops envs that finished, first ones first
                 if surplus > 0:
                     keep = np.ones(len(ready), dtype=bool)
@@ -178,7 +181,8 @@ class EvaluationCollector(Collector):
         stats.lens = np.array(lengths, dtype=int)
         if action_stds:
             stats.pred_dist_std_array = np.concatenate(action_stds)
-        stats.offline_rl_episodes = EpisodeRecord(np.stack(starts), episode_rewards)  # type: ignore[attr-defined]
+        if keeps_starts:
+            stats.offline_rl_episodes = EpisodeRecord(np.stack(starts), episode_rewards)  # type: ignore[attr-defined]
         return stats
 
 
