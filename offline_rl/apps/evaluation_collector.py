@@ -114,7 +114,6 @@ class EvaluationCollector(Collector):
         ready = np.arange(min(self.env_num, n_episode))  # the envs that play, by their index in the vector env
         observations = self._pre_collect_obs_RO[ready]
         running_return: list[Any] = [0.0] * self.env_num  # accumulated as Tianshou's buffer does, in the rewards' type
-        running_length = [0] * self.env_num
         returns: list[Any] = []
         lengths: list[int] = []
         # each episode's first observation and its rewards, in the order of `returns` (`EpisodeRecord`)
@@ -144,8 +143,7 @@ class EvaluationCollector(Collector):
             steps += len(ready)
             for local, env_id in enumerate(ready):
                 running_return[env_id] += rewards[local]
-                running_length[env_id] += 1
-                rewards_of[int(env_id)].append(float(rewards[local]))
+                rewards_of[int(env_id)].append(float(rewards[local]))  # its length is the episode's
             observations = np.array(next_observations, copy=True)
             finished = np.flatnonzero(done)
             if len(finished):
@@ -153,8 +151,8 @@ class EvaluationCollector(Collector):
                 for position in finished:
                     ended = int(ready[position])
                     returns.append(running_return[ended])
-                    lengths.append(running_length[ended])
-                    running_return[ended], running_length[ended] = 0.0, 0
+                    lengths.append(len(rewards_of[ended]))
+                    running_return[ended] = 0.0
                     if keeps_starts:
                         starts.append(start_of[ended])
                     episode_rewards.append(np.asarray(rewards_of[ended]))

@@ -240,7 +240,6 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         elif config.eval_q_filter:
             raise ValueError("eval_q_filter needs a QFilteredSACPolicy (CQLSAC.build makes one)")
         self.reward_unit = 1.0  # --normalize-reward's factor, set when the data is staged
-        self.reward_noise_scale = self._reward_noise_scale(reward_unit=1.0)
         # Registered with Tianshou so that state_dict() / load_state_dict() carry optimiser state.
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._alpha_optim, self))
         self._optimizers.append(OfflineAlgorithm.Optimizer(self._lagrange_optim, self))
@@ -345,13 +344,17 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
         prepare = functools.partial(self.prepare_transitions, env_units=env_units, reward_unit=reward_unit)
         self.reward_unit = reward_unit
-        self.reward_noise_scale = self._reward_noise_scale(reward_unit)
         return DeviceDataset(stored, prepare, self.device, mc_gamma=gamma)
 
-    def _reward_noise_scale(self, reward_unit: float) -> float:
+    @property
+    def reward_noise_scale(self) -> float:
         """The standard deviation of `reward_noise_std`'s noise in the units of prepared rewards: the noise
         joins the raw reward, so it is scaled with it (by --normalize-reward's unit and --reward-scale)."""
-        return self.config.reward_noise_std * abs(reward_unit * self.config.reward_scale)
+        return self.config.reward_noise_std * abs(self.reward_unit * self.config.reward_scale)
+
+    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations (rows, D) as the critics and the actor see them: through the normaliser, if any."""
+        return self.normalizer(obs) if self.normalizer is not None else obs
 
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> CQLSACTrainingStats:
         """A batch drawn on-device from the staged dataset; a prioritized buffer draws the indices by
@@ -395,13 +398,12 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         1 - terminated, normalised next obs; `env_units` says where the actions live, `reward_unit`
         multiplies rewards before --reward-scale/--reward-bias (`corl_reward_unit`)."""
         size = rew.shape[0]
-        normalize = self.normalizer if self.normalizer is not None else (lambda x: x)
         return (
-            normalize(obs.reshape(size, -1)),
+            self.normalize_obs(obs.reshape(size, -1)),
             self.to_policy_actions(act.reshape(size, -1), env_units=env_units),
             rew.reshape(size) * (reward_unit * self.config.reward_scale) + self.config.reward_bias,
             1.0 - terminated.reshape(size),
-            normalize(obs_next.reshape(size, -1)),
+            self.normalize_obs(obs_next.reshape(size, -1)),
         )
 
     @torch.no_grad()
@@ -416,8 +418,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
         if factor == 0:
             return None
         obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
-        obs = obs.reshape(len(obs), -1)
-        norm_obs = self.normalizer(obs) if self.normalizer is not None else obs
+        norm_obs = self.normalize_obs(obs.reshape(len(obs), -1))
         mean, _ = self._gaussian_params(norm_obs)
         q = self.critic(norm_obs, torch.tanh(mean).unsqueeze(1)).amin(dim=0)[:, 0].double().cpu().numpy()
         returns, masses = discounted_returns(rewards, self.config.gamma)
