@@ -15,10 +15,14 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from offline_rl.d4rl_adroit import register_d4rl_adroit
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 if TYPE_CHECKING:
     from tianshou.data import ReplayBuffer
+
+
+register_d4rl_adroit()  # D4RL's Adroit envs (`D4RL/door-v1`, ...): ids only, nothing is imported or made
 
 
 def _register_atari() -> None:
@@ -53,7 +57,7 @@ def _route_mujoco_warnings() -> None:
 
 
 @functools.cache
-def _register_robotics() -> bool:
+def register_robotics() -> bool:
     """Register Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen: the envs of
     Minari's D4RL datasets) when it is installed. It is optional: `pip install gymnasium-robotics`.
     Its import prints a note on Adroit's reward versions to stderr, which is not about the user's run."""
@@ -80,9 +84,11 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
     try:
         return _make_registering_robotics(spec if spec is not None else task, kwargs)
     except gym.error.NameNotFound as error:
-        hint = _robotics_hint(task)
+        hint = _robotics_hint(task) or _d4rl_hint(task)
         raise OfflineRLError(f"--task '{task}': {str(error).rstrip('.') if hint else error}{hint}") from None
-    except ImportError as error:  # a recorded spec's entry point, in a package not installed here
+    except (ImportError, gym.error.DependencyNotInstalled) as error:
+        # a recorded spec's entry point in a package not installed here; gym's mujoco-py envs (which
+        # Gymnasium-Robotics registers again once it is loaded: then a DependencyNotInstalled)
         if legacy := _LEGACY_MUJOCO.fullmatch(task):
             raise OfflineRLError(
                 f"--task '{task}': gym's MuJoCo {legacy[2]} envs need mujoco-py and MuJoCo 2.1, which are not "
@@ -110,7 +116,7 @@ def _make_registering_robotics(target: Any, kwargs: dict[str, Any]) -> gym.Env:
     try:
         return gym.make(target, **kwargs)
     except gym.error.NameNotFound:
-        if not _register_robotics():  # not installed: the id stays unknown
+        if not register_robotics():  # not installed: the id stays unknown
             raise
     return gym.make(target, **kwargs)
 
@@ -124,12 +130,38 @@ gymnasium's v4 versions changed only the bindings."""
 
 
 def _robotics_hint(task: str) -> str:
-    if _is_robotics(task) and not _register_robotics():
+    if _is_robotics(task) and not register_robotics():
         return "; its envs come with Gymnasium-Robotics: pip install gymnasium-robotics"
     return ""
 
 
-_ROBOTICS_PREFIXES = ("AntMaze", "PointMaze", "Adroit", "FrankaKitchen", "Fetch", "HandManipulate", "HandReach")
+_D4RL_ADROIT_ENV = re.compile(r"(pen|door|hammer|relocate)-v[01]")
+
+
+def _d4rl_hint(task: str) -> str:
+    """What a D4RL id given as `--task` stands for here: a dataset name is a `--dataset` (which picks its
+    env), and D4RL's Adroit env ids (`door-v0`) are `D4RL/door-v1`."""
+    from offline_rl.data.d4rl import d4rl_gymnasium_task, is_d4rl_name
+
+    if is_d4rl_name(task):
+        env = d4rl_gymnasium_task(task)
+        evaluated = f", which evaluates on {env}" if env else ""
+        return f"; {task} is a D4RL dataset: --dataset {task}{evaluated}"
+    if match := _D4RL_ADROIT_ENV.fullmatch(task):
+        return f"; D4RL's {match[1]} env is D4RL/{match[1]}-v1 here (Gymnasium-Robotics' hand with D4RL's reward)"
+    return ""
+
+
+_ROBOTICS_PREFIXES = (
+    "AntMaze",
+    "PointMaze",
+    "Adroit",
+    "FrankaKitchen",
+    "Fetch",
+    "HandManipulate",
+    "HandReach",
+    "D4RL/",
+)
 
 
 def _is_robotics(task: str) -> bool:
@@ -143,7 +175,7 @@ def episode_limit(task: str) -> int | None:
     try:
         return gym.spec(task).max_episode_steps
     except gym.error.Error:
-        if not _register_robotics():
+        if not register_robotics():
             return None
     try:
         return gym.spec(task).max_episode_steps
@@ -239,6 +271,8 @@ def dataset_env(info: dict[str, Any]) -> DatasetEnv | None:
         return DatasetEnv(str(recorded), f"was recorded on {recorded}")
     if info.get("gymnasium_task"):
         task = str(info["gymnasium_task"])
+        if task.startswith("D4RL/"):  # D4RL's Adroit envs: Gymnasium-Robotics' hands with D4RL's rewards
+            return DatasetEnv(task, f"is D4RL data of its {task[5:].split('-')[0]} env (here: {task})")
         return DatasetEnv(task, f"is D4RL data of gym's {task.split('-')[0]} (gymnasium: {task})")
     return None
 

@@ -13,6 +13,11 @@ D4RL_REFERENCE_SCORES: dict[str, tuple[float, float]] = {
     "walker2d": (1.629008, 4592.3),
     "ant": (-325.6, 3879.7),
     "antmaze": (0.0, 1.0),
+    # Adroit (d4rl/hand_manipulation_suite/__init__.py): the same pairs for v0 and v1
+    "pen": (96.262799, 3076.8331017826877),
+    "door": (-56.512833, 2880.5693087298737),
+    "hammer": (-274.856578, 12794.134825156867),
+    "relocate": (-6.425911, 4233.877797728884),
 }
 
 
@@ -20,7 +25,8 @@ def environment_key(name: str) -> str:
     """The environment part of a D4RL dataset name or a gymnasium id, lower-cased.
 
     `halfcheetah-medium-v2` and `HalfCheetah-v4` both give `halfcheetah`, so datasets generated
-    locally for a gymnasium task share D4RL's reference scores.
+    locally for a gymnasium task share D4RL's reference scores; `door-human-v1` and `D4RL/door-v1`
+    (D4RL's door env) both give `door`.
     """
     return name.strip().split("/")[-1].split("-")[0].lower()
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO_ROOT, episodes_to_arrays, run_in_process, run_repo_script, write_d4rl_file
 from offline_rl.data import load_buffer, load_d4rl, load_dataset
-from offline_rl.errors import DatasetError
+from offline_rl.errors import DatasetError, OfflineRLError
 
 
 def _good() -> dict[str, np.ndarray]:
@@ -204,6 +204,18 @@ def test_gyms_mujoco_py_tasks_are_told_their_v4(tmp_path: Path, task: str) -> No
         f"evaluate on here): --task {name}-v4"
     )
     assert not (tmp_path / "x.hdf5").exists()
+
+
+def test_gyms_mujoco_py_tasks_are_told_their_v4_after_gymnasium_robotics_is_loaded() -> None:
+    """Gymnasium-Robotics registers gym's mujoco-py envs again, failing with its own DependencyNotInstalled:
+    a process that made a D4RL Adroit env (which loads it) first gave that message instead."""
+    from offline_rl.envs import make_env, register_robotics
+
+    assert register_robotics()
+    with pytest.raises(
+        OfflineRLError, match=r"^--task 'HalfCheetah-v2': gym's MuJoCo v2 envs need mujoco-py.*HalfCheetah-v4$"
+    ):
+        make_env("HalfCheetah-v2")
 
 
 def test_collect_cli_unknown_task_and_bad_flag(tmp_path: Path) -> None:

@@ -129,6 +129,12 @@ D4RL_FILES = {
     "antmaze-large-play-v1": "ant_maze_v1/Ant_maze_large_noisy_multistart_True_multigoal_False_sparse.hdf5",
     "antmaze-umaze-v0": "ant_maze_new/Ant_maze_u-maze_noisy_multistart_False_multigoal_False_sparse.hdf5",
     "antmaze-large-diverse-v0": "ant_maze_new/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse.hdf5",
+    # Adroit (d4rl/infos.py): v0 named after the DAPG demonstrations, v1 after the dataset
+    "pen-human-v0": "hand_dapg/pen-v0_demos_clipped.hdf5",
+    "door-cloned-v0": "hand_dapg/door-demos-v0-bc-combined.hdf5",
+    "relocate-expert-v0": "hand_dapg/relocate-v0_expert_clipped.hdf5",
+    "hammer-human-v1": "hand_dapg_v1/hammer-human-v1.hdf5",
+    "pen-cloned-v1": "hand_dapg_v1/pen-cloned-v1.hdf5",
 }
 
 
@@ -140,8 +146,9 @@ def test_urls_follow_d4rl_file_names(name: str, file: str) -> None:
 
 def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
     names = d4rl_module.d4rl_names()
-    # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version
-    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 and len(set(names)) == len(names)
+    # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version; Adroit:
+    # 4 tasks × 3 kinds in v0 and v1
+    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 and len(set(names)) == len(names)
     urls = [d4rl_module.d4rl_url(name) for name in names]
     assert len(set(urls)) == len(urls)  # no two names share a file
     for name in names:
@@ -182,6 +189,25 @@ def test_antmaze_files_of_every_version_get_d4rls_limit(tmp_path: Path, name: st
     assert info["name"] == name and info["timeouts_from"] == f"time limit {limit}"
     assert np.flatnonzero(buffer.truncated).tolist() == [limit - 1, 2 * limit - 1]
     assert "gymnasium_task" not in info and (info["ref_min_score"], info["ref_max_score"]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(("name", "limit"), [("pen-human-v0", 100), ("pen-expert-v1", 100), ("door-cloned-v1", 200)])
+def test_adroit_files_get_d4rls_limit_their_env_and_reference_scores(tmp_path: Path, name: str, limit: int) -> None:
+    # v0's human demonstrations have no `timeouts`: episodes end at D4RL's time limit for the task
+    arrays = episodes_to_arrays([limit, limit, 7], ["timeout", "timeout", "terminal"], obs_dim=45, act_dim=24)
+    del arrays["timeouts"], arrays["next_observations"]
+    write_d4rl_file(d4rl_module.d4rl_path(name), **arrays)
+    buffer = load_d4rl(name, download=False)
+    info, task = dataset_info(buffer), name.split("-")[0]
+    assert (info["name"], info["gymnasium_task"], info["timeouts_from"]) == (
+        name,
+        f"D4RL/{task}-v1",
+        f"time limit {limit}",
+    )
+    d4rl_references = {"pen": (96.262799, 3076.8331017826877), "door": (-56.512833, 2880.5693087298737)}
+    assert (info["ref_min_score"], info["ref_max_score"]) == d4rl_references[task]
+    assert np.flatnonzero(buffer.truncated).tolist() == [limit - 2, 2 * limit - 3]  # each time-out step dropped
+    assert np.flatnonzero(buffer.terminated).tolist() == [len(buffer) - 1]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

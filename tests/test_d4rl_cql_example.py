@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_in_process
+from conftest import REPO_ROOT, run_in_process
 from offline_rl.apps.d4rl_cql import config_from_args
 from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.data import load_d4rl
@@ -360,6 +360,28 @@ def test_the_cql_papers_v0_datasets_train_and_evaluate_on_their_env(tmp_path: Pa
     assert "done: Hopper-v4 on hopper-medium-expert-v0" in result.stdout
     assert re.search(r"last evaluation return -?[\d.]+ ± [\d.]+, normalized score -?[\d.]+", result.stdout)
     assert not (tmp_path / "d4rl" / "hopper_medium_expert-v2.hdf5").exists()
+
+
+def test_an_adroit_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_env(tmp_path: Path) -> None:
+    """`--config configs/cql/door-human-v1.yaml`: CORL's Adroit settings on D4RL's v1 door file, evaluated
+    on D4RL/door-v1 (Gymnasium-Robotics' hand with D4RL's reward) and scored against D4RL's references."""
+    d4rl_named_file(tmp_path, "D4RL/door-v1", "door-human-v1.hdf5")
+    preset = str(REPO_ROOT / "configs/cql/door-human-v1.yaml")
+    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
+    result = run_example("--config", preset, *small, "--critic-layers", "1", "--critic-width", "8", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "done: D4RL/door-v1 on door-human-v1" in result.stdout
+    score = re.search(r"last evaluation return (-?[\d.]+) ± [\d.]+, normalized score (-?[\d.]+)", result.stdout)
+    assert score is not None
+    episode_return, normalized = float(score[1]), float(score[2])
+    assert normalized == pytest.approx(100 * (episode_return + 56.512833) / (2880.5693087298737 + 56.512833), abs=0.06)
+    (run_dir,) = (tmp_path / "log" / "D4RL_door-v1" / "cql" / "0").iterdir()
+    saved = torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]
+    assert (saved["task"], saved["algorithm"]["cql_weight"], saved["algorithm"]["actor_lr"]) == (
+        "D4RL/door-v1",
+        1.0,
+        1e-4,
+    )
 
 
 def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:

@@ -1,4 +1,4 @@
-"""The preset files under configs/cql/: one per D4RL locomotion and AntMaze dataset, CORL's values,
+"""The preset files under configs/cql/: one per D4RL locomotion, AntMaze and Adroit dataset, CORL's values,
 loaded exactly, and described exactly by the README's table."""
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ ANTMAZE = [
     f"antmaze-{maze}-v2"
     for maze in ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
 ]
+ADROIT = [
+    f"{task}-{kind}-v1" for task in ("pen", "door", "hammer", "relocate") for kind in ("human", "cloned", "expert")
+]
 
 
 def field_values(config: object) -> dict[str, object]:
@@ -38,7 +41,7 @@ def field_values(config: object) -> dict[str, object]:
 
 
 def test_there_is_one_preset_per_corl_dataset() -> None:
-    assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE)
+    assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE + ADROIT)
 
 
 AUTHORS_PRESETS = sorted((REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"))
@@ -116,6 +119,14 @@ def test_the_presets_hold_corls_values() -> None:
         assert algo.max_target_backup and (algo.reward_scale, algo.reward_bias) == (10.0, -5.0)
         assert algo.lagrange_multiplier_init == pytest.approx(math.e) and algo.actor_lr == 1e-4
         assert config.run.test_num == 100 and config.run.step_per_epoch == 50_000
+    for name in ADROIT:  # CORL: cql_alpha 1 and policy_lr 1e-4 for every Adroit dataset, D4RL's own rewards
+        config = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")])
+        algo = config.algorithm
+        assert config.task == f"D4RL/{name.split('-')[0]}-v1" and config.dataset == name
+        assert (algo.actor_lr, algo.entropy_lr, algo.critic_lr, algo.alpha) == (1e-4, 1e-4, 3e-4, 1.0)
+        assert algo.cql_weight == 1.0 and not algo.with_lagrange and algo.normalize_obs and algo.critic_layers == 3
+        assert not algo.normalize_reward and (algo.reward_scale, algo.reward_bias) == (1.0, 0.0)
+        assert config.run.test_num == 10 and config.run.epoch * config.run.step_per_epoch == 1_000_000
 
 
 def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
@@ -127,14 +138,14 @@ def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 2 and cells[1].startswith("`--"):
-            rows.append((re.findall(r"`([a-z0-9-]+-v2)`", cells[0]), shlex.split(cells[1].strip("`"))))
+            rows.append((re.findall(r"`([a-z0-9-]+-v[12])`", cells[0]), shlex.split(cells[1].strip("`"))))
     return rows
 
 
 def test_the_readme_table_says_exactly_what_each_preset_sets() -> None:
     rows = readme_preset_rows()
     described = [name for names, _ in rows for name in names]
-    assert sorted(described) == sorted(LOCOMOTION + ANTMAZE)
+    assert sorted(described) == sorted(LOCOMOTION + ANTMAZE + ADROIT)
     for names, flags in rows:
         from_flags = d4rl_cql.config_from_args(flags)
         for name in names:

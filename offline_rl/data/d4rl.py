@@ -22,8 +22,10 @@ silent bugs of offline RL; this loader does neither:
   recorded. A network reading the zero columns would compute the same function (zero inputs add
   nothing), so scores stay comparable with implementations that keep them.
 - Names cover every version D4RL publishes of its locomotion and AntMaze datasets: v2 (CORL's), v1,
-  and v0 (the CQL paper's), each read from its own file under D4RL's own file name. Versions are
-  different recordings, so a near miss is told a name that exists rather than swapped for it.
+  and v0 (the CQL paper's), and of its Adroit hand datasets: v1 (CORL's) and v0 (the CQL paper's),
+  each read from its own file under D4RL's own file name. Versions are different recordings, so a
+  near miss is told a name that exists rather than swapped for it. The Adroit datasets evaluate on
+  `D4RL/<task>-v1` (`offline_rl.d4rl_adroit`: Gymnasium-Robotics' hands with D4RL's rewards).
 - A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
   `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
   episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
@@ -44,6 +46,8 @@ import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
+from offline_rl.d4rl_adroit import D4RL_EPISODE_STEPS as ADROIT_EPISODE_STEPS
 from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.transitions import (
     action_indices,
@@ -62,6 +66,7 @@ OPTIONAL_KEYS = ("timeouts", "next_observations")
 _LOCOMOTION_ENVS = ("halfcheetah", "hopper", "walker2d", "ant")
 _LOCOMOTION_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
 _ANTMAZE_KINDS = ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
+_ADROIT_KINDS = ("human", "cloned", "expert")
 _VERSIONS = ("v0", "v1", "v2")
 
 
@@ -101,9 +106,28 @@ def _antmaze_files() -> dict[str, str]:
     return files
 
 
+def _adroit_task(name: str) -> str:
+    """`door` for `door-human-v1`."""
+    return name.split("-", 1)[0]
+
+
+def _adroit_files() -> dict[str, str]:
+    """D4RL's Adroit hand datasets, name -> file (D4RL's `infos.py`): v0's files are named after the DAPG
+    demonstrations they hold (`pen-v0_demos_clipped`: human, `pen-demos-v0-bc-combined`: cloned,
+    `pen-v0_expert_clipped`: expert); v1's, re-recorded with `timeouts` and CORL's, after the dataset."""
+    v0_stems = {"human": "{}-v0_demos_clipped", "cloned": "{}-demos-v0-bc-combined", "expert": "{}-v0_expert_clipped"}
+    files = {}
+    for task in ADROIT_TASKS:
+        for kind in _ADROIT_KINDS:
+            files[f"{task}-{kind}-v0"] = f"hand_dapg/{v0_stems[kind].format(task)}.hdf5"
+            files[f"{task}-{kind}-v1"] = f"hand_dapg_v1/{task}-{kind}-v1.hdf5"
+    return files
+
+
 _LOCOMOTION_FILES = _locomotion_files()
 _ANTMAZE_FILES = _antmaze_files()
-_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES}
+_ADROIT_FILES = _adroit_files()
+_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES, **_ADROIT_FILES}
 _NAME_OF_FILE = {file.rsplit("/", 1)[1]: name for name, file in _D4RL_FILES.items()}
 _COMPACT_CHUNK = 1 << 16
 ANT_STATE_DIMS = 27
@@ -124,8 +148,12 @@ ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
     "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
     "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
 )
-# D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py), every version alike.
-_D4RL_EPISODE_STEPS = {f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS}
+# D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py,
+# d4rl/hand_manipulation_suite/__init__.py), every version alike.
+_D4RL_EPISODE_STEPS = {
+    **{f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS},
+    **{name: ADROIT_EPISODE_STEPS[_adroit_task(name)] for name in _ADROIT_FILES},
+}
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
 
 
@@ -142,9 +170,13 @@ def d4rl_episode_steps(name: str) -> int | None:
 
 def d4rl_gymnasium_task(name: str | None) -> str | None:
     """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for `walker2d-medium-v2`
-    and `walker2d-medium-v0` alike), None for other names and for the AntMaze datasets."""
-    env = _locomotion_env(name)
-    return D4RL_GYMNASIUM_TASKS[env] if env else None
+    and `walker2d-medium-v0` alike; `D4RL/door-v1`, D4RL's door env on Gymnasium-Robotics' hand, for
+    `door-human-v1` and `door-human-v0`), None for other names and for the AntMaze datasets."""
+    if env := _locomotion_env(name):
+        return D4RL_GYMNASIUM_TASKS[env]
+    if name in _ADROIT_FILES:
+        return d4rl_adroit_id(_adroit_task(name))
+    return None
 
 
 def _locomotion_env(name: str | None) -> str | None:
@@ -173,8 +205,8 @@ def d4rl_url(name: str) -> str:
     raise DatasetError(
         f"unknown D4RL dataset name '{name}'{f' (did you mean {closest}?)' if closest else ''}; "
         f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-"
-        f"{_choices(_VERSIONS)}, full-replay from v1) or antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
-        "or a path to an HDF5 file"
+        f"{_choices(_VERSIONS)}, full-replay from v1), antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
+        f"{_choices(ADROIT_TASKS)}-{_choices(_ADROIT_KINDS)}-{_choices(_VERSIONS[:2])}, or a path to an HDF5 file"
     )
 
 
@@ -188,7 +220,8 @@ def is_d4rl_name(source: str) -> bool:
 
 
 def d4rl_names() -> list[str]:
-    """Every D4RL dataset name this package can find and download: MuJoCo locomotion and AntMaze, v0 to v2."""
+    """Every D4RL dataset name this package can find and download: MuJoCo locomotion and AntMaze, v0 to
+    v2; Adroit, v0 and v1."""
     return list(_D4RL_FILES)
 
 
@@ -241,7 +274,8 @@ def _name_from_filename(path: Path) -> str | None:
     """The D4RL dataset name of a file D4RL downloaded (its own file name: `hopper_medium.hdf5` is
     hopper-medium-v0), or of a file named after the dataset (`hopper-medium-v2.hdf5`)."""
     candidate = path.stem.replace("_", "-")
-    return _NAME_OF_FILE.get(path.name) or (candidate if candidate in _LOCOMOTION_FILES else None)
+    named = candidate in _LOCOMOTION_FILES or candidate in _ADROIT_FILES
+    return _NAME_OF_FILE.get(path.name) or (candidate if named else None)
 
 
 def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True) -> tuple[Path, str | None]:
