@@ -40,6 +40,14 @@ def d4rl_adroit_id(task: str) -> str:
     return f"D4RL/{task}-v1"
 
 
+def adroit_task_of(env_id: str) -> str | None:
+    """`door` for `D4RL/door-v1`, and for D4RL's own ids of that env (`door-v0`, `door-v1`); None for others."""
+    for task in ADROIT_TASKS:
+        if env_id in (d4rl_adroit_id(task), f"{task}-v0", f"{task}-v1"):
+            return task
+    return None
+
+
 class _Scene:
     """Positions the rewards read, by the names D4RL's and Gymnasium-Robotics' models share."""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.d4rl_adroit import register_d4rl_adroit
+from offline_rl.d4rl_adroit import adroit_task_of, d4rl_adroit_id, register_d4rl_adroit
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 if TYPE_CHECKING:
@@ -135,9 +135,6 @@ def _robotics_hint(task: str) -> str:
     return ""
 
 
-_D4RL_ADROIT_ENV = re.compile(r"(pen|door|hammer|relocate)-v[01]")
-
-
 def _d4rl_hint(task: str) -> str:
     """What a D4RL id given as `--task` stands for here: a dataset name is a `--dataset` (which picks its
     env), and D4RL's Adroit env ids (`door-v0`) are `D4RL/door-v1`."""
@@ -147,8 +144,8 @@ def _d4rl_hint(task: str) -> str:
         env = d4rl_gymnasium_task(task)
         evaluated = f", which evaluates on {env}" if env else ""
         return f"; {task} is a D4RL dataset: --dataset {task}{evaluated}"
-    if match := _D4RL_ADROIT_ENV.fullmatch(task):
-        return f"; D4RL's {match[1]} env is D4RL/{match[1]}-v1 here (Gymnasium-Robotics' hand with D4RL's reward)"
+    if adroit := adroit_task_of(task):
+        return f"; D4RL's {adroit} env is {d4rl_adroit_id(adroit)} here (Gymnasium-Robotics' hand with D4RL's reward)"
     return ""
 
 
@@ -271,8 +268,8 @@ def dataset_env(info: dict[str, Any]) -> DatasetEnv | None:
         return DatasetEnv(str(recorded), f"was recorded on {recorded}")
     if info.get("gymnasium_task"):
         task = str(info["gymnasium_task"])
-        if task.startswith("D4RL/"):  # D4RL's Adroit envs: Gymnasium-Robotics' hands with D4RL's rewards
-            return DatasetEnv(task, f"is D4RL data of its {task[5:].split('-')[0]} env (here: {task})")
+        if adroit := adroit_task_of(task):  # D4RL's Adroit envs: Gymnasium-Robotics' hands with D4RL's rewards
+            return DatasetEnv(task, f"is D4RL data of its {adroit} env (here: {task})")
         return DatasetEnv(task, f"is D4RL data of gym's {task.split('-')[0]} (gymnasium: {task})")
     return None
 

@@ -139,6 +139,7 @@ def test_a_near_miss_of_a_d4rl_name_is_told_the_name(
         ("d4rl_mujoco_halfcheetah/v0-medium-expert", "halfcheetah-medium-expert-v0"),  # TF-Agents' CQL README
         ("d4rl_mujoco_walker2d/v2-full-replay", "walker2d-full-replay-v2"),
         ("d4rl_antmaze/medium-play-v0", "antmaze-medium-play-v0"),
+        ("d4rl_adroit_door/v1-human", "door-human-v1"),
     ],
 )
 def test_a_tfds_copy_of_a_d4rl_dataset_is_told_d4rls_name(

@@ -6,6 +6,7 @@ simulator's positions, and D4RL's random-policy reference returns."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import gymnasium as gym
 import mujoco
@@ -168,3 +169,19 @@ def test_without_gymnasium_robotics_the_env_is_one_line_naming_the_package(monke
 def test_d4rl_ids_given_as_task_are_told_what_they_stand_for_here(task: str, hint: str) -> None:
     with pytest.raises(OfflineRLError, match=f"^--task '{task}': .*; {re.escape(hint)}"):
         make_env(task)
+
+
+def test_d4rl_door_data_evaluated_on_gymnasium_robotics_own_door_is_warned(tmp_path: Path) -> None:
+    """Same shapes, another reward: the scores would not be D4RL's, so one line names D4RL/door-v1."""
+    from conftest import episodes_to_arrays, write_d4rl_file
+    from offline_rl.data import load_d4rl
+    from offline_rl.envs import TaskMismatchWarning, check_dataset_belongs_to_task
+
+    arrays = episodes_to_arrays([200], ["timeout"], obs_dim=39, act_dim=28)
+    buffer = load_d4rl(write_d4rl_file(tmp_path / "door-human-v1.hdf5", **arrays))
+    expected = (
+        "door-human-v1 is D4RL data of its door env (here: D4RL/door-v1) but is evaluated on --task "
+        "AdroitHandDoor-v1; give --task D4RL/door-v1 to evaluate where the data came from"
+    )
+    with pytest.warns(TaskMismatchWarning, match=re.escape(expected)):
+        check_dataset_belongs_to_task(buffer, "AdroitHandDoor-v1", source="door-human-v1")

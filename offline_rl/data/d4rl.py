@@ -226,14 +226,16 @@ def d4rl_names() -> list[str]:
 
 
 _TFDS_NAME = re.compile(
-    r"d4rl_mujoco_(?P<env>[a-z0-9]+)/(?P<version>v\d+)-(?P<kind>[a-z-]+)|d4rl_antmaze/(?P<maze>[a-z-]+)-(?P<maze_version>v\d+)"
+    r"d4rl_(?:mujoco|adroit)_(?P<env>[a-z0-9]+)/(?P<version>v\d+)-(?P<kind>[a-z-]+)"
+    r"|d4rl_antmaze/(?P<maze>[a-z-]+)-(?P<maze_version>v\d+)"
 )
 
 
 def d4rl_name_of_tfds(name: str) -> str | None:
     """D4RL's name of a TFDS (RLDS) D4RL dataset, which TFDS builds from D4RL's own files and TF-Agents'
     CQL README names (`d4rl_mujoco_halfcheetah/v0-medium-expert` is halfcheetah-medium-expert-v0,
-    `d4rl_antmaze/medium-play-v0` antmaze-medium-play-v0); None for other names."""
+    `d4rl_antmaze/medium-play-v0` antmaze-medium-play-v0, `d4rl_adroit_door/v1-human` door-human-v1);
+    None for other names."""
     match = _TFDS_NAME.fullmatch(str(name).strip())
     if match is None:
         return None
