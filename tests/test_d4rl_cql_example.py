@@ -370,6 +370,7 @@ def test_an_adroit_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_env(t
     small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "16", "--hidden-sizes", "8"]
     result = run_example("--config", preset, *small, "--critic-layers", "1", "--critic-width", "8", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "task: D4RL/door-v1, the env of door-human-v1 (--task to evaluate on another)" in result.stdout
     assert "done: D4RL/door-v1 on door-human-v1" in result.stdout
     score = re.search(r"last evaluation return (-?[\d.]+) ± [\d.]+, normalized score (-?[\d.]+)", result.stdout)
     assert score is not None

@@ -122,7 +122,7 @@ def test_the_presets_hold_corls_values() -> None:
     for name in ADROIT:  # CORL: cql_alpha 1 and policy_lr 1e-4 for every Adroit dataset, D4RL's own rewards
         config = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")])
         algo = config.algorithm
-        assert config.task == f"D4RL/{name.split('-')[0]}-v1" and config.dataset == name
+        assert config.task is None and config.dataset == name  # the dataset's env: D4RL/<task>-v1
         assert (algo.actor_lr, algo.entropy_lr, algo.critic_lr, algo.alpha) == (1e-4, 1e-4, 3e-4, 1.0)
         assert algo.cql_weight == 1.0 and not algo.with_lagrange and algo.normalize_obs and algo.critic_layers == 3
         assert not algo.normalize_reward and (algo.reward_scale, algo.reward_bias) == (1.0, 0.0)
@@ -166,3 +166,20 @@ def test_flags_given_on_the_command_line_override_a_preset() -> None:
     config = d4rl_cql.config_from_args(["--config", str(path), "--cql-weight", "3", "--no-with-lagrange"])
     assert config.algorithm.cql_weight == 3.0 and not config.algorithm.with_lagrange
     assert config.algorithm.critic_layers == 5  # the rest stays the file's
+
+
+@pytest.mark.parametrize("name", ["cql-halfcheetah-corl", "cql-adroit-corl"])
+def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table sweeps name one preset and grid the dataset: every trial must be exactly the run its
+    dataset's own preset makes (the presets of a table differ only in their dataset), evaluated on the
+    dataset's env."""
+    from offline_rl.sweep.spec import load_spec
+
+    monkeypatch.chdir(REPO_ROOT)  # the sweep files name their preset relative to the repository
+    trials = load_spec(REPO_ROOT / "configs" / "sweeps" / f"{name}.yaml").trials()
+    datasets = {dict(trial.values)["dataset"] for trial in trials}
+    assert len(trials) == 4 * len(datasets) and len(datasets) == (12 if "adroit" in name else 3)
+    for trial in trials:
+        values = dict(trial.values)
+        own = ["--config", str(REPO_ROOT / "configs/cql" / f"{values['dataset']}.yaml"), "--seed", str(values["seed"])]
+        assert d4rl_cql.config_from_args(list(trial.arguments)) == d4rl_cql.config_from_args(own), trial.id
