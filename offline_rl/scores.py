@@ -2,7 +2,8 @@
 
 The (min, max) pairs are D4RL's own REF_MIN_SCORE / REF_MAX_SCORE: the returns of a random policy and
 of the expert used to build each environment's datasets. They are the same for every dataset
-version (-v0, -v2) of an environment, so they are keyed by the environment name alone.
+version (-v0, -v2) of an environment, so they are keyed by the environment name alone; Maze2D's differ
+by maze and reward, and are keyed by the dataset's name.
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ D4RL_REFERENCE_SCORES: dict[str, tuple[float, float]] = {
 }
 
 
+D4RL_DATASET_REFERENCE_SCORES: dict[str, tuple[float, float]] = {
+    # Maze2D (d4rl/infos.py): one pair per maze and reward, so keyed by the dataset name (and D4RL's env id)
+    "maze2d-umaze-v1": (23.85, 161.86),
+    "maze2d-medium-v1": (13.13, 277.39),
+    "maze2d-large-v1": (6.7, 273.99),
+    "maze2d-umaze-dense-v1": (68.537689, 193.66285642381482),
+    "maze2d-medium-dense-v1": (44.264742, 297.4552547777125),
+    "maze2d-large-dense-v1": (30.569041, 303.4857382709002),
+}
+
+
 def environment_key(name: str) -> str:
     """The environment part of a D4RL dataset name or a gymnasium id, lower-cased.
 
@@ -33,7 +45,8 @@ def environment_key(name: str) -> str:
 
 def reference_scores(name: str) -> tuple[float, float] | None:
     """(min, max) reference returns for a D4RL dataset name or gymnasium id, if D4RL has them."""
-    return D4RL_REFERENCE_SCORES.get(environment_key(name))
+    own = D4RL_DATASET_REFERENCE_SCORES.get(name.strip().split("/")[-1].lower())
+    return own or D4RL_REFERENCE_SCORES.get(environment_key(name))
 
 
 def normalized_score(episode_return: float, ref_min: float, ref_max: float) -> float:

@@ -135,6 +135,9 @@ D4RL_FILES = {
     "relocate-expert-v0": "hand_dapg/relocate-v0_expert_clipped.hdf5",
     "hammer-human-v1": "hand_dapg_v1/hammer-human-v1.hdf5",
     "pen-cloned-v1": "hand_dapg_v1/pen-cloned-v1.hdf5",
+    # Maze2D v1: a sparse and a dense file per maze
+    "maze2d-umaze-v1": "maze2d/maze2d-umaze-sparse-v1.hdf5",
+    "maze2d-large-dense-v1": "maze2d/maze2d-large-dense-v1.hdf5",
 }
 
 
@@ -147,8 +150,8 @@ def test_urls_follow_d4rl_file_names(name: str, file: str) -> None:
 def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
     names = d4rl_module.d4rl_names()
     # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version; Adroit:
-    # 4 tasks × 3 kinds in v0 and v1
-    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 and len(set(names)) == len(names)
+    # 4 tasks × 3 kinds in v0 and v1; Maze2D: 3 mazes × 2 rewards in v1
+    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 + 3 * 2 and len(set(names)) == len(names)
     urls = [d4rl_module.d4rl_url(name) for name in names]
     assert len(set(urls)) == len(urls)  # no two names share a file
     for name in names:
@@ -208,6 +211,27 @@ def test_adroit_files_get_d4rls_limit_their_env_and_reference_scores(tmp_path: P
     assert (info["ref_min_score"], info["ref_max_score"]) == d4rl_references[task]
     assert np.flatnonzero(buffer.truncated).tolist() == [limit - 2, 2 * limit - 3]  # each time-out step dropped
     assert np.flatnonzero(buffer.terminated).tolist() == [len(buffer) - 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "references"),
+    [
+        ("maze2d-umaze-v1", 300, (23.85, 161.86)),
+        ("maze2d-medium-dense-v1", 600, (44.264742, 297.4552547777125)),
+        ("maze2d-large-v1", 800, (6.7, 273.99)),
+    ],
+)
+def test_maze2d_files_get_d4rls_limit_and_their_own_reference_scores(
+    tmp_path: Path, name: str, limit: int, references: tuple[float, float]
+) -> None:
+    """Maze2D's references differ by maze and reward (D4RL's infos.py), unlike locomotion's per-env pairs."""
+    arrays = episodes_to_arrays([limit, 5], ["timeout", "none"], obs_dim=4, act_dim=2)
+    del arrays["timeouts"], arrays["next_observations"]
+    path = write_d4rl_file(d4rl_module.d4rl_path(name), **arrays)
+    info = dataset_info(buffer := load_d4rl(path))  # found by its D4RL file name
+    assert (info["name"], info["timeouts_from"]) == (name, f"time limit {limit}")
+    assert (info["ref_min_score"], info["ref_max_score"]) == references and "gymnasium_task" not in info
+    assert np.flatnonzero(buffer.truncated).tolist() == [limit - 2, len(buffer) - 1]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

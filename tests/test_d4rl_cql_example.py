@@ -473,6 +473,22 @@ def test_d4rl_antmaze_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp
     )
 
 
+def test_d4rl_maze2d_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp_path: Path) -> None:
+    from conftest import episodes_to_arrays, write_d4rl_file
+    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
+    from offline_rl.data.d4rl import d4rl_path
+
+    # D4RL's own file name, its (x, y, vx, vy) observations and 2 motor actions
+    write_d4rl_file(d4rl_path("maze2d-medium-dense-v1"), **episodes_to_arrays([600], ["timeout"], 4, 2))
+    with pytest.raises(OfflineRLError) as error:
+        load_training_data(D4RLCQLConfig(dataset="maze2d-medium-dense-v1"))
+    assert str(error.value).startswith(
+        "maze2d-medium-dense-v1: observations have shape (4,), but --task HalfCheetah-v4 observes (17,); D4RL's "
+        "Maze2D env is not in gymnasium (Gymnasium-Robotics' PointMaze centres its coordinates"
+    )
+    assert str(error.value).endswith("(--dataset D4RL/pointmaze/umaze-v2, ...)")
+
+
 def test_the_d4rl_converter_names_the_datasets_own_env_when_task_does_not_fit(tmp_path: Path) -> None:
     d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")
     args = ["walker2d-medium-v2", "--output", str(tmp_path / "w.hdf5"), "--task", "Hopper-v4"]

@@ -1,5 +1,5 @@
-"""The preset files under configs/cql/: one per D4RL locomotion, AntMaze and Adroit dataset, CORL's values,
-loaded exactly, and described exactly by the README's table."""
+"""The preset files under configs/cql/: one per D4RL dataset CORL runs CQL on (locomotion, AntMaze, Adroit,
+Maze2D), CORL's values, loaded exactly, and described exactly by the README's table."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ ANTMAZE = [
 ADROIT = [
     f"{task}-{kind}-v1" for task in ("pen", "door", "hammer", "relocate") for kind in ("human", "cloned", "expert")
 ]
+MAZE2D = [f"maze2d-{maze}{reward}-v1" for maze in ("umaze", "medium", "large") for reward in ("", "-dense")]
 
 
 def field_values(config: object) -> dict[str, object]:
@@ -41,7 +42,7 @@ def field_values(config: object) -> dict[str, object]:
 
 
 def test_there_is_one_preset_per_corl_dataset() -> None:
-    assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE + ADROIT)
+    assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE + ADROIT + MAZE2D)
 
 
 AUTHORS_PRESETS = sorted((REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"))
@@ -127,6 +128,14 @@ def test_the_presets_hold_corls_values() -> None:
         assert algo.cql_weight == 1.0 and not algo.with_lagrange and algo.normalize_obs and algo.critic_layers == 3
         assert not algo.normalize_reward and (algo.reward_scale, algo.reward_bias) == (1.0, 0.0)
         assert config.run.test_num == 10 and config.run.epoch * config.run.step_per_epoch == 1_000_000
+    for name in MAZE2D:  # CORL: cql_alpha 10 with Lagrange towards a gap of 5, policy_lr 3e-5, 100 episodes
+        config = d4rl_cql.config_from_args(["--config", str(REPO_ROOT / "configs/cql" / f"{name}.yaml")])
+        algo = config.algorithm
+        assert config.task is None and config.dataset == name and config.run.test_num == 100
+        assert (algo.actor_lr, algo.entropy_lr, algo.critic_lr, algo.lagrange_lr) == (3e-5, 3e-5, 3e-4, 3e-4)
+        assert algo.cql_weight == 10.0 and algo.with_lagrange and algo.target_action_gap == 5.0
+        assert algo.lagrange_multiplier_init == pytest.approx(math.e) and algo.normalize_obs
+        assert not algo.normalize_reward and (algo.reward_scale, algo.reward_bias) == (1.0, 0.0)
 
 
 def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
@@ -145,7 +154,7 @@ def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
 def test_the_readme_table_says_exactly_what_each_preset_sets() -> None:
     rows = readme_preset_rows()
     described = [name for names, _ in rows for name in names]
-    assert sorted(described) == sorted(LOCOMOTION + ANTMAZE + ADROIT)
+    assert sorted(described) == sorted(LOCOMOTION + ANTMAZE + ADROIT + MAZE2D)
     for names, flags in rows:
         from_flags = d4rl_cql.config_from_args(flags)
         for name in names:

@@ -67,6 +67,7 @@ _LOCOMOTION_ENVS = ("halfcheetah", "hopper", "walker2d", "ant")
 _LOCOMOTION_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
 _ANTMAZE_KINDS = ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
 _ADROIT_KINDS = ("human", "cloned", "expert")
+_MAZE2D_STEPS = {"umaze": 300, "medium": 600, "large": 800}
 _VERSIONS = ("v0", "v1", "v2")
 
 
@@ -124,10 +125,21 @@ def _adroit_files() -> dict[str, str]:
     return files
 
 
+def _maze2d_files() -> dict[str, str]:
+    """D4RL's v1 Maze2D datasets (CORL's), name -> file (D4RL's `infos.py`): a sparse-reward and a dense-reward
+    file per maze, `maze2d-umaze-v1` being the sparse one."""
+    files = {}
+    for maze in _MAZE2D_STEPS:
+        files[f"maze2d-{maze}-v1"] = f"maze2d/maze2d-{maze}-sparse-v1.hdf5"
+        files[f"maze2d-{maze}-dense-v1"] = f"maze2d/maze2d-{maze}-dense-v1.hdf5"
+    return files
+
+
 _LOCOMOTION_FILES = _locomotion_files()
 _ANTMAZE_FILES = _antmaze_files()
 _ADROIT_FILES = _adroit_files()
-_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES, **_ADROIT_FILES}
+_MAZE2D_FILES = _maze2d_files()
+_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES, **_ADROIT_FILES, **_MAZE2D_FILES}
 _NAME_OF_FILE = {file.rsplit("/", 1)[1]: name for name, file in _D4RL_FILES.items()}
 _COMPACT_CHUNK = 1 << 16
 ANT_STATE_DIMS = 27
@@ -142,17 +154,25 @@ D4RL_GYMNASIUM_TASKS = {
 }
 """The gymnasium env each D4RL locomotion dataset evaluates on. D4RL recorded them on gym's v2 envs
 under mujoco-py; gymnasium's v4 envs are the same models, rewards and time limits on the `mujoco`
-bindings (v5 changed rewards and observations). The AntMaze files have none: their maze env is
-D4RL's own (Minari's AntMaze datasets record Gymnasium-Robotics' instead)."""
-ANTMAZE_HAS_NO_GYMNASIUM_ENV = (
-    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' "
-    "AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
-)
+bindings (v5 changed rewards and observations). The AntMaze and Maze2D files have none: their maze
+envs are D4RL's own (Minari's copies record Gymnasium-Robotics' instead)."""
+_MISSING_ENVS = {
+    "antmaze": (
+        "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on "
+        "Gymnasium-Robotics' AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
+    ),
+    "maze2d": (
+        "D4RL's Maze2D env is not in gymnasium (Gymnasium-Robotics' PointMaze centres its coordinates, "
+        "observes a goal and scores within 0.45): Minari's D4RL/pointmaze datasets, recorded on PointMaze, "
+        "train and evaluate as they are (--dataset D4RL/pointmaze/umaze-v2, ...)"
+    ),
+}
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py,
-# d4rl/hand_manipulation_suite/__init__.py), every version alike.
+# d4rl/hand_manipulation_suite/__init__.py, d4rl/pointmaze/__init__.py), every version alike.
 _D4RL_EPISODE_STEPS = {
     **{f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS},
     **{name: ADROIT_EPISODE_STEPS[_adroit_task(name)] for name in _ADROIT_FILES},
+    **{name: _MAZE2D_STEPS[name.split("-")[1]] for name in _MAZE2D_FILES},
 }
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
 
@@ -184,9 +204,12 @@ def _locomotion_env(name: str | None) -> str | None:
     return name.split("-", 1)[0] if name in _LOCOMOTION_FILES else None
 
 
-def d4rl_without_gymnasium_env(name: str | None) -> bool:
-    """Whether a D4RL name is one of the AntMaze datasets, whose evaluation env gymnasium lacks."""
-    return bool(name) and name in _ANTMAZE_FILES
+def d4rl_missing_env(name: str | None) -> str | None:
+    """For a D4RL AntMaze or Maze2D name, whose evaluation env gymnasium lacks: what to run instead (one
+    clause for an error); None for other names."""
+    if name in _ANTMAZE_FILES or name in _MAZE2D_FILES:
+        return _MISSING_ENVS[name.split("-", 1)[0]]
+    return None
 
 
 def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
@@ -206,7 +229,8 @@ def d4rl_url(name: str) -> str:
         f"unknown D4RL dataset name '{name}'{f' (did you mean {closest}?)' if closest else ''}; "
         f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-"
         f"{_choices(_VERSIONS)}, full-replay from v1), antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
-        f"{_choices(ADROIT_TASKS)}-{_choices(_ADROIT_KINDS)}-{_choices(_VERSIONS[:2])}, or a path to an HDF5 file"
+        f"{_choices(ADROIT_TASKS)}-{_choices(_ADROIT_KINDS)}-{_choices(_VERSIONS[:2])}, "
+        f"maze2d-{_choices(_MAZE2D_STEPS)}[-dense]-v1, or a path to an HDF5 file"
     )
 
 
@@ -221,7 +245,7 @@ def is_d4rl_name(source: str) -> bool:
 
 def d4rl_names() -> list[str]:
     """Every D4RL dataset name this package can find and download: MuJoCo locomotion and AntMaze, v0 to
-    v2; Adroit, v0 and v1."""
+    v2; Adroit, v0 and v1; Maze2D, v1."""
     return list(_D4RL_FILES)
 
 
@@ -276,7 +300,7 @@ def _name_from_filename(path: Path) -> str | None:
     """The D4RL dataset name of a file D4RL downloaded (its own file name: `hopper_medium.hdf5` is
     hopper-medium-v0), or of a file named after the dataset (`hopper-medium-v2.hdf5`)."""
     candidate = path.stem.replace("_", "-")
-    named = candidate in _LOCOMOTION_FILES or candidate in _ADROIT_FILES
+    named = candidate in _LOCOMOTION_FILES or candidate in _ADROIT_FILES or candidate in _MAZE2D_FILES
     return _NAME_OF_FILE.get(path.name) or (candidate if named else None)
 
 
