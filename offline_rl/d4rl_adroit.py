@@ -5,8 +5,9 @@ ported them to the `mujoco` bindings as `AdroitHand*-v1`: the same models, actio
 but three things differ from the envs the data and D4RL's reference scores come from:
 
 - door, hammer and relocate pay +0.1·‖palm − object‖ where D4RL pays −0.1·‖palm − object‖: a sign
-  flipped by a refactor in Gymnasium-Robotics 1.2.1, kept under the v1 ids and fixed only as v2
-  (Gymnasium-Robotics PR #220). Its v1 envs reward reaching away from the handle, hammer or ball.
+  flipped by a refactor in Gymnasium-Robotics 1.2.1 (found in its PR #220) and kept under the v1 ids;
+  the fix ships only as the v2 envs of 1.4.3 (PR #306). Its v1 envs reward reaching away from the
+  handle, hammer or ball.
 - pen does not end when the pen is dropped; D4RL's does (its datasets' `terminals` are those drops).
 - pen's time limit is 200 steps; D4RL's is 100 (the other three: 200 in both).
 
