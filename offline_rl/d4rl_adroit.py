@@ -57,6 +57,7 @@ class _Scene:
 
         self.model, self.data = env.unwrapped.model, env.unwrapped.data  # type: ignore[attr-defined]
         self._mujoco = mujoco
+        self._ids: dict[tuple[Any, str], int] = {}  # looked up once: every evaluation step reads the same names
 
     def site(self, name: str) -> np.ndarray:
         return self.data.site_xpos[self._id(self._mujoco.mjtObj.mjOBJ_SITE, name)].copy()
@@ -72,10 +73,12 @@ class _Scene:
         return self.data.qvel.copy()
 
     def _id(self, kind: Any, name: str) -> int:
-        index = int(self._mujoco.mj_name2id(self.model, kind, name))
-        if index < 0:
-            raise OfflineRLError(f"Gymnasium-Robotics' Adroit model has no {kind.name[6:].lower()} '{name}'")
-        return index
+        if (kind, name) not in self._ids:
+            index = int(self._mujoco.mj_name2id(self.model, kind, name))
+            if index < 0:
+                raise OfflineRLError(f"Gymnasium-Robotics' Adroit model has no {kind.name[6:].lower()} '{name}'")
+            self._ids[kind, name] = index
+        return self._ids[kind, name]
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> float:
@@ -162,9 +165,8 @@ def make_d4rl_adroit(task: str, **kwargs: Any) -> gym.Env:
             f"{d4rl_adroit_id(task)} (D4RL's {task} env) runs on Gymnasium-Robotics' Adroit hand: "
             "pip install gymnasium-robotics (or the [robotics] extra)"
         )
-    hand = gym.make(_GYMNASIUM_ROBOTICS_IDS[task], max_episode_steps=None, disable_env_checker=True, **kwargs)
-    while isinstance(hand, gym.wrappers.TimeLimit | gym.wrappers.OrderEnforcing | gym.wrappers.PassiveEnvChecker):
-        hand = hand.env  # gymnasium's own wrappers go around D4RL's env instead, with D4RL's time limit
+    # the bare hand: gymnasium's own wrappers go around D4RL's env instead, with D4RL's time limit
+    hand = gym.make(_GYMNASIUM_ROBOTICS_IDS[task], disable_env_checker=True, **kwargs).unwrapped
     return D4RLAdroitReward(hand, task)
 
 

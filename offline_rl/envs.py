@@ -149,16 +149,7 @@ def _d4rl_hint(task: str) -> str:
     return ""
 
 
-_ROBOTICS_PREFIXES = (
-    "AntMaze",
-    "PointMaze",
-    "Adroit",
-    "FrankaKitchen",
-    "Fetch",
-    "HandManipulate",
-    "HandReach",
-    "D4RL/",
-)
+_ROBOTICS_PREFIXES = ("AntMaze", "PointMaze", "Adroit", "FrankaKitchen", "Fetch", "HandManipulate", "HandReach")
 
 
 def _is_robotics(task: str) -> bool:
