@@ -202,6 +202,36 @@ def test_unit_bounds_need_no_marker_and_give_no_warning(recwarn: pytest.Warnings
     assert not [w for w in recwarn if issubclass(w.category, ActionUnitsWarning)]
 
 
+@pytest.mark.parametrize("bound", [2.0, 1.0])  # scaled into the box, and a box of ±1 that needs no scaling
+def test_environment_actions_beyond_the_envs_bounds_draw_one_warning_naming_the_dimension_and_the_flag(
+    bound: float,
+) -> None:
+    buffer = ReplayBuffer(10)
+    for t in range(4):
+        add_to(buffer, 0, step(t, act=0.5 * bound))
+    buffer.act[2, 1] = 1.25 * bound  # one dimension, one step, a quarter beyond the bound
+    with pytest.warns(ActionUnitsWarning) as caught:
+        cql(bound=bound).process_buffer(set_action_units(buffer, "env"))
+    (message,) = [str(w.message) for w in caught]
+    assert f"in 1 of {ACT_DIM} dimension(s) (dimension 1: {0.5 * bound:g}..{1.25 * bound:g}" in message
+    assert "--clip-dataset-actions" in message and "action_scaling=False" not in message and "\n" not in message
+
+
+def test_environment_actions_within_the_bounds_or_clipped_into_them_draw_no_warning(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    buffer = ReplayBuffer(10)
+    for t in range(4):
+        add_to(buffer, 0, step(t, act=2.0 if t else -2.0))  # on the bounds exactly
+    cql(bound=2.0).process_buffer(set_action_units(buffer, "env"))
+    buffer.act[1] = 3.0
+    settings = {"actor_hidden_sizes": [16], "critic_layers": 1, "cql_n_actions": 2, "normalize_obs": False}
+    clipping = cql(CQLSACConfig(**settings, clip_dataset_actions=True), bound=2.0)
+    clipping.process_buffer(set_action_units(buffer, "env"))
+    assert not [w for w in recwarn if issubclass(w.category, ActionUnitsWarning)]
+    assert float(clipping._staged.act.max()) == 1.0  # 3.0 mapped to 2.0 in the box, then clipped
+
+
 # --- prioritized replay ---------------------------------------------------------------------
 
 

@@ -334,6 +334,7 @@ class CQLSAC(CountedOfflineAlgorithm[SACPolicy]):
             self.action_low.cpu().numpy(),
             self.action_high.cpu().numpy(),
             action_scaling=bool(self.policy.action_scaling),
+            clipped=self.config.clip_dataset_actions,
         )
         if self.normalizer is not None and self.config.normalize_obs and not bool(self.normalizer.fitted):
             self.normalizer.fit(stored.obs.reshape(len(stored.obs), -1))

@@ -57,10 +57,17 @@ def bounds_are_unit(low: np.ndarray, high: np.ndarray) -> bool:
 
 
 def needs_action_scaling(
-    buffer: ReplayBuffer, actions: np.ndarray, low: np.ndarray, high: np.ndarray, *, action_scaling: bool
+    buffer: ReplayBuffer,
+    actions: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    *,
+    action_scaling: bool,
+    clipped: bool = False,
 ) -> bool:
     """Whether `buffer`'s actions must go through the inverse of a policy's action scaling to reach
-    its [-1, 1] box; warns when the units had to be assumed, refuses actions no box can hold."""
+    its [-1, 1] box; warns when the units had to be assumed or the actions leave the env's bounds
+    (unless they will be `clipped` into them), refuses actions no box can hold."""
     units = action_units_of(buffer)
     unit_box = bounds_are_unit(low, high)
     if units is None and not unit_box:
@@ -73,8 +80,14 @@ def needs_action_scaling(
             stacklevel=5,
         )
     scale = units == "env" and action_scaling and not unit_box
-    reach = float(np.abs(actions).max()) if actions.size else 0.0
-    if not scale and reach > 1.0 + POLICY_BOX_TOLERANCE:
+    if not actions.size:
+        return scale
+    lowest, highest = actions.min(axis=0), actions.max(axis=0)
+    reach = float(max(np.abs(lowest).max(), np.abs(highest).max()))
+    if scale or (units == "env" and unit_box):
+        if not clipped:
+            _warn_if_outside_bounds(lowest, highest, low, high)
+    elif reach > 1.0 + POLICY_BOX_TOLERANCE:
         if units != "env":
             raise DatasetError(
                 f"the replay buffer's actions reach {reach:g}, outside the policy's [-1, 1] box where a "
@@ -88,3 +101,25 @@ def needs_action_scaling(
             stacklevel=5,
         )
     return scale
+
+
+def _warn_if_outside_bounds(lowest: np.ndarray, highest: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
+    """Environment-unit actions beyond the env's bounds: a policy squashed into the bounds never takes
+    them, so the critics fit (and CQL pushes down) values nothing will query and the cloning steps
+    chase targets tanh cannot reach. Either the data holds actions before the env clipped them (many
+    recorders store the policy's raw output) or it belongs to another env than the evaluation task."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # an unbounded dimension maps to nan: never outside
+        below = 2.0 * (lowest - low) / (high - low) - 1.0 < -1.0 - POLICY_BOX_TOLERANCE
+        above = 2.0 * (highest - low) / (high - low) - 1.0 > 1.0 + POLICY_BOX_TOLERANCE
+    outside = np.flatnonzero(below | above)
+    if not len(outside):
+        return
+    first = int(outside[0])
+    warnings.warn(
+        f"the dataset's actions leave the env's action bounds in {len(outside)} of {len(low)} dimension(s) "
+        f"(dimension {first}: {lowest[first]:g}..{highest[first]:g}, bounds {low[first]:g}..{high[first]:g}), "
+        "which the policy cannot take and the env would clip: recorded before the env clipped them, or on another "
+        "env than the evaluation task? --clip-dataset-actions (clip_dataset_actions) clips them into the bounds",
+        ActionUnitsWarning,
+        stacklevel=6,
+    )
