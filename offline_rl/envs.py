@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.d4rl_adroit import adroit_task_of, d4rl_adroit_id, register_d4rl_adroit
+from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 
 register_d4rl_adroit()  # D4RL's Adroit envs (`D4RL/door-v1`, ...): ids only, nothing is imported or made
+register_d4rl_maze2d()  # D4RL's Maze2D envs (`D4RL/maze2d-umaze-v1`, ...), rebuilt on the mujoco bindings
 
 
 def _register_atari() -> None:
@@ -261,6 +263,8 @@ def dataset_env(info: dict[str, Any]) -> DatasetEnv | None:
         task = str(info["gymnasium_task"])
         if adroit := adroit_task_of(task):  # D4RL's Adroit envs: Gymnasium-Robotics' hands with D4RL's rewards
             return DatasetEnv(task, f"is D4RL data of its {adroit} env (here: {task})")
+        if maze2d_of(task):
+            return DatasetEnv(task, f"is D4RL data of its Maze2D env (here: {task})")
         return DatasetEnv(task, f"is D4RL data of gym's {task.split('-')[0]} (gymnasium: {task})")
     return None
 

@@ -9,6 +9,7 @@ import offline_rl  # noqa: F401
 # isort: split
 
 import ast
+import importlib.util
 import os
 import signal
 import subprocess
@@ -142,6 +143,16 @@ def run_repo_script(
         env={**script_env(), **(env_extra or {})},
         timeout=timeout,
     )
+
+
+def load_benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    """A benchmark module loaded as `python benchmarks/NAME.py` loads it: its siblings importable."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", REPO_ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def modules_imported_by(script: str, *argvs: list[str], watched: tuple[str, ...]) -> list[str]:

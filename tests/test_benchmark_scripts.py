@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, modules_imported_by
+from conftest import REPO_ROOT, load_benchmark, modules_imported_by
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
 
@@ -51,16 +51,6 @@ def test_a_benchmark_leaves_tensorflow_unimported() -> None:
         "tensorboard",
         "tianshou",
     ]
-
-
-def load_benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
-    """A benchmark module loaded as `python benchmarks/NAME.py` loads it: its siblings importable."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(

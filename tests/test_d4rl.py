@@ -224,13 +224,15 @@ def test_adroit_files_get_d4rls_limit_their_env_and_reference_scores(tmp_path: P
 def test_maze2d_files_get_d4rls_limit_and_their_own_reference_scores(
     tmp_path: Path, name: str, limit: int, references: tuple[float, float]
 ) -> None:
-    """Maze2D's references differ by maze and reward (D4RL's infos.py), unlike locomotion's per-env pairs."""
+    """Maze2D's references differ by maze and reward (D4RL's infos.py), unlike locomotion's per-env pairs;
+    each file evaluates on D4RL's env of its own maze and reward, rebuilt here."""
     arrays = episodes_to_arrays([limit, 5], ["timeout", "none"], obs_dim=4, act_dim=2)
     del arrays["timeouts"], arrays["next_observations"]
     path = write_d4rl_file(d4rl_module.d4rl_path(name), **arrays)
     info = dataset_info(buffer := load_d4rl(path))  # found by its D4RL file name
     assert (info["name"], info["timeouts_from"]) == (name, f"time limit {limit}")
-    assert (info["ref_min_score"], info["ref_max_score"]) == references and "gymnasium_task" not in info
+    assert (info["ref_min_score"], info["ref_max_score"]) == references
+    assert info["gymnasium_task"] == f"D4RL/{name}"
     assert np.flatnonzero(buffer.truncated).tolist() == [limit - 2, len(buffer) - 1]
 
 

@@ -473,20 +473,26 @@ def test_d4rl_antmaze_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp
     )
 
 
-def test_d4rl_maze2d_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp_path: Path) -> None:
-    from conftest import episodes_to_arrays, write_d4rl_file
-    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
-    from offline_rl.data.d4rl import d4rl_path
-
-    # D4RL's own file name, its (x, y, vx, vy) observations and 2 motor actions
-    write_d4rl_file(d4rl_path("maze2d-medium-dense-v1"), **episodes_to_arrays([600], ["timeout"], 4, 2))
-    with pytest.raises(OfflineRLError) as error:
-        load_training_data(D4RLCQLConfig(dataset="maze2d-medium-dense-v1"))
-    assert str(error.value).startswith(
-        "maze2d-medium-dense-v1: observations have shape (4,), but --task HalfCheetah-v4 observes (17,); D4RL's "
-        "Maze2D env is not in gymnasium (Gymnasium-Robotics' PointMaze centres its coordinates"
-    )
-    assert str(error.value).endswith("(--dataset D4RL/pointmaze/umaze-v2, ...)")
+def test_a_maze2d_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_maze(tmp_path: Path) -> None:
+    """`--config configs/cql/maze2d-umaze-dense-v1.yaml`: CORL's Maze2D settings on D4RL's file (its name,
+    its (x, y, vx, vy) observations), evaluated on D4RL/maze2d-umaze-dense-v1 (D4RL's maze rebuilt) and
+    scored against that maze's and reward's own references."""
+    d4rl_named_file(tmp_path, "D4RL/maze2d-umaze-dense-v1", "maze2d-umaze-dense-v1.hdf5")
+    preset = str(REPO_ROOT / "configs/cql/maze2d-umaze-dense-v1.yaml")
+    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "2", "--batch-size", "16", "--hidden-sizes", "8"]
+    result = run_example("--config", preset, *small, "--critic-layers", "1", "--critic-width", "8", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    task = "D4RL/maze2d-umaze-dense-v1"
+    assert f"task: {task}, the env of maze2d-umaze-dense-v1 (--task to evaluate on another)" in result.stdout
+    assert f"done: {task} on maze2d-umaze-dense-v1" in result.stdout
+    score = re.search(r"last evaluation return (-?[\d.]+) ± [\d.]+, normalized score (-?[\d.]+)", result.stdout)
+    assert score is not None
+    episode_return, normalized = float(score[1]), float(score[2])
+    low, high = 68.537689, 193.66285642381482  # D4RL's umaze-dense pair, not the sparse maze's
+    assert normalized == pytest.approx(100 * (episode_return - low) / (high - low), abs=0.06)
+    (run_dir,) = (tmp_path / "log" / "D4RL_maze2d-umaze-dense-v1" / "cql" / "0").iterdir()
+    saved = torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]
+    assert (saved["task"], saved["algorithm"]["with_lagrange"], saved["algorithm"]["actor_lr"]) == (task, True, 3e-5)
 
 
 def test_the_d4rl_converter_names_the_datasets_own_env_when_task_does_not_fit(tmp_path: Path) -> None:

@@ -22,10 +22,12 @@ silent bugs of offline RL; this loader does neither:
   recorded. A network reading the zero columns would compute the same function (zero inputs add
   nothing), so scores stay comparable with implementations that keep them.
 - Names cover every version D4RL publishes of its locomotion and AntMaze datasets: v2 (CORL's), v1,
-  and v0 (the CQL paper's), and of its Adroit hand datasets: v1 (CORL's) and v0 (the CQL paper's),
-  each read from its own file under D4RL's own file name. Versions are different recordings, so a
-  near miss is told a name that exists rather than swapped for it. The Adroit datasets evaluate on
-  `D4RL/<task>-v1` (`offline_rl.d4rl_adroit`: Gymnasium-Robotics' hands with D4RL's rewards).
+  and v0 (the CQL paper's), of its Adroit hand datasets: v1 (CORL's) and v0 (the CQL paper's), and
+  of its Maze2D datasets: v1 (CORL's), each read from its own file under D4RL's own file name.
+  Versions are different recordings, so a near miss is told a name that exists rather than swapped
+  for it. The Adroit datasets evaluate on `D4RL/<task>-v1` (`offline_rl.d4rl_adroit`:
+  Gymnasium-Robotics' hands with D4RL's rewards), the Maze2D ones on `D4RL/<name>`
+  (`offline_rl.d4rl_maze2d`: D4RL's maze rebuilt on the `mujoco` bindings).
 - A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
   `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
   episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
@@ -48,6 +50,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
 from offline_rl.d4rl_adroit import D4RL_EPISODE_STEPS as ADROIT_EPISODE_STEPS
+from offline_rl.d4rl_maze2d import MAZE2D_EPISODE_STEPS, d4rl_maze2d_id
 from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.transitions import (
     action_indices,
@@ -67,7 +70,6 @@ _LOCOMOTION_ENVS = ("halfcheetah", "hopper", "walker2d", "ant")
 _LOCOMOTION_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
 _ANTMAZE_KINDS = ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse")
 _ADROIT_KINDS = ("human", "cloned", "expert")
-_MAZE2D_STEPS = {"umaze": 300, "medium": 600, "large": 800}
 _VERSIONS = ("v0", "v1", "v2")
 
 
@@ -129,7 +131,7 @@ def _maze2d_files() -> dict[str, str]:
     """D4RL's v1 Maze2D datasets (CORL's), name -> file (D4RL's `infos.py`): a sparse-reward and a dense-reward
     file per maze, `maze2d-umaze-v1` being the sparse one."""
     files = {}
-    for maze in _MAZE2D_STEPS:
+    for maze in MAZE2D_EPISODE_STEPS:
         files[f"maze2d-{maze}-v1"] = f"maze2d/maze2d-{maze}-sparse-v1.hdf5"
         files[f"maze2d-{maze}-dense-v1"] = f"maze2d/maze2d-{maze}-dense-v1.hdf5"
     return files
@@ -154,25 +156,19 @@ D4RL_GYMNASIUM_TASKS = {
 }
 """The gymnasium env each D4RL locomotion dataset evaluates on. D4RL recorded them on gym's v2 envs
 under mujoco-py; gymnasium's v4 envs are the same models, rewards and time limits on the `mujoco`
-bindings (v5 changed rewards and observations). The AntMaze and Maze2D files have none: their maze
-envs are D4RL's own (Minari's copies record Gymnasium-Robotics' instead)."""
-_MISSING_ENVS = {
-    "antmaze": (
-        "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on "
-        "Gymnasium-Robotics' AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
-    ),
-    "maze2d": (
-        "D4RL's Maze2D env is not in gymnasium (Gymnasium-Robotics' PointMaze centres its coordinates, "
-        "observes a goal and scores within 0.45): Minari's D4RL/pointmaze datasets, recorded on PointMaze, "
-        "train and evaluate as they are (--dataset D4RL/pointmaze/umaze-v2, ...)"
-    ),
-}
+bindings (v5 changed rewards and observations). The Adroit and Maze2D datasets evaluate on D4RL's own
+envs as rebuilt here (`offline_rl.d4rl_adroit`, `offline_rl.d4rl_maze2d`); the AntMaze files have none:
+their maze env is D4RL's own (Minari's copies record Gymnasium-Robotics' instead)."""
+_ANTMAZE_MISSING_ENV = (
+    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on "
+    "Gymnasium-Robotics' AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
+)
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py,
 # d4rl/hand_manipulation_suite/__init__.py, d4rl/pointmaze/__init__.py), every version alike.
 _D4RL_EPISODE_STEPS = {
     **{f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS},
     **{name: ADROIT_EPISODE_STEPS[_adroit_task(name)] for name in _ADROIT_FILES},
-    **{name: _MAZE2D_STEPS[name.split("-")[1]] for name in _MAZE2D_FILES},
+    **{name: MAZE2D_EPISODE_STEPS[name.split("-")[1]] for name in _MAZE2D_FILES},
 }
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
 
@@ -191,11 +187,15 @@ def d4rl_episode_steps(name: str) -> int | None:
 def d4rl_gymnasium_task(name: str | None) -> str | None:
     """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for `walker2d-medium-v2`
     and `walker2d-medium-v0` alike; `D4RL/door-v1`, D4RL's door env on Gymnasium-Robotics' hand, for
-    `door-human-v1` and `door-human-v0`), None for other names and for the AntMaze datasets."""
+    `door-human-v1` and `door-human-v0`; `D4RL/maze2d-umaze-v1`, D4RL's Maze2D env rebuilt, for
+    `maze2d-umaze-v1`), None for other names and for the AntMaze datasets."""
     if env := _locomotion_env(name):
         return D4RL_GYMNASIUM_TASKS[env]
     if name in _ADROIT_FILES:
         return d4rl_adroit_id(_adroit_task(name))
+    if name in _MAZE2D_FILES:  # D4RL's env id is the dataset's name: `maze2d-umaze-dense-v1`
+        maze, *dense = name.split("-")[1:-1]
+        return d4rl_maze2d_id(maze, "dense" if dense else "sparse")
     return None
 
 
@@ -205,11 +205,9 @@ def _locomotion_env(name: str | None) -> str | None:
 
 
 def d4rl_missing_env(name: str | None) -> str | None:
-    """For a D4RL AntMaze or Maze2D name, whose evaluation env gymnasium lacks: what to run instead (one
-    clause for an error); None for other names."""
-    if name in _ANTMAZE_FILES or name in _MAZE2D_FILES:
-        return _MISSING_ENVS[name.split("-", 1)[0]]
-    return None
+    """For a D4RL AntMaze name, whose evaluation env gymnasium lacks: what to run instead (one clause for
+    an error); None for other names."""
+    return _ANTMAZE_MISSING_ENV if name in _ANTMAZE_FILES else None
 
 
 def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
@@ -230,7 +228,7 @@ def d4rl_url(name: str) -> str:
         f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-"
         f"{_choices(_VERSIONS)}, full-replay from v1), antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
         f"{_choices(ADROIT_TASKS)}-{_choices(_ADROIT_KINDS)}-{_choices(_VERSIONS[:2])}, "
-        f"maze2d-{_choices(_MAZE2D_STEPS)}[-dense]-v1, or a path to an HDF5 file"
+        f"maze2d-{_choices(MAZE2D_EPISODE_STEPS)}[-dense]-v1, or a path to an HDF5 file"
     )
 
 
