@@ -177,8 +177,12 @@ def test_flags_given_on_the_command_line_override_a_preset() -> None:
     assert config.algorithm.critic_layers == 5  # the rest stays the file's
 
 
-@pytest.mark.parametrize("name", ["cql-halfcheetah-corl", "cql-adroit-corl"])
-def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("name", "datasets"), [("cql-halfcheetah-corl", 3), ("cql-adroit-corl", 12), ("cql-maze2d-corl", 6)]
+)
+def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(
+    name: str, datasets: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The table sweeps name one preset and grid the dataset: every trial must be exactly the run its
     dataset's own preset makes (the presets of a table differ only in their dataset), evaluated on the
     dataset's env."""
@@ -186,8 +190,8 @@ def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(name: str, mon
 
     monkeypatch.chdir(REPO_ROOT)  # the sweep files name their preset relative to the repository
     trials = load_spec(REPO_ROOT / "configs" / "sweeps" / f"{name}.yaml").trials()
-    datasets = {dict(trial.values)["dataset"] for trial in trials}
-    assert len(trials) == 4 * len(datasets) and len(datasets) == (12 if "adroit" in name else 3)
+    names = {dict(trial.values)["dataset"] for trial in trials}
+    assert len(trials) == 4 * len(names) and len(names) == datasets
     for trial in trials:
         values = dict(trial.values)
         own = ["--config", str(REPO_ROOT / "configs/cql" / f"{values['dataset']}.yaml"), "--seed", str(values["seed"])]
