@@ -7,6 +7,12 @@ D4RL's normalised score puts 0 at REF_MIN_SCORE, a random policy's mean return o
 this compares `D4RL/<task>-v1` (Gymnasium-Robotics' hand with D4RL's reward, end and time limit,
 `offline_rl.d4rl_adroit`) and Gymnasium-Robotics' `AdroitHand<Task>-v1` as they are, over the same
 seeded episodes. A correctness check of the evaluation env, not a timing.
+
+A third column replays D4RL's own procedure (`generate_ref_min_score.py`) with D4RL's own random
+streams (`d4rl_streams`): the hands' resets draw the door's, board's, ball's or target's placement from
+gym's old `seeding.np_random(0)`, in the order D4RL's `reset_model` draws them (Gymnasium-Robotics'
+draws the same quantities in the same order), and the actions come from the action space seeded alike.
+Its mean is comparable with D4RL's figure episode for episode rather than within a 100-episode spread.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 
 import gymnasium as gym
 import numpy as np
+from d4rl_streams import legacy_gym_random_state, uniform_actions
 
 from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
 from offline_rl.envs import make_env
@@ -42,12 +49,33 @@ def random_returns(env_id: str, episodes: int) -> tuple[np.ndarray, np.ndarray]:
     return returns, lengths
 
 
+def d4rl_replay_return(env_id: str, episodes: int = 100) -> float:
+    """D4RL's `generate_ref_min_score.py` with D4RL's streams: the mean return of `episodes` random
+    episodes (each to its end or the time limit), resets and actions drawn as D4RL drew them."""
+    env: gym.Env = make_env(env_id)
+    env.unwrapped._np_random = legacy_gym_random_state(0)  # env.seed(0): reset_model's placements
+    actions = legacy_gym_random_state(0)  # env.action_space.seed(0)
+    returns = []
+    for _ in range(episodes):
+        env.reset()
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(uniform_actions(actions, env.action_space))
+            total, done = total + float(reward), terminated or truncated
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=100)
     args = parser.parse_args()
-    print("| task | D4RL's random reference | D4RL/<task>-v1 (here) | Gymnasium-Robotics' AdroitHand<Task>-v1 |")
-    print("|---|---|---|---|")
+    print(
+        "| task | D4RL's random reference | D4RL/<task>-v1 (here) | Gymnasium-Robotics' AdroitHand<Task>-v1 "
+        "| D4RL/<task>-v1, D4RL's streams |"
+    )
+    print("|---|---|---|---|---|")
     for task in ADROIT_TASKS:
         cells = []
         for env_id in (d4rl_adroit_id(task), f"AdroitHand{task.capitalize()}-v1"):
@@ -55,7 +83,8 @@ def main() -> None:
             cells.append(f"{returns.mean():.2f} ± {returns.std():.2f} ({lengths.mean():.0f} steps)")
         reference = reference_scores(task)
         assert reference is not None
-        print(f"| {task} | {reference[0]:.2f} | {cells[0]} | {cells[1]} |", flush=True)
+        replayed = d4rl_replay_return(d4rl_adroit_id(task), args.episodes)
+        print(f"| {task} | {reference[0]:.2f} | {cells[0]} | {cells[1]} | {replayed:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

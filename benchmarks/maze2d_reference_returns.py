@@ -27,11 +27,10 @@ import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoa
 
 import argparse
 import collections
-import hashlib
-import struct
 
 import gymnasium as gym
 import numpy as np
+from d4rl_streams import legacy_gym_random_state, uniform_actions
 
 from offline_rl.d4rl_maze2d import CELL_NOISE, MAZE2D_LAYOUTS, REWARD_TYPES, VELOCITY_NOISE, d4rl_maze2d_id
 from offline_rl.envs import make_env
@@ -39,18 +38,6 @@ from offline_rl.scores import reference_scores
 
 EPISODES = 100  # D4RL's --num_episodes default in both scripts
 MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
-
-
-def legacy_gym_random_state(seed: int) -> np.random.RandomState:
-    """What `gym.utils.seeding.np_random(seed)` returned before gym 0.22: a legacy RandomState seeded
-    with the first 8 bytes of SHA-512(str(seed)), read as little-endian 32-bit words."""
-    digest = hashlib.sha512(str(seed % 2**64).encode("utf8")).digest()[:8]
-    words = list(struct.unpack("<2I", digest))
-    while len(words) > 1 and words[-1] == 0:  # gym's bigint-to-words conversion drops leading zeros
-        words.pop()
-    state = np.random.RandomState()
-    state.seed(words)
-    return state
 
 
 class D4RLStarts:
@@ -117,14 +104,12 @@ def random_reference_return(env_id: str, episodes: int = EPISODES) -> float:
     """`generate_ref_min_score.py`: the mean return of `episodes` uniform-random episodes."""
     env = make_env(env_id)
     starts, actions = D4RLStarts(env), legacy_gym_random_state(0)
-    low, high = env.action_space.low, env.action_space.high
     returns = []
     for _ in range(episodes):
         starts.reset(env)
         total, done = 0.0, False
         while not done:
-            action = actions.uniform(low=low, high=high, size=low.shape).astype(np.float32)
-            _, reward, terminated, truncated, _ = env.step(action)
+            _, reward, terminated, truncated, _ = env.step(uniform_actions(actions, env.action_space))
             total, done = total + float(reward), terminated or truncated
         returns.append(total)
     return float(np.mean(returns))

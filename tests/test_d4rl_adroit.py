@@ -143,6 +143,18 @@ def test_a_random_policy_scores_d4rls_random_reference_on_door() -> None:
     assert abs(mean_return(hand("door")) - random_reference) > 5.0
 
 
+def test_d4rls_random_reference_procedure_replayed_with_its_streams_gives_its_hammer_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """D4RL's `generate_ref_min_score.py` on D4RL/hammer-v1 with D4RL's random streams (gym's old seeding of
+    0 for the board heights the resets draw and for the actions): −274.77 against D4RL's −274.86, where
+    100 episodes seeded otherwise give −275.56 ± 0.51 (benchmarks/adroit_random_returns.py)."""
+    from conftest import load_benchmark
+
+    replay = load_benchmark("adroit_random_returns", monkeypatch).d4rl_replay_return
+    assert replay(d4rl_adroit_id("hammer")) == pytest.approx(reference_scores("hammer")[0], abs=0.3)
+
+
 def test_without_gymnasium_robotics_the_env_is_one_line_naming_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import offline_rl.envs
 
