@@ -87,7 +87,9 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         return _make_registering_robotics(spec if spec is not None else task, kwargs)
     except gym.error.NameNotFound as error:
         hint = _robotics_hint(task) or _d4rl_hint(task)
-        raise OfflineRLError(f"--task '{task}': {str(error).rstrip('.') if hint else error}{hint}") from None
+        # with a hint of our own, gymnasium's spelling suggestion (`maze2d-large-dense`: `AntMaze_LargeDense`?) goes
+        found = str(error).split(". Did you mean", 1)[0].rstrip(".") if hint else str(error)
+        raise OfflineRLError(f"--task '{task}': {found}{hint}") from None
     except (ImportError, gym.error.DependencyNotInstalled) as error:
         # a recorded spec's entry point in a package not installed here; gym's mujoco-py envs (which
         # Gymnasium-Robotics registers again once it is loaded: then a DependencyNotInstalled)

@@ -135,3 +135,14 @@ def test_the_maze_renders_from_above(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "(480, 480, 3) True"
+
+
+def test_a_maze2d_name_given_as_task_is_told_it_is_a_dataset_without_gymnasiums_spelling_guess() -> None:
+    from offline_rl.errors import OfflineRLError
+
+    with pytest.raises(OfflineRLError) as error:
+        make_env("maze2d-large-dense-v1")
+    assert str(error.value) == (
+        "--task 'maze2d-large-dense-v1': Environment `maze2d-large-dense` doesn't exist; maze2d-large-dense-v1 "
+        "is a D4RL dataset: --dataset maze2d-large-dense-v1, which evaluates on D4RL/maze2d-large-dense-v1"
+    )
