@@ -29,6 +29,9 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from offline_rl.mujoco_margins import STATIC_GEOM_MARGIN
+from offline_rl.rebuilt_envs import RebuiltMujocoEnv, register_once
+
 MAZE2D_LAYOUTS = {
     "umaze": ("#####", "#GOO#", "###O#", "#OOO#", "#####"),
     "medium": ("########", "#OO##OO#", "#OO#OOO#", "##OOO###", "#OO#OOO#", "#O#OO#O#", "#OOO#OG#", "########"),
@@ -55,7 +58,6 @@ GOAL_RADIUS = 0.5
 MAX_SPEED = 5.0
 CELL_NOISE = 0.1
 VELOCITY_NOISE = 0.1
-RENDER_SIZE = 480  # gymnasium's MuJoCo envs' default frame
 
 
 def d4rl_maze2d_id(maze: str, reward_type: str = "sparse") -> str:
@@ -66,10 +68,13 @@ def d4rl_maze2d_id(maze: str, reward_type: str = "sparse") -> str:
 def maze2d_model_xml(layout: tuple[str, ...]) -> str:
     """The MJCF model D4RL's `point_maze` builds for a layout: a 0.1 m sphere of density 1000 on two
     damped slide joints, driven by two motors of gear 100, between 1 × 1 wall blocks; no gravity,
-    frictionless one-dimensional contacts, 0.01 s Euler steps with 20 solver iterations. The goal's
-    marker is drawn where the reward is centred (D4RL draws it 0.2 off, at qpos + 1): it is only drawn."""
+    frictionless one-dimensional contacts of margin 0.002 (the walls' and ground's share 0, so that every
+    MuJoCo version makes it 0.002: `offline_rl.mujoco_margins`), 0.01 s Euler steps with 20 solver
+    iterations. The goal's marker is drawn where the reward is centred (D4RL draws it 0.2 off, at
+    qpos + 1): it is only drawn."""
     walls = "\n".join(
-        f'    <geom type="box" name="wall_{i}_{j}" pos="{i + 1} {j + 1} 0" size="0.5 0.5 0.2" material="wall"/>'
+        f'    <geom type="box" name="wall_{i}_{j}" pos="{i + 1} {j + 1} 0" size="0.5 0.5 0.2" material="wall" '
+        f"{STATIC_GEOM_MARGIN}/>"
         for i, row in enumerate(layout)
         for j, cell in enumerate(row)
         if cell == "#"
@@ -89,7 +94,8 @@ def maze2d_model_xml(layout: tuple[str, ...]) -> str:
     <material name="target" rgba=".6 .3 .3 1"/>
   </asset>
   <worldbody>
-    <geom name="ground" type="plane" size="40 40 0.25" pos="0 0 -0.1" contype="1" conaffinity="0" material="ground"/>
+    <geom name="ground" type="plane" size="40 40 0.25" pos="0 0 -0.1" contype="1" conaffinity="0" material="ground"
+          {STATIC_GEOM_MARGIN}/>
     <body name="particle" pos="{JOINT_ORIGIN} {JOINT_ORIGIN} 0">
       <geom name="particle_geom" type="sphere" size="0.1" contype="1" rgba="0 0 1 1"/>
       <joint name="ball_x" type="slide" pos="0 0 0" axis="1 0 0"/>
@@ -111,32 +117,22 @@ def _cells(layout: tuple[str, ...], kind: str) -> list[tuple[int, int]]:
     return [(i, j) for i, row in enumerate(layout) for j, cell in enumerate(row) if cell == kind]
 
 
-class D4RLMaze2D(gym.Env):
+class D4RLMaze2D(RebuiltMujocoEnv):
     """D4RL's `MazeEnv` for one maze and reward type, as its v1 evaluation ids configure it."""
 
     metadata = {"render_modes": ["human", "rgb_array", "depth_array"], "render_fps": 100}  # noqa: RUF012
 
     def __init__(self, maze: str = "umaze", reward_type: str = "sparse", render_mode: str | None = None) -> None:
-        import mujoco
-
         if maze not in MAZE2D_LAYOUTS or reward_type not in REWARD_TYPES:
             raise ValueError(f"maze {maze!r}, reward {reward_type!r}: expected {tuple(MAZE2D_LAYOUTS)}, {REWARD_TYPES}")
-        self._mujoco = mujoco
-        self.maze, self.reward_type, self.render_mode = maze, reward_type, render_mode
         layout = MAZE2D_LAYOUTS[maze]
-        self.model = mujoco.MjModel.from_xml_string(maze2d_model_xml(layout))
-        self.data = mujoco.MjData(self.model)
+        super().__init__(maze2d_model_xml(layout), render_mode)
+        self.maze, self.reward_type = maze, reward_type
         self.target = np.array(_cells(layout, "G")[0], dtype=np.float64)
         # D4RL's start cells: the empty ones in row-major order, then the goal's
         self.start_cells = np.array(_cells(layout, "O") + _cells(layout, "G"), dtype=np.float64)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self._renderer: Any = None
-
-    def set_state(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        self.data.qpos[:] = qpos
-        self.data.qvel[:] = qvel
-        self._mujoco.mj_forward(self.model, self.data)
 
     def observation(self) -> np.ndarray:
         return np.concatenate([self.data.qpos, self.data.qvel])
@@ -160,20 +156,9 @@ class D4RLMaze2D(gym.Env):
             self.render()
         return observation, reward, False, False, {}
 
-    def render(self) -> Any:
-        if self._renderer is None:
-            from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
-
-            rows, columns = len(MAZE2D_LAYOUTS[self.maze]), len(MAZE2D_LAYOUTS[self.maze][0])
-            view = {"lookat": np.array([rows / 2 + 0.5, columns / 2 + 0.5, 0.0]), "distance": 1.6 * max(rows, columns)}
-            camera = {**view, "elevation": -90.0, "azimuth": 180.0}  # from above: rows down, columns across
-            self._renderer = MujocoRenderer(self.model, self.data, camera, RENDER_SIZE, RENDER_SIZE)
-        return self._renderer.render(self.render_mode)
-
-    def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+    def top_down_view(self) -> tuple[np.ndarray, float, float]:
+        rows, columns = len(MAZE2D_LAYOUTS[self.maze]), len(MAZE2D_LAYOUTS[self.maze][0])
+        return np.array([rows / 2 + 0.5, columns / 2 + 0.5, 0.0]), 1.6 * max(rows, columns), 180.0  # rows down
 
 
 def maze2d_of(env_id: str) -> tuple[str, str] | None:
@@ -189,11 +174,5 @@ def register_d4rl_maze2d() -> None:
     """Register the six `D4RL/maze2d-*-v1` ids (idempotent; makes nothing until an env is made)."""
     for maze, steps in MAZE2D_EPISODE_STEPS.items():
         for reward_type in REWARD_TYPES:
-            env_id = d4rl_maze2d_id(maze, reward_type)
-            if env_id not in gym.registry:
-                gym.register(
-                    id=env_id,
-                    entry_point=f"{__name__}:D4RLMaze2D",
-                    max_episode_steps=steps,
-                    kwargs={"maze": maze, "reward_type": reward_type},
-                )
+            entry_point = f"{__name__}:D4RLMaze2D"
+            register_once(d4rl_maze2d_id(maze, reward_type), entry_point, steps, maze=maze, reward_type=reward_type)

@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.d4rl_adroit import adroit_task_of, d4rl_adroit_id, register_d4rl_adroit
+from offline_rl.d4rl_antmaze import antmaze_of, register_d4rl_antmaze
 from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 register_d4rl_adroit()  # D4RL's Adroit envs (`D4RL/door-v1`, ...): ids only, nothing is imported or made
 register_d4rl_maze2d()  # D4RL's Maze2D envs (`D4RL/maze2d-umaze-v1`, ...), rebuilt on the mujoco bindings
+register_d4rl_antmaze()  # D4RL's AntMaze envs (`D4RL/antmaze-umaze-v2`, ...), likewise
 
 
 def _register_atari() -> None:
@@ -267,6 +269,8 @@ def dataset_env(info: dict[str, Any]) -> DatasetEnv | None:
             return DatasetEnv(task, f"is D4RL data of its {adroit} env (here: {task})")
         if maze2d_of(task):
             return DatasetEnv(task, f"is D4RL data of its Maze2D env (here: {task})")
+        if antmaze_of(task):
+            return DatasetEnv(task, f"is D4RL data of its AntMaze env (here: {task})")
         return DatasetEnv(task, f"is D4RL data of gym's {task.split('-')[0]} (gymnasium: {task})")
     return None
 

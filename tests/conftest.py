@@ -145,6 +145,22 @@ def run_repo_script(
     )
 
 
+def rendered_frame_summary(env_id: str) -> str:
+    """'(height, width, 3) True' when `env_id` renders an rgb_array frame of more than ten colours after a
+    reset, offscreen through EGL as MuJoCo renders without a display (in a fresh interpreter, which EGL
+    wants); otherwise the error's tail."""
+    program = (
+        "import offline_rl.envs, gymnasium as gym, numpy as np\n"
+        f"env = gym.make({env_id!r}, render_mode='rgb_array'); env.reset(seed=0)\n"
+        "frame = env.render(); env.close()\n"
+        "print(frame.shape, len(np.unique(frame.reshape(-1, 3), axis=0)) > 10)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env={**script_env(), "MUJOCO_GL": "egl"}
+    )
+    return done.stdout.split("\n")[-2] if done.returncode == 0 else done.stderr[-2000:]
+
+
 def load_benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
     """A benchmark module loaded as `python benchmarks/NAME.py` loads it: its siblings importable."""
     monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))

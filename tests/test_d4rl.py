@@ -191,7 +191,9 @@ def test_antmaze_files_of_every_version_get_d4rls_limit(tmp_path: Path, name: st
     info = dataset_info(buffer := load_d4rl(path))  # found by its D4RL file name
     assert info["name"] == name and info["timeouts_from"] == f"time limit {limit}"
     assert np.flatnonzero(buffer.truncated).tolist() == [limit - 1, 2 * limit - 1]
-    assert "gymnasium_task" not in info and (info["ref_min_score"], info["ref_max_score"]) == (0.0, 1.0)
+    assert (info["ref_min_score"], info["ref_max_score"]) == (0.0, 1.0)
+    maze = name.split("-")[1]  # v0 and v1 files: D4RL's v0 env, whose goal is drawn once per env
+    assert info["gymnasium_task"] == f"D4RL/antmaze-{maze}-{'v2' if name.endswith('v2') else 'v0'}"
 
 
 @pytest.mark.parametrize(("name", "limit"), [("pen-human-v0", 100), ("pen-expert-v1", 100), ("door-cloned-v1", 200)])
@@ -408,7 +410,7 @@ def test_named_d4rl_datasets_say_which_gymnasium_env_evaluates_them(tmp_path: Pa
         "Walker2d-v4",
         "Ant-v4",
     ]
-    assert d4rl_gymnasium_task("antmaze-umaze-v2") is None and d4rl_gymnasium_task("my_file") is None
+    assert d4rl_gymnasium_task("antmaze-umaze-v2") == "D4RL/antmaze-umaze-v2" and d4rl_gymnasium_task("my_file") is None
     ant_v2_file(tmp_path, "ant_random-v2.hdf5")
     assert dataset_info(load_d4rl("ant-random-v2", download=False))["gymnasium_task"] == "Ant-v4"
     renamed = tmp_path / "mine.hdf5"

@@ -449,49 +449,43 @@ def test_files_loaded_together_keep_the_metadata_they_agree_on() -> None:
     }
 
 
-def test_d4rl_antmaze_names_no_gymnasium_env_and_the_error_points_to_minaris(tmp_path: Path) -> None:
-    from conftest import write_d4rl_file
-    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
+def trained_on_d4rl_file_with_its_preset(tmp_path: Path, dataset: str, task: str) -> tuple[str, float, float, dict]:
+    """A tiny run of `--config configs/cql/<dataset>.yaml` on a file under D4RL's name for `dataset`
+    (`task` rollouts), with no `--task`: (its output, last return, normalised score, saved config)."""
     from offline_rl.data.d4rl import d4rl_path
 
-    rng = np.random.default_rng(0)
-    steps = 200
-    write_d4rl_file(
-        d4rl_path("antmaze-umaze-v2"),  # D4RL's own file name and its 29-dim maze observations
-        observations=rng.normal(size=(steps, 29)).astype(np.float32),
-        actions=rng.uniform(-1, 1, size=(steps, 8)).astype(np.float32),
-        rewards=np.zeros(steps, np.float32),
-        terminals=np.zeros(steps, bool),
-        timeouts=np.arange(steps) % 100 == 99,
-    )
-    with pytest.raises(OfflineRLError) as error:
-        load_training_data(D4RLCQLConfig(dataset="antmaze-umaze-v2"))
-    assert str(error.value) == (
-        "antmaze-umaze-v2: observations have shape (29,), but --task HalfCheetah-v4 observes (17,); D4RL's AntMaze "
-        "maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on Gymnasium-Robotics' AntMaze, "
-        "train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
-    )
+    d4rl_named_file(tmp_path, task, d4rl_path(dataset).name)
+    preset = str(REPO_ROOT / "configs/cql" / f"{dataset}.yaml")
+    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "2", "--batch-size", "16", "--hidden-sizes", "8"]
+    result = run_example("--config", preset, *small, "--critic-layers", "1", "--critic-width", "8", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"task: {task}, the env of {dataset} (--task to evaluate on another)" in result.stdout
+    assert f"done: {task} on {dataset}" in result.stdout
+    score = re.search(r"last evaluation return (-?[\d.]+) ± [\d.]+, normalized score (-?[\d.]+)", result.stdout)
+    assert score is not None
+    (run_dir,) = (tmp_path / "log" / task.replace("/", "_") / "cql" / "0").iterdir()
+    saved = torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]
+    return result.stdout, float(score[1]), float(score[2]), saved
+
+
+def test_an_antmaze_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_antmaze(tmp_path: Path) -> None:
+    """`--config configs/cql/antmaze-umaze-v2.yaml` on D4RL's file (its name, its 29 numbers of the ant's
+    state): evaluated on D4RL/antmaze-umaze-v2 (D4RL's maze and ant rebuilt), scored as a success rate.
+    Before, this stopped with an error pointing to Minari's re-recordings."""
+    task = "D4RL/antmaze-umaze-v2"
+    _, episode_return, normalized, saved = trained_on_d4rl_file_with_its_preset(tmp_path, "antmaze-umaze-v2", task)
+    assert normalized == pytest.approx(100 * episode_return, abs=0.06)  # D4RL's AntMaze range: 0 to 1
+    assert (saved["task"], saved["algorithm"]["reward_scale"], saved["algorithm"]["reward_bias"]) == (task, 10.0, -5.0)
 
 
 def test_a_maze2d_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_maze(tmp_path: Path) -> None:
     """`--config configs/cql/maze2d-umaze-dense-v1.yaml`: CORL's Maze2D settings on D4RL's file (its name,
     its (x, y, vx, vy) observations), evaluated on D4RL/maze2d-umaze-dense-v1 (D4RL's maze rebuilt) and
     scored against that maze's and reward's own references."""
-    d4rl_named_file(tmp_path, "D4RL/maze2d-umaze-dense-v1", "maze2d-umaze-dense-v1.hdf5")
-    preset = str(REPO_ROOT / "configs/cql/maze2d-umaze-dense-v1.yaml")
-    small = ["--epoch", "1", "--step-per-epoch", "2", "--test-num", "2", "--batch-size", "16", "--hidden-sizes", "8"]
-    result = run_example("--config", preset, *small, "--critic-layers", "1", "--critic-width", "8", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
     task = "D4RL/maze2d-umaze-dense-v1"
-    assert f"task: {task}, the env of maze2d-umaze-dense-v1 (--task to evaluate on another)" in result.stdout
-    assert f"done: {task} on maze2d-umaze-dense-v1" in result.stdout
-    score = re.search(r"last evaluation return (-?[\d.]+) ± [\d.]+, normalized score (-?[\d.]+)", result.stdout)
-    assert score is not None
-    episode_return, normalized = float(score[1]), float(score[2])
+    _, episode_return, normalized, saved = trained_on_d4rl_file_with_its_preset(tmp_path, "maze2d-umaze-dense-v1", task)
     low, high = 68.537689, 193.66285642381482  # D4RL's umaze-dense pair, not the sparse maze's
     assert normalized == pytest.approx(100 * (episode_return - low) / (high - low), abs=0.06)
-    (run_dir,) = (tmp_path / "log" / "D4RL_maze2d-umaze-dense-v1" / "cql" / "0").iterdir()
-    saved = torch.load(run_dir / "checkpoint.pth", weights_only=True)["config"]
     assert (saved["task"], saved["algorithm"]["with_lagrange"], saved["algorithm"]["actor_lr"]) == (task, True, 3e-5)
 
 

@@ -178,7 +178,8 @@ def test_flags_given_on_the_command_line_override_a_preset() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "datasets"), [("cql-halfcheetah-corl", 3), ("cql-adroit-corl", 12), ("cql-maze2d-corl", 6)]
+    ("name", "datasets"),
+    [("cql-halfcheetah-corl", 3), ("cql-adroit-corl", 12), ("cql-maze2d-corl", 6), ("cql-antmaze-corl", 6)],
 )
 def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(
     name: str, datasets: int, monkeypatch: pytest.MonkeyPatch

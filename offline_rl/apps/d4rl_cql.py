@@ -88,7 +88,6 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     evaluates on, described; and that env's id: --task, else the one the dataset belongs to."""
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
-    from offline_rl.data.d4rl import d4rl_missing_env
     from offline_rl.data.transitions import has_discrete_actions
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
@@ -110,8 +109,6 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     try:
         check_dataset_belongs_to_task(buffer, task, source=source, env=env)
     except OfflineRLError as error:
-        if missing := d4rl_missing_env(info.get("name")):
-            raise OfflineRLError(f"{error}; {missing}") from None
         if given is None and dataset_env(info) is None:
             raise OfflineRLError(f"{error}; {default_task_misfit(name, DEFAULT_TASK)}") from None
         raise

@@ -50,6 +50,7 @@ from tianshou.data import ReplayBuffer
 
 from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
 from offline_rl.d4rl_adroit import D4RL_EPISODE_STEPS as ADROIT_EPISODE_STEPS
+from offline_rl.d4rl_antmaze import ANTMAZE_EPISODE_STEPS, d4rl_antmaze_id
 from offline_rl.d4rl_maze2d import MAZE2D_EPISODE_STEPS, d4rl_maze2d_id
 from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.transitions import (
@@ -109,6 +110,11 @@ def _antmaze_files() -> dict[str, str]:
     return files
 
 
+def _antmaze_maze(name: str) -> str:
+    """`medium` for `antmaze-medium-play-v2`."""
+    return name.split("-")[1]
+
+
 def _adroit_task(name: str) -> str:
     """`door` for `door-human-v1`."""
     return name.split("-", 1)[0]
@@ -156,17 +162,13 @@ D4RL_GYMNASIUM_TASKS = {
 }
 """The gymnasium env each D4RL locomotion dataset evaluates on. D4RL recorded them on gym's v2 envs
 under mujoco-py; gymnasium's v4 envs are the same models, rewards and time limits on the `mujoco`
-bindings (v5 changed rewards and observations). The Adroit and Maze2D datasets evaluate on D4RL's own
-envs as rebuilt here (`offline_rl.d4rl_adroit`, `offline_rl.d4rl_maze2d`); the AntMaze files have none:
-their maze env is D4RL's own (Minari's copies record Gymnasium-Robotics' instead)."""
-_ANTMAZE_MISSING_ENV = (
-    "D4RL's AntMaze maze env is not in gymnasium: Minari's D4RL/antmaze datasets, recorded on "
-    "Gymnasium-Robotics' AntMaze, train and evaluate as they are (--dataset D4RL/antmaze/umaze-v1, ...)"
-)
+bindings (v5 changed rewards and observations). The Adroit, Maze2D and AntMaze datasets evaluate on
+D4RL's own envs as rebuilt here (`offline_rl.d4rl_adroit`, `offline_rl.d4rl_maze2d`,
+`offline_rl.d4rl_antmaze`)."""
 # D4RL's registered time limits (d4rl/locomotion/__init__.py, d4rl/gym_mujoco/__init__.py,
 # d4rl/hand_manipulation_suite/__init__.py, d4rl/pointmaze/__init__.py), every version alike.
 _D4RL_EPISODE_STEPS = {
-    **{f"antmaze-{kind}-{version}": 700 for kind in ("umaze", "umaze-diverse") for version in _VERSIONS},
+    **{name: ANTMAZE_EPISODE_STEPS[_antmaze_maze(name)] for name in _ANTMAZE_FILES},
     **{name: ADROIT_EPISODE_STEPS[_adroit_task(name)] for name in _ADROIT_FILES},
     **{name: MAZE2D_EPISODE_STEPS[name.split("-")[1]] for name in _MAZE2D_FILES},
 }
@@ -188,7 +190,8 @@ def d4rl_gymnasium_task(name: str | None) -> str | None:
     """The gymnasium id that evaluates a named D4RL dataset (`Walker2d-v4` for `walker2d-medium-v2`
     and `walker2d-medium-v0` alike; `D4RL/door-v1`, D4RL's door env on Gymnasium-Robotics' hand, for
     `door-human-v1` and `door-human-v0`; `D4RL/maze2d-umaze-v1`, D4RL's Maze2D env rebuilt, for
-    `maze2d-umaze-v1`), None for other names and for the AntMaze datasets."""
+    `maze2d-umaze-v1`; `D4RL/antmaze-medium-v2`, D4RL's AntMaze env rebuilt, for `antmaze-medium-play-v2`,
+    and `D4RL/antmaze-medium-v0`, its goal drawn once per env, for the v0 and v1 files), None for other names."""
     if env := _locomotion_env(name):
         return D4RL_GYMNASIUM_TASKS[env]
     if name in _ADROIT_FILES:
@@ -196,18 +199,14 @@ def d4rl_gymnasium_task(name: str | None) -> str | None:
     if name in _MAZE2D_FILES:  # D4RL's env id is the dataset's name: `maze2d-umaze-dense-v1`
         maze, *dense = name.split("-")[1:-1]
         return d4rl_maze2d_id(maze, "dense" if dense else "sparse")
+    if name in _ANTMAZE_FILES:  # every dataset of a maze evaluates on its maze; v2 draws the goal per episode
+        return d4rl_antmaze_id(_antmaze_maze(name), "v2" if name.endswith("-v2") else "v0")
     return None
 
 
 def _locomotion_env(name: str | None) -> str | None:
     """`hopper` for `hopper-medium-v0`: the environment of a D4RL locomotion name, None for other names."""
     return name.split("-", 1)[0] if name in _LOCOMOTION_FILES else None
-
-
-def d4rl_missing_env(name: str | None) -> str | None:
-    """For a D4RL AntMaze name, whose evaluation env gymnasium lacks: what to run instead (one clause for
-    an error); None for other names."""
-    return _ANTMAZE_MISSING_ENV if name in _ANTMAZE_FILES else None
 
 
 def timeouts_from_episode_limit(terminals: np.ndarray, max_episode_steps: int) -> np.ndarray:
