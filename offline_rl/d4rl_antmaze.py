@@ -21,10 +21,11 @@ module builds D4RL's model from the same description and steps it as D4RL's eval
   limit (700 steps in the U-maze, 1000 in the others) truncates it. The ant's own falls do not end an
   episode (D4RL's goal-reaching step drops them).
 
-What is not D4RL's: the physics engine is MuJoCo 3+, not the MuJoCo 2.1 under mujoco-py, whose
-contacts differ in detail; no D4RL AntMaze data or score could be replayed here to measure that
-(BENCHMARKS.md, "D4RL's AntMaze envs"). `D4RL/antmaze-umaze-v2` ... `D4RL/antmaze-large-v0` are
-registered when `offline_rl.envs` is imported.
+What is not D4RL's: the physics engine is today's MuJoCo, not the MuJoCo 2.1 under mujoco-py. The
+compiled model equals D4RL's field by field, contacts keep D4RL's margin on MuJoCo 3.5+
+(`offline_rl.mujoco_margins`), and one step agrees with MuJoCo 2.3.1-3.4.0 to a median 3e-6; no D4RL
+AntMaze data or score could be replayed here (BENCHMARKS.md, "D4RL's AntMaze envs").
+`D4RL/antmaze-umaze-v2` ... `D4RL/antmaze-large-v0` are registered when `offline_rl.envs` is imported.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.d4rl_maze2d import MAZE2D_LAYOUTS
-from offline_rl.mujoco_margins import STATIC_GEOM_MARGIN
 from offline_rl.rebuilt_envs import RebuiltMujocoEnv, register_once
 
 
@@ -91,13 +91,13 @@ def antmaze_model_xml(layout: tuple[str, ...]) -> str:
     """The MJCF model D4RL's `MazeEnv` writes for a layout: its ant (a 0.25 m sphere torso on a free joint,
     four two-segment capsule legs with hinge hips of ±30° and ankles of 30°–70°, damping and armature 1,
     density 5, soft contacts of margin 0.01) and one block per `#`, offset so that the start cell's centre
-    is the origin. The floor and the blocks carry no margin of their own, so that every MuJoCo version
-    makes the pair margin D4RL's 0.01 (`offline_rl.mujoco_margins`)."""
+    is the origin. Every geom has D4RL's margin of 0.01, which MuJoCo 3.5+ would double at each contact
+    but for `offline_rl.mujoco_margins`."""
     start_row, start_column = _cells(layout, "R")[0]
     blocks = "\n".join(
         f'    <geom name="block_{i}_{j}" type="box" pos="{j * CELL_SIZE - start_column * CELL_SIZE} '
         f'{i * CELL_SIZE - start_row * CELL_SIZE} {BLOCK_HEIGHT / 2}" size="{CELL_SIZE / 2} {CELL_SIZE / 2} '
-        f'{BLOCK_HEIGHT / 2}" contype="1" conaffinity="1" rgba="0.7 0.5 0.3 1" {STATIC_GEOM_MARGIN}/>'
+        f'{BLOCK_HEIGHT / 2}" contype="1" conaffinity="1" rgba="0.7 0.5 0.3 1"/>'
         for i, row in enumerate(layout)
         for j, cell in enumerate(row)
         if cell == "#"
@@ -122,7 +122,7 @@ def antmaze_model_xml(layout: tuple[str, ...]) -> str:
   <worldbody>
     <light directional="true" diffuse="1 1 1" specular=".1 .1 .1" pos="0 0 1.3" dir="0 0 -1.3"/>
     <geom name="floor" type="plane" pos="0 0 0" size="40 40 40" conaffinity="1" condim="3" rgba="0.8 0.9 0.8 1"
-          material="ground" {STATIC_GEOM_MARGIN}/>
+          material="ground"/>
     <body name="torso" pos="0 0 {START_HEIGHT}">
       <geom name="torso_geom" type="sphere" size="0.25" pos="0 0 0" rgba="0.3 0.9 0.5 1"/>
       <joint name="root" type="free" limited="false" pos="0 0 0" axis="0 0 1" margin="0.01" armature="0" damping="0"/>

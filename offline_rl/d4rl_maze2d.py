@@ -29,7 +29,6 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.mujoco_margins import STATIC_GEOM_MARGIN
 from offline_rl.rebuilt_envs import RebuiltMujocoEnv, register_once
 
 MAZE2D_LAYOUTS = {
@@ -68,13 +67,11 @@ def d4rl_maze2d_id(maze: str, reward_type: str = "sparse") -> str:
 def maze2d_model_xml(layout: tuple[str, ...]) -> str:
     """The MJCF model D4RL's `point_maze` builds for a layout: a 0.1 m sphere of density 1000 on two
     damped slide joints, driven by two motors of gear 100, between 1 × 1 wall blocks; no gravity,
-    frictionless one-dimensional contacts of margin 0.002 (the walls' and ground's share 0, so that every
-    MuJoCo version makes it 0.002: `offline_rl.mujoco_margins`), 0.01 s Euler steps with 20 solver
-    iterations. The goal's marker is drawn where the reward is centred (D4RL draws it 0.2 off, at
-    qpos + 1): it is only drawn."""
+    frictionless one-dimensional contacts of margin 0.002 (kept so on MuJoCo 3.5+:
+    `offline_rl.mujoco_margins`), 0.01 s Euler steps with 20 solver iterations. The goal's marker is
+    drawn where the reward is centred (D4RL draws it 0.2 off, at qpos + 1): it is only drawn."""
     walls = "\n".join(
-        f'    <geom type="box" name="wall_{i}_{j}" pos="{i + 1} {j + 1} 0" size="0.5 0.5 0.2" material="wall" '
-        f"{STATIC_GEOM_MARGIN}/>"
+        f'    <geom type="box" name="wall_{i}_{j}" pos="{i + 1} {j + 1} 0" size="0.5 0.5 0.2" material="wall"/>'
         for i, row in enumerate(layout)
         for j, cell in enumerate(row)
         if cell == "#"
@@ -94,8 +91,7 @@ def maze2d_model_xml(layout: tuple[str, ...]) -> str:
     <material name="target" rgba=".6 .3 .3 1"/>
   </asset>
   <worldbody>
-    <geom name="ground" type="plane" size="40 40 0.25" pos="0 0 -0.1" contype="1" conaffinity="0" material="ground"
-          {STATIC_GEOM_MARGIN}/>
+    <geom name="ground" type="plane" size="40 40 0.25" pos="0 0 -0.1" contype="1" conaffinity="0" material="ground"/>
     <body name="particle" pos="{JOINT_ORIGIN} {JOINT_ORIGIN} 0">
       <geom name="particle_geom" type="sphere" size="0.1" contype="1" rgba="0 0 1 1"/>
       <joint name="ball_x" type="slide" pos="0 0 0" axis="1 0 0"/>

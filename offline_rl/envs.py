@@ -19,6 +19,7 @@ from offline_rl.d4rl_adroit import adroit_task_of, d4rl_adroit_id, register_d4rl
 from offline_rl.d4rl_antmaze import antmaze_of, register_d4rl_antmaze
 from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
+from offline_rl.mujoco_margins import keep_classic_margins
 
 if TYPE_CHECKING:
     from tianshou.data import ReplayBuffer
@@ -80,13 +81,14 @@ def register_robotics() -> bool:
 def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **kwargs: Any) -> gym.Env:
     """`gymnasium.make(task)`, with a one-line error naming `--task` for an unknown id. `spec` (an
     EnvSpec for `task`, e.g. the one a Minari dataset records) is made instead of the registered one,
-    its keyword arguments included. Gymnasium-Robotics' ids work when that package is installed."""
+    its keyword arguments included. Gymnasium-Robotics' ids work when that package is installed. A MuJoCo
+    env's contacts keep the margins MuJoCo <= 3.4 gave them (`offline_rl.mujoco_margins`)."""
     if "NoFrameskip" in task or task.startswith("ALE/"):
         _register_atari()
     else:
         _route_mujoco_warnings()
     try:
-        return _make_registering_robotics(spec if spec is not None else task, kwargs)
+        env = _make_registering_robotics(spec if spec is not None else task, kwargs)
     except gym.error.NameNotFound as error:
         hint = _robotics_hint(task) or _d4rl_hint(task)
         # with a hint of our own, gymnasium's spelling suggestion (`maze2d-large-dense`: `AntMaze_LargeDense`?) goes
@@ -106,6 +108,8 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         ) from None
     except gym.error.Error as error:
         raise OfflineRLError(f"--task '{task}': {error}") from None
+    keep_classic_margins(env)
+    return env
 
 
 def with_flat_observations(env: gym.Env) -> gym.Env:

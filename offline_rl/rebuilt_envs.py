@@ -9,6 +9,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from offline_rl.mujoco_margins import keep_classic_margins
+
 RENDER_SIZE = 480  # gymnasium's MuJoCo envs' default frame
 
 
@@ -24,6 +26,7 @@ class RebuiltMujocoEnv(gym.Env):
         self.model = mujoco.MjModel.from_xml_string(model_xml)
         self.data = mujoco.MjData(self.model)
         self._renderer: Any = None
+        keep_classic_margins(self)  # D4RL's contacts, also where this MuJoCo adds margins up
 
     def set_state(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
         self.data.qpos[:] = qpos

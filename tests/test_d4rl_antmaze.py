@@ -3,7 +3,7 @@
 The references: D4RL's `locomotion/ant.py`, `maze_env.py`, `goal_reaching_env.py` and `wrappers.py`
 (the ant, the blocks, starts, goals, the step, the reward and the episode's end), its registered
 time limits, and its `ant.xml`, whose compiled model the rebuild's equals field by field (checked
-with D4RL's file by `benchmarks/antmaze_physics.py compare`; BENCHMARKS.md)."""
+with D4RL's file by `benchmarks/mujoco_physics.py compare-antmaze`; BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -87,26 +87,18 @@ def test_the_model_is_d4rls_ant() -> None:
     assert model.body_mass[model.body("torso").id] == pytest.approx(4 / 3 * np.pi * 0.25**3 * 5)
 
 
-def test_a_pair_of_geoms_in_contact_gets_d4rls_margin_under_any_mujoco() -> None:
-    """D4RL's geoms all have margin 0.01; MuJoCo ≤ 3.4 takes the larger of a pair's margins, 3.5+ their
-    sum. With the floor's and the blocks' own margin 0, a foot's contact with either is 0.01 under both."""
+def test_the_feet_touch_the_floor_at_d4rls_margin_under_any_mujoco() -> None:
+    """D4RL's geoms all have margin 0.01, and so do the rebuild's; MuJoCo 3.5+ would make each contact's
+    margin their sum, 0.02, but for `offline_rl.mujoco_margins`: a foot resting on the floor has 0.01."""
     import mujoco
 
     env = make_env(d4rl_antmaze_id("umaze")).unwrapped
-    static = [
-        g
-        for g in range(env.model.ngeom)
-        if env.model.geom(g).name == "floor" or env.model.geom(g).name.startswith("block_")
-    ]
-    assert len(static) == 1 + sum(row.count("#") for row in ANTMAZE_LAYOUTS["umaze"])
-    assert all(env.model.geom_margin[g] == 0 for g in static)
     env.reset(seed=0)
-    settled = None
     for _ in range(20):
         env.step(np.zeros(8))
-        contacts = env.data.contact[: env.data.ncon]
-        settled = [float(c.includemargin) for c in contacts if env.model.geom(int(c.geom1)).name == "floor"]
-    assert settled and all(margin == pytest.approx(0.01) for margin in settled), mujoco.__version__
+    floor = env.model.geom("floor").id
+    margins = [float(c.includemargin) for c in env.data.contact[: env.data.ncon] if floor in (c.geom1, c.geom2)]
+    assert margins and all(margin == pytest.approx(0.01) for margin in margins), mujoco.__version__
 
 
 def test_actions_in_the_unit_box_drive_the_motors_at_thirty() -> None:
@@ -209,31 +201,33 @@ def test_the_maze_renders_from_above() -> None:
 
 
 def test_the_physics_check_places_d4rls_blocks_as_the_rebuild_does(tmp_path, monkeypatch, capsys) -> None:
-    """`benchmarks/antmaze_physics.py compare` adds the blocks to an ant.xml by D4RL's own rule (cell
-    (i, j) at (4j − torso_x, 4i − torso_y)). Given the rebuild's ant and floor with D4RL's margins as
-    that file, it must find the compiled models equal but for the floor's and the blocks' margins."""
+    """`benchmarks/mujoco_physics.py compare-antmaze` adds the blocks to an ant.xml by D4RL's own rule
+    (cell (i, j) at (4j − torso_x, 4i − torso_y)). Given the rebuild's ant and floor as that file, it
+    must find the compiled models equal in every field, for the three mazes."""
     import re
 
     from offline_rl.d4rl_antmaze import antmaze_model_xml
-    from offline_rl.mujoco_margins import STATIC_GEOM_MARGIN
 
-    physics = load_benchmark("antmaze_physics", monkeypatch)
+    physics = load_benchmark("mujoco_physics", monkeypatch)
     ant_only = re.sub(r"\s*<geom name=\"block_[^>]*/>", "", antmaze_model_xml(ANTMAZE_LAYOUTS["umaze"]))
     assert "block_" not in ant_only
-    (tmp_path / "ant.xml").write_text(ant_only.replace(f" {STATIC_GEOM_MARGIN}", ' margin="0.01"'))
-    assert physics.compare(tmp_path / "ant.xml") == 0
+    (tmp_path / "ant.xml").write_text(ant_only)
+    assert physics.compare_antmaze(tmp_path / "ant.xml") == 0
     report = capsys.readouterr().out
-    assert "umaze: 32 geoms, 14 bodies; fields that differ: ['geom_margin']; options equal: True" in report
-    assert "margins differ on 19 geoms, all floor or blocks: True" in report
-    assert "large: 76 geoms" in report
+    assert "umaze: 32 geoms, 14 bodies; fields that differ: none; options equal: True" in report
+    assert "large: 76 geoms, 14 bodies; fields that differ: none" in report
 
 
-def test_the_physics_check_finds_no_difference_between_a_mujoco_and_itself(tmp_path, monkeypatch, capsys) -> None:
-    physics = load_benchmark("antmaze_physics", monkeypatch)
+@pytest.mark.parametrize("model", ["antmaze", "hopper"])
+def test_the_physics_check_finds_no_difference_between_a_mujoco_and_itself(
+    model: str, tmp_path, monkeypatch, capsys
+) -> None:
+    physics = load_benchmark("mujoco_physics", monkeypatch)
     monkeypatch.setattr(physics, "EPISODE_STEPS", 50)
-    assert physics.record(tmp_path / "states.npz", episodes=2) == 0
+    assert physics.record(model, tmp_path / "states.npz", episodes=2) == 0
     assert physics.replay(tmp_path / "states.npz", tmp_path / "next.npz") == 0
     assert physics.diff(tmp_path / "states.npz", tmp_path / "next.npz") == 0
     report = capsys.readouterr().out
-    assert "100 states of 2 episodes" in report
-    assert "rebuild: |qvel difference| median 0, 99th percentile 0, max 0; steps differing by > 1e-3: 0.0%" in report
+    assert f"{model}: 100 states of 2 episodes" in report
+    same = "|qvel difference| median 0, 99th percentile 0, max 0; steps differing by > 1e-3: 0.0%"
+    assert f"as_compiled: {same}" in report and f"classic_margins: {same}" in report

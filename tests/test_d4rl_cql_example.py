@@ -472,9 +472,12 @@ def test_an_antmaze_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_antm
     """`--config configs/cql/antmaze-umaze-v2.yaml` on D4RL's file (its name, its 29 numbers of the ant's
     state): evaluated on D4RL/antmaze-umaze-v2 (D4RL's maze and ant rebuilt), scored as a success rate.
     Before, this stopped with an error pointing to Minari's re-recordings."""
+    from offline_rl.mujoco_margins import margins_add_up
+
     task = "D4RL/antmaze-umaze-v2"
-    _, episode_return, normalized, saved = trained_on_d4rl_file_with_its_preset(tmp_path, "antmaze-umaze-v2", task)
+    output, episode_return, normalized, saved = trained_on_d4rl_file_with_its_preset(tmp_path, "antmaze-umaze-v2", task)
     assert normalized == pytest.approx(100 * episode_return, abs=0.06)  # D4RL's AntMaze range: 0 to 1
+    assert (f"contacts: {task}'s margin 0.01 kept as MuJoCo <= 3.4 applied it" in output) == margins_add_up()
     assert (saved["task"], saved["algorithm"]["reward_scale"], saved["algorithm"]["reward_bias"]) == (task, 10.0, -5.0)
 
 

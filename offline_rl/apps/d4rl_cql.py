@@ -89,6 +89,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
     from offline_rl.data.transitions import has_discrete_actions
+    from offline_rl.mujoco_margins import classic_margins_note
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
     if config.dataset is None:
@@ -106,6 +107,8 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
     task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)
     env = make_continuous_env(task, recorded_evaluation_spec(task, info))
+    if note := classic_margins_note(env, task):
+        print(note)
     try:
         check_dataset_belongs_to_task(buffer, task, source=source, env=env)
     except OfflineRLError as error:

@@ -1,30 +1,31 @@
-"""How close the rebuilt D4RL AntMaze (`offline_rl.d4rl_antmaze`) steps to D4RL's own model, across MuJoCo versions.
+"""How closely the MuJoCo models evaluated here step as they did for D4RL, across MuJoCo versions.
 
-D4RL's AntMaze returns cannot be replayed here (its reference scores are 0 and 1, and its datasets
-cannot be downloaded), so the rebuild is checked at the level of the model and of single steps:
+D4RL recorded its data and measured its scores on MuJoCo 2.x; this project runs today's MuJoCo. Two
+checks, neither a timing:
 
-    python benchmarks/antmaze_physics.py compare --d4rl-ant-xml PATH/d4rl/locomotion/assets/ant.xml
+    python benchmarks/mujoco_physics.py compare-antmaze --d4rl-ant-xml PATH/d4rl/locomotion/assets/ant.xml
         compiles D4RL's ant.xml with its maze blocks added as D4RL's `MazeEnv` adds them, for every
-        maze, and compares the compiled model with the rebuild's field by field (masses, inertias,
-        joints, geoms, contact parameters, actuators, options);
-    python benchmarks/antmaze_physics.py record --output states.npz [--episodes 20]
-        records states of uniform-random U-maze episodes with the installed MuJoCo, and the state one
-        env step (5 RK4 steps) after each, once with the rebuild's contact margins and once with
-        D4RL's own (every geom 0.01);
-    python benchmarks/antmaze_physics.py replay states.npz --output next.npz
+        maze, and compares the compiled model with `offline_rl.d4rl_antmaze`'s field by field
+        (masses, inertias, joints, geoms, contact parameters, actuators, options);
+    python benchmarks/mujoco_physics.py record --model hopper --output states.npz [--episodes 40]
+        records states of uniform-random episodes of a model (antmaze: D4RL's U-maze as rebuilt here;
+        hopper, ant, walker2d, half_cheetah: gymnasium's v4 models) with the installed MuJoCo, and
+        the state one env step after each, once with the model's margins as compiled and once as
+        `offline_rl.mujoco_margins` keeps them (halved where this MuJoCo adds both geoms' margins);
+    python benchmarks/mujoco_physics.py replay states.npz --output next.npz
         steps the same states and actions with whatever MuJoCo this interpreter has (it needs only
         mujoco and numpy: e.g. a venv with `pip install mujoco==2.3.1.post1 numpy`);
-    python benchmarks/antmaze_physics.py diff states.npz next.npz
+    python benchmarks/mujoco_physics.py diff states.npz next.npz
         how far the two versions' next states lie apart, relative to a step's own change.
 
-Every step starts from a freshly set state (no solver warm start), so the two versions see the same
-problem. MuJoCo up to 3.4 takes the larger geom margin of a contact pair and 3.5+ their sum
-(`offline_rl.mujoco_margins`), which is why the rebuild puts D4RL's margin on the ant alone.
+Every step starts from a freshly set state (no solver warm start), so both versions solve the same
+problem.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -39,9 +40,10 @@ COMPARED_FIELDS = (
     *("geom_friction", "geom_solref", "geom_solimp", "geom_margin", "geom_gap", "dof_damping", "dof_armature"),
     *("actuator_ctrlrange", "actuator_gear", "actuator_trnid", "actuator_ctrllimited"),
 )
-STEP_TIME = 5  # D4RL's frame skip
-TORQUE = 30.0
-EPISODE_STEPS = 700
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GYMNASIUM_MODELS = {"hopper": 4, "ant": 5, "walker2d": 4, "half_cheetah": 5}  # model -> the v4 env's frame skip
+ANTMAZE_FRAME_SKIP = 5
+EPISODE_STEPS = 250
 
 
 def d4rl_maze_xml(ant_xml: Path, layout: tuple[str, ...]) -> str:
@@ -68,7 +70,7 @@ def d4rl_maze_xml(ant_xml: Path, layout: tuple[str, ...]) -> str:
     return ET.tostring(tree.getroot(), encoding="unicode")
 
 
-def compare(ant_xml: Path) -> int:
+def compare_antmaze(ant_xml: Path) -> int:
     import mujoco
 
     from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
@@ -89,42 +91,72 @@ def compare(ant_xml: Path) -> int:
         options = all(
             getattr(theirs.opt, name) == getattr(ours.opt, name) for name in ("timestep", "integrator", "iterations")
         )
-        margin_geoms = [ours.geom(g).name for g in range(ours.ngeom) if theirs.geom_margin[g] != ours.geom_margin[g]]
-        static = all(name == "floor" or name.startswith("block_") for name in margin_geoms)
         print(
             f"{maze}: {theirs.ngeom} geoms, {theirs.nbody} bodies; fields that differ: {differ or 'none'}; "
-            f"options equal: {options}; margins differ on {len(margin_geoms)} geoms, all floor or blocks: {static}"
+            f"options equal: {options}"
         )
-        failures += bool(set(differ) - {"geom_margin"} or not options or not static)
+        failures += bool(differ or not options)
     return 1 if failures else 0
 
 
-def _model_variants() -> dict[str, str]:
-    from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
-    from offline_rl.mujoco_margins import STATIC_GEOM_MARGIN
+def _margins_module():
+    """`offline_rl/mujoco_margins.py` loaded on its own (it needs only mujoco and numpy), so that a venv
+    with nothing but an older MuJoCo can replay the states as the library would step them."""
+    spec = importlib.util.spec_from_file_location("mujoco_margins", REPO_ROOT / "offline_rl" / "mujoco_margins.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    ours = antmaze_model_xml(ANTMAZE_LAYOUTS["umaze"])
-    return {"rebuild": ours, "d4rl_margins": ours.replace(f" {STATIC_GEOM_MARGIN}", "")}
+
+def _model_xml(name: str) -> tuple[str, int]:
+    """(MJCF text, frame skip) of a model."""
+    if name == "antmaze":
+        from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
+
+        return antmaze_model_xml(ANTMAZE_LAYOUTS["umaze"]), ANTMAZE_FRAME_SKIP
+    import gymnasium
+
+    assets = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
+    return (assets / f"{name}.xml").read_text(), GYMNASIUM_MODELS[name]
 
 
-def _one_step(model, data, state: np.ndarray, action: np.ndarray) -> np.ndarray:
+def _models(xml: str, variant: str):
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(xml)
+    if variant == "classic_margins":
+
+        class Holder:  # what keep_classic_margins looks at: an env's `unwrapped.model`
+            pass
+
+        holder = Holder()
+        holder.model = model
+        _margins_module().keep_classic_margins(holder)
+    return model, mujoco.MjData(model)
+
+
+VARIANTS = ("as_compiled", "classic_margins")
+
+
+def _one_step(model, data, state: np.ndarray, action: np.ndarray, frame_skip: int) -> np.ndarray:
     import mujoco
 
     mujoco.mj_resetData(model, data)
     data.qpos[:], data.qvel[:] = state[: model.nq], state[model.nq :]
     mujoco.mj_forward(model, data)
     data.ctrl[:] = action
-    for _ in range(STEP_TIME):
+    for _ in range(frame_skip):
         mujoco.mj_step(model, data)
     return np.concatenate([data.qpos, data.qvel])
 
 
-def record(output: Path, episodes: int) -> int:
+def record(name: str, output: Path, episodes: int) -> int:
     import mujoco
 
-    xmls = _model_variants()
-    model = mujoco.MjModel.from_xml_string(xmls["rebuild"])
-    data = mujoco.MjData(model)
+    xml, frame_skip = _model_xml(name)
+    model, data = _models(xml, "as_compiled")
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
     rng = np.random.default_rng(0)
     states, actions = [], []
     for _ in range(episodes):
@@ -133,30 +165,30 @@ def record(output: Path, episodes: int) -> int:
         data.qvel[:] = rng.standard_normal(model.nv) * 0.1
         mujoco.mj_forward(model, data)
         for _ in range(EPISODE_STEPS):
-            action = rng.uniform(-1.0, 1.0, model.nu) * TORQUE
+            action = rng.uniform(low, high)
             states.append(np.concatenate([data.qpos, data.qvel]))
             actions.append(action)
             data.ctrl[:] = action
-            for _ in range(STEP_TIME):
+            for _ in range(frame_skip):
                 mujoco.mj_step(model, data)
-    arrays = {"states": np.array(states), "actions": np.array(actions)}
-    arrays |= {f"xml_{name}": np.array(xml) for name, xml in xmls.items()}
+    arrays = {"model": np.array(name), "xml": np.array(xml), "frame_skip": np.array(frame_skip)}
+    arrays |= {"states": np.array(states), "actions": np.array(actions)}
     arrays |= _replay(arrays)
     np.savez(output, **arrays)
-    print(f"{len(states)} states of {episodes} episodes, MuJoCo {mujoco.__version__}: {output}")
+    print(f"{name}: {len(states)} states of {episodes} episodes, MuJoCo {mujoco.__version__}: {output}")
     return 0
 
 
 def _replay(arrays) -> dict[str, np.ndarray]:
     import mujoco
 
-    result = {"version": np.array(mujoco.__version__)}
-    for key in [key for key in arrays if key.startswith("xml_")]:
-        model = mujoco.MjModel.from_xml_string(str(arrays[key]))
-        data = mujoco.MjData(model)
-        result[f"next_{key[4:]}"] = np.array(
-            [_one_step(model, data, s, a) for s, a in zip(arrays["states"], arrays["actions"], strict=True)]
-        )
+    result = {"version": np.array(mujoco.__version__), "nq": np.array(0)}
+    frame_skip = int(arrays["frame_skip"])
+    for variant in VARIANTS:
+        model, data = _models(str(arrays["xml"]), variant)
+        result["nq"] = np.array(model.nq)
+        steps = zip(arrays["states"], arrays["actions"], strict=True)
+        result[f"next_{variant}"] = np.array([_one_step(model, data, s, a, frame_skip) for s, a in steps])
     return result
 
 
@@ -170,12 +202,12 @@ def replay(states: Path, output: Path) -> int:
 
 def diff(first: Path, second: Path) -> int:
     a, b = np.load(first), np.load(second)
-    nq = 15
-    print(f"MuJoCo {a['version']} against {b['version']}, {len(a['next_rebuild'])} steps")
+    nq = int(a["nq"])
+    print(f"MuJoCo {a['version']} against {b['version']}, {len(a['next_as_compiled'])} steps")
     if "states" in a:
-        change = np.abs(a["next_rebuild"] - a["states"])[:, nq:]
-        print(f"  a step changes qvel by a median {np.median(change):.3g}")
-    for variant in ("rebuild", "d4rl_margins"):
+        change = np.abs(a["next_as_compiled"] - a["states"])[:, nq:]
+        print(f"  {a['model']}: a step changes qvel by a median {np.median(change):.3g}")
+    for variant in VARIANTS:
         gap = np.abs(a[f"next_{variant}"] - b[f"next_{variant}"])[:, nq:]
         share = np.mean(gap.max(axis=1) > 1e-3)
         print(
@@ -188,11 +220,12 @@ def diff(first: Path, second: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    command = commands.add_parser("compare")
+    command = commands.add_parser("compare-antmaze")
     command.add_argument("--d4rl-ant-xml", type=Path, required=True)
     command = commands.add_parser("record")
+    command.add_argument("--model", choices=["antmaze", *GYMNASIUM_MODELS], default="antmaze")
     command.add_argument("--output", type=Path, required=True)
-    command.add_argument("--episodes", type=int, default=20)
+    command.add_argument("--episodes", type=int, default=40)
     command = commands.add_parser("replay")
     command.add_argument("states", type=Path)
     command.add_argument("--output", type=Path, required=True)
@@ -200,10 +233,10 @@ def main() -> int:
     command.add_argument("first", type=Path)
     command.add_argument("second", type=Path)
     args = parser.parse_args()
-    if args.command == "compare":
-        return compare(args.d4rl_ant_xml)
+    if args.command == "compare-antmaze":
+        return compare_antmaze(args.d4rl_ant_xml)
     if args.command == "record":
-        return record(args.output, args.episodes)
+        return record(args.model, args.output, args.episodes)
     if args.command == "replay":
         return replay(args.states, args.output)
     return diff(args.first, args.second)
