@@ -126,13 +126,7 @@ def _models(xml: str, variant: str):
 
     model = mujoco.MjModel.from_xml_string(xml)
     if variant == "classic_margins":
-
-        class Holder:  # what keep_classic_margins looks at: an env's `unwrapped.model`
-            pass
-
-        holder = Holder()
-        holder.model = model
-        _margins_module().keep_classic_margins(holder)
+        _margins_module().keep_classic_model_margins(model)
     return model, mujoco.MjData(model)
 
 

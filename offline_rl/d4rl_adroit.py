@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.errors import OfflineRLError
+from offline_rl.rebuilt_envs import register_once
 
 ADROIT_TASKS = ("pen", "door", "hammer", "relocate")
 D4RL_EPISODE_STEPS = {"pen": 100, "door": 200, "hammer": 200, "relocate": 200}
@@ -173,11 +174,4 @@ def make_d4rl_adroit(task: str, **kwargs: Any) -> gym.Env:
 def register_d4rl_adroit() -> None:
     """Register `D4RL/<task>-v1` for the four tasks (idempotent; makes nothing until an env is made)."""
     for task in ADROIT_TASKS:
-        env_id = d4rl_adroit_id(task)
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point=f"{__name__}:make_d4rl_adroit",
-                max_episode_steps=D4RL_EPISODE_STEPS[task],
-                kwargs={"task": task},
-            )
+        register_once(d4rl_adroit_id(task), f"{__name__}:make_d4rl_adroit", D4RL_EPISODE_STEPS[task], task=task)

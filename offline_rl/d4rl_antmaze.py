@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.d4rl_maze2d import MAZE2D_LAYOUTS
-from offline_rl.rebuilt_envs import RebuiltMujocoEnv, register_once
+from offline_rl.rebuilt_envs import RebuiltMujocoEnv, layout_cells, register_once
 
 
 def _started_top_left(layout: tuple[str, ...]) -> tuple[str, ...]:
@@ -93,7 +93,7 @@ def antmaze_model_xml(layout: tuple[str, ...]) -> str:
     density 5, soft contacts of margin 0.01) and one block per `#`, offset so that the start cell's centre
     is the origin. Every geom has D4RL's margin of 0.01, which MuJoCo 3.5+ would double at each contact
     but for `offline_rl.mujoco_margins`."""
-    start_row, start_column = _cells(layout, "R")[0]
+    start_row, start_column = layout_cells(layout, "R")[0]
     blocks = "\n".join(
         f'    <geom name="block_{i}_{j}" type="box" pos="{j * CELL_SIZE - start_column * CELL_SIZE} '
         f'{i * CELL_SIZE - start_row * CELL_SIZE} {BLOCK_HEIGHT / 2}" size="{CELL_SIZE / 2} {CELL_SIZE / 2} '
@@ -154,14 +154,9 @@ def _leg_xml(suffix: str, direction: tuple[int, int], ankle_axis: str, ankle_ran
       </body>"""
 
 
-def _cells(layout: tuple[str, ...], kind: str) -> list[tuple[int, int]]:
-    """The (row, column) of every cell of one kind, in row-major order."""
-    return [(i, j) for i, row in enumerate(layout) for j, cell in enumerate(row) if cell == kind]
-
-
 def cell_centre(layout: tuple[str, ...], row: int, column: int) -> np.ndarray:
     """The (x, y) of a cell's centre in the ant's frame (the start cell's centre is the origin)."""
-    start_row, start_column = _cells(layout, "R")[0]
+    start_row, start_column = layout_cells(layout, "R")[0]
     return np.array([(column - start_column) * CELL_SIZE, (row - start_row) * CELL_SIZE])
 
 
@@ -176,7 +171,7 @@ class D4RLAntMaze(RebuiltMujocoEnv):
             raise ValueError(f"maze {maze!r}, goal reset {goal_reset!r}: expected {expected}")
         super().__init__(antmaze_model_xml(ANTMAZE_LAYOUTS[maze]), render_mode)
         self.maze, self.goal_reset, self.layout = maze, goal_reset, ANTMAZE_LAYOUTS[maze]
-        self.goal_cell = cell_centre(self.layout, *_cells(self.layout, "G")[0])
+        self.goal_cell = cell_centre(self.layout, *layout_cells(self.layout, "G")[0])
         self.target: np.ndarray | None = None
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (ANT_QPOS + ANT_QVEL,), np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (len(_MOTOR_ORDER),), np.float32)

@@ -29,7 +29,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.rebuilt_envs import RebuiltMujocoEnv, register_once
+from offline_rl.rebuilt_envs import RebuiltMujocoEnv, layout_cells, register_once
 
 MAZE2D_LAYOUTS = {
     "umaze": ("#####", "#GOO#", "###O#", "#OOO#", "#####"),
@@ -76,7 +76,7 @@ def maze2d_model_xml(layout: tuple[str, ...]) -> str:
         for j, cell in enumerate(row)
         if cell == "#"
     )
-    goal = _cells(layout, "G")[0]
+    goal = layout_cells(layout, "G")[0]
     return f"""<mujoco model="point_maze">
   <compiler inertiafromgeom="true" angle="radian"/>
   <option timestep="0.01" gravity="0 0 0" iterations="20" integrator="Euler"/>
@@ -108,11 +108,6 @@ def maze2d_model_xml(layout: tuple[str, ...]) -> str:
 """
 
 
-def _cells(layout: tuple[str, ...], kind: str) -> list[tuple[int, int]]:
-    """The (row, column) of every cell of one kind, in row-major order."""
-    return [(i, j) for i, row in enumerate(layout) for j, cell in enumerate(row) if cell == kind]
-
-
 class D4RLMaze2D(RebuiltMujocoEnv):
     """D4RL's `MazeEnv` for one maze and reward type, as its v1 evaluation ids configure it."""
 
@@ -124,9 +119,9 @@ class D4RLMaze2D(RebuiltMujocoEnv):
         layout = MAZE2D_LAYOUTS[maze]
         super().__init__(maze2d_model_xml(layout), render_mode)
         self.maze, self.reward_type = maze, reward_type
-        self.target = np.array(_cells(layout, "G")[0], dtype=np.float64)
+        self.target = np.array(layout_cells(layout, "G")[0], dtype=np.float64)
         # D4RL's start cells: the empty ones in row-major order, then the goal's
-        self.start_cells = np.array(_cells(layout, "O") + _cells(layout, "G"), dtype=np.float64)
+        self.start_cells = np.array(layout_cells(layout, "O") + layout_cells(layout, "G"), dtype=np.float64)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 

@@ -39,27 +39,25 @@ def keep_classic_margins(env: Any) -> float | None:
     """Give `env`'s MuJoCo model (its `unwrapped.model`, if any) the contact margins MuJoCo ≤ 3.4 gave it.
     Returns the margin each contact now has when the model's margins were halved, else None; an env
     already seen returns what it returned then, without touching its model again."""
+    import mujoco
+
     base = getattr(env, "unwrapped", env)
     if hasattr(base, _APPLIED):
         return getattr(base, _APPLIED)
     model = getattr(base, "model", None)
-    restored = _halve_a_shared_margin(model) if _is_mujoco_model(model) and margins_add_up() else None
+    restored = keep_classic_model_margins(model) if isinstance(model, mujoco.MjModel) else None
     setattr(base, _APPLIED, restored)
     return restored
 
 
-def _is_mujoco_model(model: Any) -> bool:
-    try:
-        import mujoco
-    except ImportError:  # pragma: no cover - mujoco is a hard dependency
-        return False
-    return isinstance(model, mujoco.MjModel)
-
-
-def _halve_a_shared_margin(model: Any) -> float | None:
-    """Halve the geoms' margins if every geom that can collide has the same positive margin and no gap."""
+def keep_classic_model_margins(model: Any) -> float | None:
+    """The same for a bare `MjModel`, which carries no mark: call it once per model. Where this MuJoCo
+    adds margins up and every geom that can collide has the same positive margin and no gap, halves
+    the geoms' margins and returns that margin; otherwise changes nothing and returns None."""
     import numpy as np
 
+    if not margins_add_up():
+        return None
     colliding = (model.geom_contype != 0) | (model.geom_conaffinity != 0)
     margins = np.unique(model.geom_margin[colliding])
     if len(margins) != 1 or margins[0] <= 0 or np.any(model.geom_gap[colliding] != 0):

@@ -52,6 +52,11 @@ class RebuiltMujocoEnv(gym.Env):
             self._renderer = None
 
 
+def layout_cells(layout: tuple[str, ...], kind: str) -> list[tuple[int, int]]:
+    """The (row, column) of every cell of one kind (`#`, `G`, ...) in a maze layout, in row-major order."""
+    return [(i, j) for i, row in enumerate(layout) for j, cell in enumerate(row) if cell == kind]
+
+
 def register_once(env_id: str, entry_point: str, max_episode_steps: int, **kwargs: Any) -> None:
     """`gymnasium.register`, skipped for an id already registered (the modules register at import)."""
     if env_id not in gym.registry:
