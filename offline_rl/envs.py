@@ -20,6 +20,7 @@ from offline_rl.d4rl_antmaze import antmaze_of, register_d4rl_antmaze
 from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 from offline_rl.mujoco_margins import keep_classic_margins
+from offline_rl.robotics_joints import repair_joint_accessors
 
 if TYPE_CHECKING:
     from tianshou.data import ReplayBuffer
@@ -74,6 +75,7 @@ def register_robotics() -> bool:
             import gymnasium_robotics
     except ImportError:
         return False
+    repair_joint_accessors()  # Franka Kitchen, Fetch, the Shadow hand: made only after this on MuJoCo >= 3.12
     gym.register_envs(gymnasium_robotics)
     return True
 
@@ -87,6 +89,8 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         _register_atari()
     else:
         _route_mujoco_warnings()
+    if _is_robotics(task) or (spec is not None and str(spec.entry_point).startswith("gymnasium_robotics")):
+        register_robotics()  # a recorded spec's entry point is imported by gym itself: repair its joints first
     try:
         env = _make_registering_robotics(spec if spec is not None else task, kwargs)
     except gym.error.NameNotFound as error:
@@ -117,8 +121,15 @@ def with_flat_observations(env: gym.Env) -> gym.Env:
     observation) flattened into one vector in the order the Minari loader flattens a dataset's, so
     data recorded, loaded and evaluated here all share one layout. Other envs are returned as they are."""
     if isinstance(env.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        # Flattening copies each observation, so an env that hands out one dict object on every call
+        # (Franka Kitchen's goals) cannot alias what is recorded or evaluated: gymnasium's checker
+        # would still say so at each env's first steps, in every evaluation worker.
+        warnings.filterwarnings("ignore", message=_SHARED_OBSERVATION_WARNING, category=UserWarning)
         return gym.wrappers.FlattenObservation(env)
     return env
+
+
+_SHARED_OBSERVATION_WARNING = r".*The observations returned by `(reset|step)` and the following `step` share an object"
 
 
 def _make_registering_robotics(target: Any, kwargs: dict[str, Any]) -> gym.Env:

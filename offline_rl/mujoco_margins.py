@@ -20,6 +20,7 @@ import functools
 from typing import Any
 
 _APPLIED = "_offline_rl_classic_margin"  # set on an env once its model has been seen: halving twice would be wrong
+_ANNOUNCED: set[str] = set()  # tasks whose note this process has printed
 _PROBE = """<mujoco><worldbody><geom type="plane" size="1 1 0.1" margin="0.01"/>
 <body pos="0 0 0.115"><freejoint/><geom type="sphere" size="0.1" margin="0.01"/></body></worldbody></mujoco>"""
 
@@ -77,3 +78,11 @@ def classic_margins_note(env: Any, task: str) -> str | None:
         f"contacts: {task}'s margin {margin:g} kept as MuJoCo <= 3.4 applied it (MuJoCo {mujoco.__version__} "
         "adds both geoms' margins: each geom's is halved)"
     )
+
+
+def announce_classic_margins(env: Any, task: str) -> None:
+    """Print `classic_margins_note` once per task and process: a run that first generates its dataset
+    on the task and then evaluates on it would otherwise say the same line twice."""
+    if task not in _ANNOUNCED and (note := classic_margins_note(env, task)):
+        _ANNOUNCED.add(task)
+        print(note)

@@ -14,6 +14,7 @@ D4RL_REFERENCE_SCORES: dict[str, tuple[float, float]] = {
     "walker2d": (1.629008, 4592.3),
     "ant": (-325.6, 3879.7),
     "antmaze": (0.0, 1.0),
+    "kitchen": (0.0, 4.0),  # Franka Kitchen (d4rl/kitchen/__init__.py): the four tasks' count
     # Adroit (d4rl/hand_manipulation_suite/__init__.py): the same pairs for v0 and v1
     "pen": (96.262799, 3076.8331017826877),
     "door": (-56.512833, 2880.5693087298737),

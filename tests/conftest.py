@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -283,3 +284,58 @@ def synthetic_frame_stack_buffer(transitions: int, seed: int):
         terminated=terminated,
         truncated=np.zeros(transitions, dtype=bool),
     )
+
+
+def record_minari_dataset(
+    dataset_id: str, env: Any, steps: int, eval_env: Any, seed: int = 0, **metadata: Any
+) -> list[Any]:
+    """A dataset recorded from `env` with random actions, written by Minari's own
+    `create_dataset_from_buffers` with `env` and `eval_env` as its specs (Minari's DataCollector
+    would need jax), `metadata` (reference scores) passed on. Observations are copied as they come
+    (an env may hand out one dict object per call, as Franka Kitchen does) and may be nested dicts.
+    Returns the episodes written."""
+    import warnings
+
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    def copied(obs: Any) -> Any:
+        return {key: copied(value) for key, value in obs.items()} if isinstance(obs, dict) else np.array(obs)
+
+    def stacked(observations: list[Any]) -> Any:
+        if isinstance(observations[0], dict):
+            return {key: stacked([o[key] for o in observations]) for key in observations[0]}
+        return np.stack(observations)
+
+    episodes: list[Any] = []
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    observations, actions, rewards, terminations, truncations = [copied(obs)], [], [], [], []
+    for step in range(steps):
+        action = env.action_space.sample()
+        obs, reward, terminated, truncated, _ = env.step(action)
+        actions.append(action)
+        observations.append(copied(obs))
+        rewards.append(float(reward))
+        terminations.append(terminated)
+        truncations.append(truncated or step == steps - 1)
+        if terminated or truncations[-1]:
+            episodes.append(
+                EpisodeBuffer(
+                    id=len(episodes),
+                    observations=stacked(observations),
+                    actions=np.stack(actions),
+                    rewards=np.array(rewards),
+                    terminations=np.array(terminations),
+                    truncations=np.array(truncations),
+                    infos={},
+                )
+            )
+            obs, _ = env.reset()
+            observations, actions, rewards, terminations, truncations = [copied(obs)], [], [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        minari.create_dataset_from_buffers(
+            dataset_id, episodes, env=env.spec, eval_env=eval_env, algorithm_name="random", **metadata
+        )
+    return episodes

@@ -138,6 +138,10 @@ D4RL_FILES = {
     # Maze2D v1: a sparse and a dense file per maze
     "maze2d-umaze-v1": "maze2d/maze2d-umaze-sparse-v1.hdf5",
     "maze2d-large-dense-v1": "maze2d/maze2d-large-dense-v1.hdf5",
+    # Kitchen v0 (d4rl/kitchen/__init__.py): complete is the "mini" file
+    "kitchen-complete-v0": "kitchen/mini_kitchen_microwave_kettle_light_slider-v0.hdf5",
+    "kitchen-partial-v0": "kitchen/kitchen_microwave_kettle_light_slider-v0.hdf5",
+    "kitchen-mixed-v0": "kitchen/kitchen_microwave_kettle_bottomburner_light-v0.hdf5",
 }
 
 
@@ -150,8 +154,8 @@ def test_urls_follow_d4rl_file_names(name: str, file: str) -> None:
 def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
     names = d4rl_module.d4rl_names()
     # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version; Adroit:
-    # 4 tasks × 3 kinds in v0 and v1; Maze2D: 3 mazes × 2 rewards in v1
-    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 + 3 * 2 and len(set(names)) == len(names)
+    # 4 tasks × 3 kinds in v0 and v1; Maze2D: 3 mazes × 2 rewards in v1; Kitchen: 3 in v0
+    assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 + 3 * 2 + 3 and len(set(names)) == len(names)
     urls = [d4rl_module.d4rl_url(name) for name in names]
     assert len(set(urls)) == len(urls)  # no two names share a file
     for name in names:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import minari
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from minari.data_collector import EpisodeBuffer
 
+from conftest import record_minari_dataset
 from offline_rl.data import dataset_info, load_dataset, load_minari
 from offline_rl.errors import DatasetError
 
@@ -140,49 +140,6 @@ def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch:
     assert "cannot reach huggingface.co" in message and "mujoco/hopper/medium-v0" in message and "\n" not in message
 
 
-def _record(dataset_id: str, env: gym.Env, steps: int, eval_env: Any, seed: int = 0) -> None:
-    """A dataset recorded from `env` with random actions, written by Minari's own
-    `create_dataset_from_buffers` with `env` and `eval_env` as its specs (Minari's DataCollector
-    would need jax)."""
-
-    def stacked(observations: list[Any]) -> Any:
-        if isinstance(observations[0], dict):
-            return {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-        return np.stack(observations)
-
-    episodes: list[EpisodeBuffer] = []
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
-    for step in range(steps):
-        action = env.action_space.sample()
-        obs, reward, terminated, truncated, _ = env.step(action)
-        actions.append(action)
-        observations.append(obs)
-        rewards.append(float(reward))
-        terminations.append(terminated)
-        truncations.append(truncated or step == steps - 1)
-        if terminated or truncations[-1]:
-            episodes.append(
-                EpisodeBuffer(
-                    id=len(episodes),
-                    observations=stacked(observations),
-                    actions=np.stack(actions),
-                    rewards=np.array(rewards),
-                    terminations=np.array(terminations),
-                    truncations=np.array(truncations),
-                    infos={},
-                )
-            )
-            obs, _ = env.reset()
-            observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        minari.create_dataset_from_buffers(
-            dataset_id, episodes, env=env.spec, eval_env=eval_env, algorithm_name="random"
-        )
-
-
 def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
     import dataclasses
 
@@ -190,7 +147,7 @@ def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
     from offline_rl.envs import recorded_evaluation_spec
 
     low_gravity = dataclasses.replace(gym.spec("Pendulum-v1"), kwargs={"g": 3.0})
-    _record("test/pendulum/low-gravity-v0", gym.make("Pendulum-v1"), 60, low_gravity)
+    record_minari_dataset("test/pendulum/low-gravity-v0", gym.make("Pendulum-v1"), 60, low_gravity)
     info = dataset_info(load_minari("test/pendulum/low-gravity-v0"))
     spec = recorded_evaluation_spec("Pendulum-v1", info)
     assert spec is not None and spec.kwargs == {"g": 3.0}
@@ -214,7 +171,7 @@ def test_the_example_evaluates_a_minari_maze_on_its_recorded_env(tmp_path: Path)
     recording = gym.wrappers.FlattenObservation(gym.make("AntMaze_UMaze-v5"))
     recording.reset(seed=1)
     flat = recording.step(np.zeros(8, np.float32))[0]
-    _record("D4RL/antmaze/test-v0", gym.make("AntMaze_UMaze-v5"), 120, evaluation)
+    record_minari_dataset("D4RL/antmaze/test-v0", gym.make("AntMaze_UMaze-v5"), 120, evaluation)
     buffer = load_minari("D4RL/antmaze/test-v0")
     assert buffer.obs.shape[1:] == flat.shape  # achieved goal, desired goal, observation: FlattenObservation's layout
     result = run_in_process(
@@ -264,7 +221,9 @@ def test_discrete_cql_evaluates_a_vector_task_as_the_dataset_records_it(tmp_path
     from conftest import run_in_process
 
     evaluation = dataclasses.replace(gym.spec("CartPole-v1"), kwargs={"sutton_barto_reward": True})
-    _record("test/cartpole/sutton-barto-v0", gym.make("CartPole-v1", sutton_barto_reward=True), 300, evaluation)
+    record_minari_dataset(
+        "test/cartpole/sutton-barto-v0", gym.make("CartPole-v1", sutton_barto_reward=True), 300, evaluation
+    )
     budget = ("--epoch", "1", "--step-per-epoch", "5", "--test-num", "3", "--num-quantiles", "8")
     result = run_in_process(
         "examples/atari_cql.py", "--load-buffer-name", "test/cartpole/sutton-barto-v0", *budget, cwd=tmp_path

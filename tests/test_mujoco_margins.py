@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 from offline_rl.envs import make_env
-from offline_rl.mujoco_margins import classic_margins_note, keep_classic_margins, margins_add_up
+from offline_rl.mujoco_margins import (
+    announce_classic_margins,
+    classic_margins_note,
+    keep_classic_margins,
+    margins_add_up,
+)
 
 VERSION = tuple(int(part) for part in mujoco.__version__.split(".")[:2])
 
@@ -75,3 +80,17 @@ def test_the_note_says_what_was_kept() -> None:
         f"contacts: Hopper-v4's margin 0.001 kept as MuJoCo <= 3.4 applied it (MuJoCo {mujoco.__version__} adds "
         "both geoms' margins: each geom's is halved)"
     )
+
+
+@pytest.mark.skipif(not margins_add_up(), reason=f"MuJoCo {mujoco.__version__} takes the larger margin itself")
+def test_a_run_says_the_note_once_per_task(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart generates its dataset on the task, then evaluates on it: one contacts line, not two."""
+    import offline_rl.mujoco_margins
+
+    monkeypatch.setattr(offline_rl.mujoco_margins, "_ANNOUNCED", set())  # whatever earlier tests announced
+    for task in ("Ant-v4", "Ant-v4", "D4RL/antmaze-umaze-v2"):
+        env = make_env(task)
+        announce_classic_margins(env, task)
+        env.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("'")[0] for line in lines] == ["contacts: Ant-v4", "contacts: D4RL/antmaze-umaze-v2"]

@@ -88,16 +88,21 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     evaluates on, described; and that env's id: --task, else the one the dataset belongs to."""
     from offline_rl.apps.dataset_generation import ensure_random_dataset
     from offline_rl.data import dataset_info, dataset_stats, load_dataset
+    from offline_rl.data.d4rl import kitchen_evaluation_elsewhere
     from offline_rl.data.transitions import has_discrete_actions
-    from offline_rl.mujoco_margins import classic_margins_note
+    from offline_rl.mujoco_margins import announce_classic_margins
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
     if config.dataset is None:
         make_continuous_env(guess).close()  # a discrete --task is named before its data is generated
+    if config.task is None and (elsewhere := kitchen_evaluation_elsewhere(config.dataset)):
+        raise OfflineRLError(f"--dataset {config.dataset}: {elsewhere}")  # before a download of data it cannot use
     source = config.dataset or str(ensure_random_dataset(guess, config.dataset_size, seed=0))
     buffer = load_dataset(source, download=True, max_episode_steps=episode_limit(guess))
     stats, info = dataset_stats(buffer), dataset_info(buffer)
     name = info.get("name", source)
+    if config.task is None and (elsewhere := kitchen_evaluation_elsewhere(name)):
+        raise OfflineRLError(f"--dataset {source}: {elsewhere}")  # D4RL's file under its own name
     if has_discrete_actions(buffer):
         recorded = f" (recorded on {info['task']})" if info.get("task") else ""
         raise OfflineRLError(
@@ -107,8 +112,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
     given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
     task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)
     env = make_continuous_env(task, recorded_evaluation_spec(task, info))
-    if note := classic_margins_note(env, task):
-        print(note)
+    announce_classic_margins(env, task)
     try:
         check_dataset_belongs_to_task(buffer, task, source=source, env=env)
     except OfflineRLError as error:

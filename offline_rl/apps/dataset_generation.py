@@ -38,7 +38,7 @@ from offline_rl.data.collection_journal import CollectionJournal, journal_direct
 from offline_rl.envs import TaskMismatchWarning, make_env, same_task, with_flat_observations
 from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.file_lock import FileLock
-from offline_rl.mujoco_margins import classic_margins_note
+from offline_rl.mujoco_margins import announce_classic_margins
 from offline_rl.progress import progress_bar
 from offline_rl.settings import SEED_RANGE, check_ranges, setting
 
@@ -321,8 +321,7 @@ def collect_dataset(config: CollectConfig) -> Path:
     )
     probe = make_env(config.task)  # fail fast, with a clear message, on an unknown id
     native_obs_space = probe.observation_space  # a dict's, which a Minari dataset keeps as it is
-    if note := classic_margins_note(probe, str(config.task)):
-        print(note)
+    announce_classic_margins(probe, str(config.task))
     probe.close()
     envs = gym.vector.SyncVectorEnv(
         [lambda: with_flat_observations(make_env(str(config.task))) for _ in range(config.num_envs)],

@@ -23,11 +23,12 @@ silent bugs of offline RL; this loader does neither:
   nothing), so scores stay comparable with implementations that keep them.
 - Names cover every version D4RL publishes of its locomotion and AntMaze datasets: v2 (CORL's), v1,
   and v0 (the CQL paper's), of its Adroit hand datasets: v1 (CORL's) and v0 (the CQL paper's), and
-  of its Maze2D datasets: v1 (CORL's), each read from its own file under D4RL's own file name.
-  Versions are different recordings, so a near miss is told a name that exists rather than swapped
-  for it. The Adroit datasets evaluate on `D4RL/<task>-v1` (`offline_rl.d4rl_adroit`:
-  Gymnasium-Robotics' hands with D4RL's rewards), the Maze2D ones on `D4RL/<name>`
-  (`offline_rl.d4rl_maze2d`: D4RL's maze rebuilt on the `mujoco` bindings).
+  of its Maze2D datasets: v1 (CORL's), and of its Franka Kitchen datasets: v0, each read from its own
+  file under D4RL's own file name. Versions are different recordings, so a near miss is told a name
+  that exists rather than swapped for it. The Adroit datasets evaluate on `D4RL/<task>-v1`
+  (`offline_rl.d4rl_adroit`: Gymnasium-Robotics' hands with D4RL's rewards), the Maze2D and AntMaze ones
+  on `D4RL/<name>` (`offline_rl.d4rl_maze2d`, `offline_rl.d4rl_antmaze`: D4RL's envs rebuilt on the
+  `mujoco` bindings); the Kitchen ones load, but their env is not available here.
 - A file without `timeouts` (older D4RL files, many users' files) gets D4RL's own rule, as
   `d4rl.qlearning_dataset` applies it: a step that is the `max_episode_steps`-th since the last
   episode end is a time-out. The limit comes from the dataset's name, its recorded task, or the
@@ -143,11 +144,21 @@ def _maze2d_files() -> dict[str, str]:
     return files
 
 
+_KITCHEN_FILES = {
+    "kitchen-complete-v0": "kitchen/mini_kitchen_microwave_kettle_light_slider-v0.hdf5",
+    "kitchen-partial-v0": "kitchen/kitchen_microwave_kettle_light_slider-v0.hdf5",
+    "kitchen-mixed-v0": "kitchen/kitchen_microwave_kettle_bottomburner_light-v0.hdf5",
+}
+"""D4RL's Franka Kitchen datasets (D4RL's `kitchen/__init__.py`; the CQL paper's Kitchen rows): the four
+tasks microwave, kettle, light switch and slide cabinet (mixed: bottom burner for the slide cabinet),
+280 steps an episode. Their env, D4RL's `KitchenTaskRelaxV1`, runs on mujoco-py and dm_control and is
+not rebuilt here: they load, and `kitchen_evaluation_elsewhere` says what evaluates instead."""
+_KITCHEN_EPISODE_STEPS = 280
 _LOCOMOTION_FILES = _locomotion_files()
 _ANTMAZE_FILES = _antmaze_files()
 _ADROIT_FILES = _adroit_files()
 _MAZE2D_FILES = _maze2d_files()
-_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES, **_ADROIT_FILES, **_MAZE2D_FILES}
+_D4RL_FILES = {**_LOCOMOTION_FILES, **_ANTMAZE_FILES, **_ADROIT_FILES, **_MAZE2D_FILES, **_KITCHEN_FILES}
 _NAME_OF_FILE = {file.rsplit("/", 1)[1]: name for name, file in _D4RL_FILES.items()}
 _COMPACT_CHUNK = 1 << 16
 ANT_STATE_DIMS = 27
@@ -171,6 +182,7 @@ _D4RL_EPISODE_STEPS = {
     **{name: ANTMAZE_EPISODE_STEPS[_antmaze_maze(name)] for name in _ANTMAZE_FILES},
     **{name: ADROIT_EPISODE_STEPS[_adroit_task(name)] for name in _ADROIT_FILES},
     **{name: MAZE2D_EPISODE_STEPS[name.split("-")[1]] for name in _MAZE2D_FILES},
+    **dict.fromkeys(_KITCHEN_FILES, _KITCHEN_EPISODE_STEPS),
 }
 _D4RL_DEFAULT_EPISODE_STEPS = 1000
 
@@ -204,6 +216,19 @@ def d4rl_gymnasium_task(name: str | None) -> str | None:
     return None
 
 
+def kitchen_evaluation_elsewhere(name: str | None) -> str | None:
+    """For a D4RL Franka Kitchen name, whose env is not available here: what trains and evaluates instead
+    (one clause for an error); None for other names."""
+    if name not in _KITCHEN_FILES:
+        return None
+    minari = f"D4RL/kitchen/{name.split('-')[1]}-v2"
+    return (
+        f"{name} is D4RL's Franka Kitchen data, whose env (D4RL's KitchenTaskRelaxV1, on mujoco-py and "
+        f"dm_control) is not available here; its counterpart Minari's {minari}, the same four tasks recorded "
+        f"on Gymnasium-Robotics' FrankaKitchen-v1, trains and evaluates here: --dataset {minari}"
+    )
+
+
 def _locomotion_env(name: str | None) -> str | None:
     """`hopper` for `hopper-medium-v0`: the environment of a D4RL locomotion name, None for other names."""
     return name.split("-", 1)[0] if name in _LOCOMOTION_FILES else None
@@ -227,7 +252,8 @@ def d4rl_url(name: str) -> str:
         f"expected e.g. halfcheetah-medium-v2 ({_choices(_LOCOMOTION_ENVS)}-{_choices(_LOCOMOTION_KINDS)}-"
         f"{_choices(_VERSIONS)}, full-replay from v1), antmaze-{_choices(_ANTMAZE_KINDS)}-{_choices(_VERSIONS)}, "
         f"{_choices(ADROIT_TASKS)}-{_choices(_ADROIT_KINDS)}-{_choices(_VERSIONS[:2])}, "
-        f"maze2d-{_choices(MAZE2D_EPISODE_STEPS)}[-dense]-v1, or a path to an HDF5 file"
+        f"maze2d-{_choices(MAZE2D_EPISODE_STEPS)}[-dense]-v1, kitchen-{{complete,partial,mixed}}-v0, or a path to "
+        "an HDF5 file"
     )
 
 
