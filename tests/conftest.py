@@ -222,10 +222,12 @@ def run_in_process(
     import importlib
     import io
 
+    from offline_rl import mujoco_margins
     from offline_rl.apps.cli import run_main
 
     module, function = _PROGRAMS[script]
     main = getattr(importlib.import_module(module), function)
+    mujoco_margins._ANNOUNCED.clear()  # a new interpreter has said no contacts line yet
     out, err = io.StringIO(), io.StringIO()
     saved_cwd, saved_env = os.getcwd(), dict(os.environ)
     os.chdir(cwd)
