@@ -9,12 +9,14 @@ checks, neither a timing:
         (masses, inertias, joints, geoms, contact parameters, actuators, options);
     python benchmarks/mujoco_physics.py record --model hopper --output states.npz [--episodes 40]
         records states of uniform-random episodes of a model (antmaze: D4RL's U-maze as rebuilt here;
-        hopper, ant, walker2d, half_cheetah: gymnasium's v4 models) with the installed MuJoCo, and
+        hopper, ant, walker2d, half_cheetah: gymnasium's v4 models; kitchen: Gymnasium-Robotics'
+        Franka Kitchen, read from its installed XML, whose meshes stay beside it) with the installed MuJoCo, and
         the state one env step after each, once with the model's margins as compiled and once as
         `offline_rl.mujoco_margins` keeps them (halved where this MuJoCo adds both geoms' margins);
     python benchmarks/mujoco_physics.py replay states.npz --output next.npz
         steps the same states and actions with whatever MuJoCo this interpreter has (it needs only
-        mujoco and numpy: e.g. a venv with `pip install mujoco==2.3.1.post1 numpy`);
+        mujoco and numpy: e.g. a venv with `pip install mujoco==2.3.1.post1 numpy`; the kitchen's XML
+        file must still be where `record` found it);
     python benchmarks/mujoco_physics.py diff states.npz next.npz
         how far the two versions' next states lie apart, relative to a step's own change.
 
@@ -43,6 +45,7 @@ COMPARED_FIELDS = (
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GYMNASIUM_MODELS = {"hopper": 4, "ant": 5, "walker2d": 4, "half_cheetah": 5}  # model -> the v4 env's frame skip
 ANTMAZE_FRAME_SKIP = 5
+KITCHEN_FRAME_SKIP = 40  # Gymnasium-Robotics' FrankaRobot: 40 steps of 0.002 s an env step
 EPISODE_STEPS = 250
 
 
@@ -110,7 +113,12 @@ def _margins_module():
 
 
 def _model_xml(name: str) -> tuple[str, int]:
-    """(MJCF text, frame skip) of a model."""
+    """(MJCF text, or for a model with mesh files the path of its XML; frame skip) of a model."""
+    if name == "kitchen":
+        import gymnasium_robotics
+
+        assets = Path(gymnasium_robotics.__file__).parent / "envs" / "assets" / "kitchen_franka" / "kitchen_assets"
+        return str((assets / "kitchen_env_model.xml").resolve()), KITCHEN_FRAME_SKIP
     if name == "antmaze":
         from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
 
@@ -124,7 +132,8 @@ def _model_xml(name: str) -> tuple[str, int]:
 def _models(xml: str, variant: str):
     import mujoco
 
-    model = mujoco.MjModel.from_xml_string(xml)
+    is_path = xml.endswith(".xml") and not xml.lstrip().startswith("<")
+    model = mujoco.MjModel.from_xml_path(xml) if is_path else mujoco.MjModel.from_xml_string(xml)
     if variant == "classic_margins":
         _margins_module().keep_classic_model_margins(model)
     return model, mujoco.MjData(model)
@@ -217,7 +226,7 @@ def main() -> int:
     command = commands.add_parser("compare-antmaze")
     command.add_argument("--d4rl-ant-xml", type=Path, required=True)
     command = commands.add_parser("record")
-    command.add_argument("--model", choices=["antmaze", *GYMNASIUM_MODELS], default="antmaze")
+    command.add_argument("--model", choices=["antmaze", *GYMNASIUM_MODELS, "kitchen"], default="antmaze")
     command.add_argument("--output", type=Path, required=True)
     command.add_argument("--episodes", type=int, default=40)
     command = commands.add_parser("replay")

@@ -218,7 +218,7 @@ def test_the_physics_check_places_d4rls_blocks_as_the_rebuild_does(tmp_path, mon
     assert "large: 76 geoms, 14 bodies; fields that differ: none" in report
 
 
-@pytest.mark.parametrize("model", ["antmaze", "hopper"])
+@pytest.mark.parametrize("model", ["antmaze", "hopper", "kitchen"])  # kitchen: its XML read where it lies
 def test_the_physics_check_finds_no_difference_between_a_mujoco_and_itself(
     model: str, tmp_path, monkeypatch, capsys
 ) -> None:
