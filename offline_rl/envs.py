@@ -373,10 +373,16 @@ def make_discrete_env(task: str, frames_stack: int = 4, **options: Any) -> gym.E
     The Atari-only options (the evaluation protocol, stack padding, life loss) and the frame stack do
     not apply to vector tasks: their observations are used as they are, so a buffer collected on
     CartPole by any Tianshou collector fits. `clip_rewards` applies to both; `spec` (the env spec a
-    dataset records) to vector tasks only; other options go to `gym.make`.
+    dataset records) makes that env: for an Atari game, a recording of its RGB screens played with them
+    converted to frames (`offline_rl.atari_screens`); other options go to `gym.make`.
     """
-    spec = options.pop("spec", None)  # a dataset's record of a vector task (an Atari game's protocol decides)
+    spec = options.pop("spec", None)  # a dataset's record of its env
     if is_atari_game(task):
+        if spec is not None:  # a recording of the game's RGB screens (Minari's atari/*): that env, converted
+            from offline_rl.atari_screens import make_screen_frames_env
+
+            kwargs = {key: value for key, value in options.items() if key not in (*_ATARI_ONLY_OPTIONS, "clip_rewards")}
+            return make_screen_frames_env(spec, frames_stack, **kwargs)
         return make_atari_env(task, frames_stack, **options)
     clip_rewards = bool(options.pop("clip_rewards", False))
     kwargs = {key: value for key, value in options.items() if key not in _ATARI_ONLY_OPTIONS}

@@ -104,11 +104,14 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
     `d4rl_cql.py` uses; a one-line error with the fix if missing or not discrete."""
     from offline_rl.data import load_buffers, load_dataset
     from offline_rl.data.frame_pool import FramePoolBuffer
+    from offline_rl.data.minari_atari import load_minari_atari, minari_records_screens
     from offline_rl.data.transitions import has_discrete_actions
 
     names = config.load_buffer_name
     kinds = [_source_format(name) for name in names]
-    if len(kinds) == 1 and kinds[0] in SINGLE_SOURCE_FORMATS:
+    if kinds == ["minari"] and minari_records_screens(names[0]):  # Minari's atari/* datasets: RGB screens
+        buffer = load_minari_atari(names[0], stack_num=config.frames_stack, download=True)
+    elif len(kinds) == 1 and kinds[0] in SINGLE_SOURCE_FORMATS:
         limit = episode_limit(config.task) if config.task else None  # for a file without time-outs
         buffer = load_dataset(names[0], download=True, max_episode_steps=limit)
     else:
@@ -200,7 +203,7 @@ def make_evaluation_env(
     return make_discrete_env(task, config.frames_stack, protocol=config.eval_env, padding=padding, spec=spec, **kwargs)
 
 
-def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str) -> None:
+def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str, recorded: bool) -> None:
     """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
     held = getattr(buffer, "nbytes", 0) / 2**30
     if not is_atari_game(task):
@@ -211,6 +214,8 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
         )
         return
     protocol = "sticky actions" if config.eval_env == "sticky" else "NoFrameskip-v4, no-op starts"
+    if recorded:
+        protocol = "as the dataset records it, its screens as 84×84 grayscale frames"
     print(
         f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
         f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
@@ -249,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 3. The algorithm, shaped by the game's spaces: a vector task's as the data records it, where it does.
     saved_info = dict((session.checkpoint or {}).get("dataset_info") or {})
     info = dataset_info(buffer) if buffer is not None else saved_info  # watching: the data the run trained on
-    spec = None if is_atari_game(task) else recorded_evaluation_spec(task, info)
+    # An Atari game plays by --eval-env's protocol, unless the data is the recorded env's screens (Minari's
+    # atari/*): then it plays that env, its screens converted as the data's were.
+    spec = None if is_atari_game(task) and not info.get("atari_screens") else recorded_evaluation_spec(task, info)
     say_recorded_settings(spec)
     if spec is not None and given_env is not None:
         given_env.close()
@@ -260,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     padding = evaluation_padding(buffer, session.checkpoint)  # evaluation stacks start as the data's do
     info = {"name": names, **info, "frame_padding": padding}
     if buffer is not None:
-        describe_buffer(config, task, buffer, padding)
+        describe_buffer(config, task, buffer, padding, recorded=spec is not None)
     algorithm = CQLQRDQN.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
 

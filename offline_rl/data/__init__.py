@@ -30,6 +30,7 @@ __getattr__, __dir__ = lazy_exports(
         "load_d4rl": "offline_rl.data.d4rl",
         "load_dataset": "offline_rl.data.detect",
         "load_minari": "offline_rl.data.minari",
+        "load_minari_atari": "offline_rl.data.minari_atari",
         "save_buffer": "offline_rl.data.buffers",
         "set_action_units": "offline_rl.data.action_units",
     },
@@ -53,6 +54,7 @@ __all__ = [
     "load_d4rl",
     "load_dataset",
     "load_minari",
+    "load_minari_atari",
     "save_buffer",
     "set_action_units",
 ]

@@ -11,6 +11,7 @@ spaces, and an evaluation env wrapped in `FlattenObservation` sees the same layo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -110,36 +111,73 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
     act_dtype, act_shape = _action_layout(act_space, label)
     obs = np.empty((total, *obs_shape), dtype=obs_dtype)
     obs_next = np.empty((total, *obs_shape), dtype=obs_dtype)
-    act = np.empty((total, *act_shape), dtype=act_dtype)
-    rew = np.empty(total, dtype=np.float32)
-    terminated = np.zeros(total, dtype=bool)
-    truncated = np.zeros(total, dtype=bool)
+    columns = StepColumns.empty(total, act_dtype, act_shape)
     cursor = 0
     for episode in progress_bar(
         dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False
     ):
-        steps = len(episode.rewards)
-        if steps == 0:
+        if len(episode.rewards) == 0:
             continue
         flat = _flatten(episode.observations, obs_space).astype(obs_dtype, copy=False)
-        if len(flat) != steps + 1:
-            raise DatasetError(
-                f"{label}: episode {episode.id} has {len(flat)} observations for {steps} steps; expected steps + 1"
-            )
-        end = cursor + steps
+        end = columns.add(cursor, episode, len(flat), label)
         obs[cursor:end] = flat[:-1]
         obs_next[cursor:end] = flat[1:]
-        act[cursor:end] = np.asarray(episode.actions).reshape(steps, *act_shape)
-        rew[cursor:end] = np.asarray(episode.rewards, dtype=np.float32).reshape(steps)
-        terminated[cursor:end] = np.asarray(episode.terminations, dtype=bool).reshape(steps)
-        truncated[cursor:end] = np.asarray(episode.truncations, dtype=bool).reshape(steps)
-        if not (terminated[end - 1] or truncated[end - 1]):
-            truncated[end - 1] = True  # an episode stored unfinished: its end is a truncation
         cursor = end
+    act, rew, terminated, truncated = columns.act, columns.rew, columns.terminated, columns.truncated
     for key, array in (("observations", obs[:cursor]), ("actions", act[:cursor]), ("rewards", rew[:cursor])):
         require_finite(array, source=label, key=key)
+    return make_replay_buffer(
+        obs=obs[:cursor],
+        act=act[:cursor],
+        rew=rew[:cursor],
+        terminated=terminated[:cursor],
+        truncated=truncated[:cursor],
+        obs_next=obs_next[:cursor],
+        info=minari_info(dataset, source),
+    )
+
+
+@dataclasses.dataclass
+class StepColumns:
+    """The per-step arrays of a Minari dataset's episodes, filled episode by episode, with the ends as
+    recorded: an episode stored unfinished ends truncated."""
+
+    act: np.ndarray
+    rew: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    @classmethod
+    def empty(cls, total: int, act_dtype: np.dtype, act_shape: tuple[int, ...]) -> StepColumns:
+        return cls(
+            act=np.empty((total, *act_shape), dtype=act_dtype),
+            rew=np.empty(total, dtype=np.float32),
+            terminated=np.zeros(total, dtype=bool),
+            truncated=np.zeros(total, dtype=bool),
+        )
+
+    def add(self, start: int, episode: Any, observations: int, label: str) -> int:
+        """Write one episode's steps from `start`; returns where they end. `observations` is how many the
+        episode holds: Minari stores T + 1 for T steps, so each step keeps its true next observation."""
+        steps = len(episode.rewards)
+        if observations != steps + 1:
+            raise DatasetError(
+                f"{label}: episode {episode.id} has {observations} observations for {steps} steps; expected steps + 1"
+            )
+        end = start + steps
+        self.act[start:end] = np.asarray(episode.actions).reshape(steps, *self.act.shape[1:])
+        self.rew[start:end] = np.asarray(episode.rewards, dtype=np.float32).reshape(steps)
+        self.terminated[start:end] = np.asarray(episode.terminations, dtype=bool).reshape(steps)
+        self.truncated[start:end] = np.asarray(episode.truncations, dtype=bool).reshape(steps)
+        if not (self.terminated[end - 1] or self.truncated[end - 1]):
+            self.truncated[end - 1] = True  # an episode stored unfinished: its end is a truncation
+        return end
+
+
+def minari_info(dataset: Any, source: str | os.PathLike[str]) -> dict[str, Any]:
+    """The metadata a buffer loaded from an opened Minari dataset carries (`dataset_info`)."""
     metadata = dataset.storage.metadata
-    info: dict[str, Any] = {
+    return {
         "format": "minari",
         "source": str(source),
         "name": dataset.spec.dataset_id,
@@ -150,15 +188,6 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
         # fixed goal, a task's settings), JSON as Minari stores it; read by `envs.env_spec_from_json`.
         "eval_env_spec": metadata.get("eval_env_spec") or metadata.get("env_spec"),
     }
-    return make_replay_buffer(
-        obs=obs[:cursor],
-        act=act[:cursor],
-        rew=rew[:cursor],
-        terminated=terminated[:cursor],
-        truncated=truncated[:cursor],
-        obs_next=obs_next[:cursor],
-        info=info,
-    )
 
 
 def _env_id(dataset: Any) -> str | None:
