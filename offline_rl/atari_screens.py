@@ -6,9 +6,9 @@ emulator skipping 4 frames itself (the screen is the 4th frame's, nothing max-po
 actions. A frame here is that screen in ALE's own grayscale (OpenCV's RGB → gray weights reproduce
 `ale.getScreenGrayscale()` exactly: every pixel of 1200 screens of four games, BENCHMARKS.md) shrunk to
 84×84 with area interpolation, as gymnasium's `AtariPreprocessing` shrinks its frames. The evaluation env
-is the recorded one, its screens converted by the same function and stacked with the first frame
-repeated at a game's start, as the loaded data's stacks are, so training and evaluation see one kind of
-observation.
+is the recorded one under `AtariPreprocessing` taking one emulator step per env step, which makes the
+same frame of the same screen, stacked with the first frame repeated at a game's start as the loaded
+data's stacks are: training and evaluation see one kind of observation.
 """
 
 from __future__ import annotations
@@ -38,24 +38,19 @@ def screen_frames(screens: np.ndarray) -> np.ndarray:
     return frames
 
 
-class ScreenFrames(gym.ObservationWrapper):
-    """An ALE env's RGB screens as `screen_frames` converts the recorded ones."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.observation_space = gym.spaces.Box(0, 255, (FRAME_SIZE, FRAME_SIZE), np.uint8)
-
-    def observation(self, observation: Any) -> np.ndarray:
-        return screen_frames(np.asarray(observation)[None])[0]
-
-
 def make_screen_frames_env(spec: gym.envs.registration.EnvSpec, frames_stack: int, **kwargs: Any) -> gym.Env:
     """The env a screens dataset records (`spec`: its game, frame skip, sticky-action probability and
-    frame cap), its screens as frames, `frames_stack` of them stacked, repeating the first at a start."""
+    frame cap), its screens made frames by gymnasium's `AtariPreprocessing` taking one emulator step per
+    env step (no max-pooling, no no-ops: the recording had neither), `frames_stack` of them stacked,
+    repeating the first at a start. Only gymnasium's own wrappers: an exported policy's env spec rebuilds
+    this env without offline_rl. `tests/test_minari_atari.py` holds its frames to `screen_frames`'."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
     from offline_rl.envs import make_env
 
     env = make_env(spec.id, spec=spec, **kwargs)
     if not is_screen_space(env.observation_space):
         env.close()
         raise ValueError(f"{spec.id} as recorded observes {env.observation_space}, not ALE's RGB screens")
-    return gym.wrappers.FrameStackObservation(ScreenFrames(env), frames_stack, padding_type="reset")
+    frames = AtariPreprocessing(env, noop_max=0, frame_skip=1, screen_size=FRAME_SIZE, terminal_on_life_loss=False)
+    return FrameStackObservation(frames, frames_stack, padding_type="reset")

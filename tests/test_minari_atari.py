@@ -16,6 +16,7 @@ import pytest
 from conftest import record_minari_dataset, run_in_process
 from offline_rl.atari_screens import make_screen_frames_env, screen_frames
 from offline_rl.data import dataset_info, load_minari_atari
+from offline_rl.deployment import file_metadata
 from offline_rl.envs import make_env
 from offline_rl.errors import DatasetError
 
@@ -95,3 +96,13 @@ def test_atari_cql_trains_on_minari_screens_and_plays_the_recorded_env(tmp_path:
     watched = run_in_process("examples/atari_cql.py", "--watch", "--resume-path", str(policy), cwd=tmp_path)
     assert watched.returncode == 0, watched.stderr[-2000:]
     assert "evaluation env: ALE/Breakout-v5 as the dataset records it (" in watched.stdout
+    # An exported policy's env spec rebuilds that env with gymnasium's own wrappers: no offline_rl needed.
+    exported = run_in_process(
+        "examples/atari_cql.py", "--resume-path", str(policy), "--export-policy", "breakout.pt2", cwd=tmp_path
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    recorded = gym.envs.registration.EnvSpec.from_json(file_metadata(tmp_path / "breakout.pt2")["env_spec"])
+    assert [wrapper.name for wrapper in recorded.additional_wrappers] == ["AtariPreprocessing", "FrameStackObservation"]
+    rebuilt = gym.make(recorded)
+    assert rebuilt.observation_space.shape == (4, 84, 84)
+    rebuilt.close()
