@@ -106,3 +106,21 @@ def test_atari_cql_trains_on_minari_screens_and_plays_the_recorded_env(tmp_path:
     rebuilt = gym.make(recorded)
     assert rebuilt.observation_space.shape == (4, 84, 84)
     rebuilt.close()
+
+
+def test_another_spelling_of_the_game_is_warned_that_its_frames_differ(tmp_path: Path) -> None:
+    from offline_rl.envs import TaskMismatchWarning
+
+    spec = recorded_spec("Pong", max_episode_steps=50)
+    record_minari_dataset("atari/pong/test-v0", make_env(spec.id, spec=spec), 60, None)
+    small = ("--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", "--batch-size", "8", "--num-quantiles", "8")
+    data = ("--load-buffer-name", "atari/pong/test-v0", *small)
+    with pytest.warns(TaskMismatchWarning) as caught:
+        result = run_in_process("examples/atari_cql.py", "--task", "PongNoFrameskip-v4", *data, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "evaluation env:" not in result.stdout
+    assert [str(warning.message) for warning in caught if warning.category is TaskMismatchWarning] == [
+        "atari/pong/test-v0 holds ALE/Pong-v5's screens, but --task PongNoFrameskip-v4 plays --eval-env sticky's "
+        "protocol, whose frames are max-pooled over two emulator frames where the data's are not; give --task "
+        "ALE/Pong-v5 (or none) to play the env the data records"
+    ]

@@ -9,6 +9,7 @@ checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examp
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import (
     EVAL_PROTOCOLS,
+    TaskMismatchWarning,
     atari_game,
     dataset_env,
     episode_limit,
@@ -258,6 +260,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # atari/*): then it plays that env, its screens converted as the data's were.
     spec = None if is_atari_game(task) and not info.get("atari_screens") else recorded_evaluation_spec(task, info)
     say_recorded_settings(spec)
+    if info.get("atari_screens") and spec is None:
+        warnings.warn(
+            f"{names} holds {info.get('task')}'s screens, but --task {task} plays --eval-env {config.eval_env}'s "
+            f"protocol, whose frames are max-pooled over two emulator frames where the data's are not; give "
+            f"--task {info.get('task')} (or none) to play the env the data records",
+            TaskMismatchWarning,
+            stacklevel=2,
+        )
     if spec is not None and given_env is not None:
         given_env.close()
         given_env = None
