@@ -21,6 +21,7 @@ from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
 from offline_rl.errors import OfflineRLError, OfflineRLWarning
 from offline_rl.mujoco_margins import keep_classic_margins
 from offline_rl.robotics_joints import repair_joint_accessors
+from offline_rl.robotics_mazes import keep_maze_models_private
 
 if TYPE_CHECKING:
     from tianshou.data import ReplayBuffer
@@ -76,6 +77,7 @@ def register_robotics() -> bool:
     except ImportError:
         return False
     repair_joint_accessors()  # Franka Kitchen, Fetch, the Shadow hand: made only after this on MuJoCo >= 3.12
+    keep_maze_models_private()  # AntMaze and PointMaze: no model file left in /tmp per env
     gym.register_envs(gymnasium_robotics)
     return True
 
