@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
     task_given = bool(config.task)
     given_env = make_evaluation_env(config, config.task, padding="reset") if task_given else None
-    if not config.run.trains:
+    if not config.run.needs_data:
         buffer, task = None, config.task or DEFAULT_TASK
     else:
         buffer = load_atari_buffer(config)

@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. The data (not needed to only watch or export a trained policy: the checkpoint describes it).
     #    Loading draws nothing from the run's generators, so it may come before the networks.
-    if not config.run.trains:
+    if not config.run.needs_data:
         buffer, info = None, dict((session.checkpoint or {}).get("dataset_info", {}))
         task = config.task or DEFAULT_TASK
     else:

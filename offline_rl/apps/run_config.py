@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from offline_rl.ope.config import FQEConfig
 from offline_rl.settings import SEED_RANGE, check_ranges, require, setting
 
 TORCH_MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -144,9 +145,32 @@ class OfflineRunConfig(RunConfig):
         minimum=1,
         group="run",
     )
+    fqe: FQEConfig = field(default_factory=FQEConfig)
+
+    @property
+    def estimates_value(self) -> bool:
+        """Whether this command only estimates --resume-path's policy by fitted Q evaluation (--fqe-updates)."""
+        return self.fqe.fqe_updates > 0
+
+    @property
+    def trains(self) -> bool:
+        return super().trains and not self.estimates_value
+
+    @property
+    def needs_data(self) -> bool:
+        """Training and fitted Q evaluation read the dataset; --watch and --export-policy do not."""
+        return self.trains or self.estimates_value
 
     def validate(self) -> None:
         super().validate()
         require(
             not self.watch or bool(self.resume_path), "--watch needs --resume-path (a policy.pth or checkpoint.pth)"
+        )
+        require(
+            not self.estimates_value or bool(self.resume_path),
+            "--fqe-updates needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
+        )
+        require(
+            not (self.estimates_value and (self.watch or self.export_policy)),
+            "give one of --watch, --export-policy and --fqe-updates",
         )

@@ -263,8 +263,8 @@ def evaluate_or_train(
     task: str,
     **training: Any,
 ) -> dict[str, Any]:
-    """What every offline example ends with: `--export-policy`, or evaluation envs, then `--watch` or
-    offline training.
+    """What every offline example ends with: `--export-policy`, `--fqe-updates` (no env), or evaluation
+    envs, then `--watch` or offline training.
 
     `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
     `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
@@ -273,6 +273,10 @@ def evaluate_or_train(
         from offline_rl.apps.policy_export import export_run_policy
 
         return export_run_policy(algorithm.policy, make_test_env, settings, task=task)
+    if settings.estimates_value:
+        from offline_rl.apps.value_estimate import estimate_policy_value
+
+        return estimate_policy_value(algorithm, buffer, settings, device=str(algorithm.device))
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
     test_collector = evaluation_collector(
         algorithm.policy,

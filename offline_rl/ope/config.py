@@ -1,0 +1,35 @@
+"""The settings of fitted Q evaluation, each declared once (`offline_rl.settings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from offline_rl.settings import setting
+
+
+@dataclass
+class FQEConfig:
+    """Fitted Q evaluation of a trained policy on the data (`offline_rl.ope.fqe`). The defaults are
+    d3rlpy's `FQE` (learning rate 1e-4, a hard target copy every 100 updates, 256×256 layers); the batch
+    is the run's `--batch-size`, the discount the run's `--gamma`."""
+
+    FLAG_GROUP: ClassVar[str] = "fitted Q evaluation"
+
+    fqe_updates: int = setting(
+        0,
+        "only estimate --resume-path's policy: its discounted value at the data's episode starts, by fitted Q "
+        "evaluation (FQE) with this many updates on the data given (none: the run's); trains nothing (0: off)",
+        minimum=0,
+        per_invocation=True,
+    )
+    fqe_lr: float = setting(1e-4, "learning rate of FQE's Adam", above=0, per_invocation=True)
+    fqe_target_update_freq: int = setting(
+        100, "FQE updates between copies of its Q network into its target network", minimum=1, per_invocation=True
+    )
+    fqe_hidden_sizes: list[int] = setting(
+        [256, 256],
+        "hidden layers of FQE's Q network on vector observations (frames: the Nature CNN)",
+        minimum=1,
+        per_invocation=True,
+    )
