@@ -126,14 +126,20 @@ class FittedQEvaluation:
     def values(self, obs: Any, actions: Any) -> np.ndarray:
         """Q(s, a) of the fitted network, in chunks."""
         out = [
-            self.q(self._tensor(obs[start : start + CHUNK]), self._tensor(actions[start : start + CHUNK])).cpu()
+            self.q(
+                on_device(obs[start : start + CHUNK], self.device),
+                on_device(actions[start : start + CHUNK], self.device),
+            )
             for start in range(0, len(actions), CHUNK)
         ]
-        return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
+        return torch.cat(out).cpu().numpy() if out else np.zeros(0, np.float32)
 
-    def _tensor(self, array: Any) -> torch.Tensor:
-        tensor = torch.as_tensor(np.asarray(array), device=self.device)
-        return tensor.float() if tensor.dtype == torch.float64 else tensor
+
+def on_device(array: Any, device: torch.device) -> torch.Tensor:
+    """A host array as a tensor on `device`; float64 (numpy's default) as float32, other types as they are
+    (uint8 frames stay one byte a value until the network scales them)."""
+    tensor = torch.as_tensor(np.asarray(array), device=device)
+    return tensor.float() if tensor.dtype == torch.float64 else tensor
 
 
 @dataclass(frozen=True)
@@ -203,12 +209,12 @@ def fitted_q_evaluation(
         indices = generator.integers(0, size, batch_size)
         data = buffer[indices]
         batch = FQEBatch(
-            obs=fit._tensor(data.obs),
-            act=fit._tensor(data.act),
-            rew=fit._tensor(data.rew).float(),
-            terminated=fit._tensor(data.terminated),
-            obs_next=fit._tensor(data.obs_next),
-            next_act=fit._tensor(next_actions[indices]),
+            obs=on_device(data.obs, fit.device),
+            act=on_device(data.act, fit.device),
+            rew=on_device(data.rew, fit.device).float(),
+            terminated=on_device(data.terminated, fit.device),
+            obs_next=on_device(data.obs_next, fit.device),
+            next_act=on_device(next_actions[indices], fit.device),
         )
         loss = fit.update(batch)
         if step >= updates - tail:
