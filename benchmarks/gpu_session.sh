@@ -43,7 +43,7 @@
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole  (~1 min, then ~6 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
-#   bash benchmarks/gpu_session.sh tests                          (93 s)
+#   bash benchmarks/gpu_session.sh tests                          (93 s before the FQE test came)
 #   PROFILE_VARIANTS="state-projection merged-first-layer bias-in-product merged-relu-in-product" \
 #     bash benchmarks/gpu_session.sh critic-variants              (the other four)
 #   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
@@ -108,13 +108,14 @@ for part in "$@"; do
       check discrete_loss_forms 150 python3 benchmarks/discrete_cql_throughput.py --device cuda \
         --paths captured,captured+sorted --updates 300 --rounds 2 --transitions 20000
       ;;
-    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter
+    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter, FQE
       check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
         tests/test_discrete_staging.py tests/test_update_paths.py -k "captured or cuda or checkpoint"
       check cuda_export 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_policy_export.py -k gpu
       check cuda_q_filter 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_q_filter.py -k cuda
       check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
         tests/test_exact_resume.py -k cuda
+      check cuda_fqe 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_fqe.py -k cuda
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \

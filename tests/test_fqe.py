@@ -231,3 +231,25 @@ def test_frame_stacks_are_estimated_with_the_nature_cnn() -> None:
 
     estimate = fitted_q_evaluation(buffer, act, discrete=True, action_size=3, gamma=GAMMA, updates=2, batch_size=4)
     assert estimate.starts == 3 and set(seen) == {(4, 84, 84)} and np.isfinite(estimate.value)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fqe_on_cuda_estimates_as_on_the_cpu() -> None:
+    buffer = bandit_buffer(600, discrete=True)
+    estimates = {
+        device: fitted_q_evaluation(
+            buffer,
+            lambda obs: np.full(len(obs), 2, np.int64),
+            discrete=True,
+            action_size=3,
+            gamma=GAMMA,
+            updates=800,
+            batch_size=64,
+            lr=3e-3,
+            hidden_sizes=[32],
+            device=device,
+        ).value
+        for device in ("cpu", "cuda")
+    }
+    assert estimates["cuda"] == pytest.approx(2.0, abs=0.1)
+    assert estimates["cuda"] == pytest.approx(estimates["cpu"], abs=0.05)
