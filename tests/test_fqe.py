@@ -115,16 +115,12 @@ def bandit_buffer(size: int, *, discrete: bool, seed: int = 0):
     )
 
 
-@pytest.mark.parametrize(("discrete", "policy", "value"), [(False, 0.5, 0.5), (True, 2, 2.0), (True, 0, 0.0)])
-def test_the_estimate_is_the_evaluated_policys_not_the_datas(discrete: bool, policy: float, value: float) -> None:
-    buffer = bandit_buffer(600, discrete=discrete)
-    if discrete:
-        act = lambda obs: np.full(len(obs), policy, np.int64)  # noqa: E731
-    else:
-        act = lambda obs: np.full((len(obs), 1), policy, np.float32)  # noqa: E731
-    estimate = fitted_q_evaluation(
+def bandit_estimate(buffer, policy: float, *, discrete: bool, device: str = "cpu"):
+    """FQE of the constant policy `policy` on a bandit buffer."""
+    shape = (-1,) if discrete else (-1, 1)
+    return fitted_q_evaluation(
         buffer,
-        act,
+        lambda obs: np.full(len(obs), policy, np.int64 if discrete else np.float32).reshape(shape),
         discrete=discrete,
         action_size=3 if discrete else 1,
         gamma=GAMMA,
@@ -132,7 +128,14 @@ def test_the_estimate_is_the_evaluated_policys_not_the_datas(discrete: bool, pol
         batch_size=64,
         lr=3e-3,
         hidden_sizes=[32],
+        device=device,
     )
+
+
+@pytest.mark.parametrize(("discrete", "policy", "value"), [(False, 0.5, 0.5), (True, 2, 2.0), (True, 0, 0.0)])
+def test_the_estimate_is_the_evaluated_policys_not_the_datas(discrete: bool, policy: float, value: float) -> None:
+    buffer = bandit_buffer(600, discrete=discrete)
+    estimate = bandit_estimate(buffer, policy, discrete=discrete)
     assert estimate.value == pytest.approx(value, abs=0.1)
     assert estimate.behaviour_return == pytest.approx(float(np.mean(buffer.rew)))
 
@@ -236,20 +239,6 @@ def test_frame_stacks_are_estimated_with_the_nature_cnn() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_fqe_on_cuda_estimates_as_on_the_cpu() -> None:
     buffer = bandit_buffer(600, discrete=True)
-    estimates = {
-        device: fitted_q_evaluation(
-            buffer,
-            lambda obs: np.full(len(obs), 2, np.int64),
-            discrete=True,
-            action_size=3,
-            gamma=GAMMA,
-            updates=800,
-            batch_size=64,
-            lr=3e-3,
-            hidden_sizes=[32],
-            device=device,
-        ).value
-        for device in ("cpu", "cuda")
-    }
+    estimates = {device: bandit_estimate(buffer, 2, discrete=True, device=device).value for device in ("cpu", "cuda")}
     assert estimates["cuda"] == pytest.approx(2.0, abs=0.1)
     assert estimates["cuda"] == pytest.approx(estimates["cpu"], abs=0.05)
