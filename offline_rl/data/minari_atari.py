@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_rl.atari_screens import is_screen_space, screen_frames
+from offline_rl.atari_screens import FRAME_SIZE, is_screen_space, screen_frames
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.minari import StepColumns, minari_info, open_minari
 from offline_rl.data.transitions import set_dataset_info
@@ -49,7 +49,7 @@ def load_minari_atari(
             "RGB screens, Box(0, 255, (210, 160, 3), uint8), and discrete actions"
         )
     total_steps, total_frames = int(dataset.total_steps), int(dataset.total_steps) + int(dataset.total_episodes)
-    frames = np.empty((total_frames, 84, 84), dtype=np.uint8)
+    frames = np.empty((total_frames, FRAME_SIZE, FRAME_SIZE), dtype=np.uint8)
     frame_index = np.empty(total_steps, dtype=np.int64)
     first_frame = np.empty(total_steps, dtype=np.int64)
     columns = StepColumns.empty(total_steps, np.dtype(np.int64), ())
