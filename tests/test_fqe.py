@@ -6,21 +6,39 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_any_tianshou_buffer import partially_filled_vector_buffer
 from test_d4rl_cql_example import TINY
+from test_discrete_staging import frame_pool_buffer, frame_stack_buffer, plain_buffer
 from torch import nn
 
 from conftest import run_in_process
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.ope.fqe import FittedQEvaluation, FQEBatch, episode_starts, fitted_q_evaluation, fqe_target
+from offline_rl.ope.fqe import (
+    BufferRows,
+    FittedQEvaluation,
+    FQEBatch,
+    episode_starts,
+    fitted_q_evaluation,
+    fqe_target,
+    fqe_transitions,
+    sampled_rows,
+)
 
 GAMMA = 0.9
 
 
-def test_the_target_bootstraps_through_time_outs_and_stops_at_terminals() -> None:
-    target = fqe_target(
-        torch.tensor([1.0, 2.0, 3.0]), torch.tensor([False, True, False]), torch.tensor([10.0, 10.0, -4.0]), 0.9
-    )
+def test_the_target_is_the_reward_plus_the_weighted_bootstrap() -> None:
+    target = fqe_target(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.9, 0.0, 0.9]), torch.tensor([10.0, 10.0, -4.0]))
     assert torch.allclose(target, torch.tensor([1.0 + 9.0, 2.0, 3.0 - 3.6]))
+
+
+def test_the_data_bootstraps_through_time_outs_and_stops_at_terminals() -> None:
+    buffer = chain_buffer(2)  # a 3-step episode ending terminal, then a 2-step one ending on a time-out
+    indices = np.arange(5)
+    transitions = fqe_transitions(buffer, indices, discrete=False, gamma=GAMMA, device=torch.device("cpu"))
+    _obs, _act, returns, bootstrap, _obs_next = transitions.take(torch.arange(5))
+    assert returns.tolist() == [1.0] * 5
+    assert bootstrap.tolist() == pytest.approx([GAMMA, GAMMA, 0.0, GAMMA, GAMMA])
 
 
 class TableQ(nn.Module):
@@ -35,13 +53,13 @@ class TableQ(nn.Module):
 
 
 def test_the_loss_is_the_mean_squared_error_against_the_target_network() -> None:
-    fit = FittedQEvaluation(TableQ([[1.0, 2.0], [3.0, 4.0]]), gamma=0.5, lr=0.1, target_update_freq=2, device="cpu")
+    fit = FittedQEvaluation(TableQ([[1.0, 2.0], [3.0, 4.0]]), lr=0.1, target_update_freq=2, device="cpu")
     fit.q_target.table.data = torch.tensor([[10.0, 20.0], [30.0, 40.0]])  # unlike the online table
     batch = FQEBatch(
         obs=torch.tensor([0, 1]),
         act=torch.tensor([1, 0]),
-        rew=torch.tensor([1.0, -1.0]),
-        terminated=torch.tensor([False, True]),
+        returns=torch.tensor([1.0, -1.0]),
+        bootstrap=torch.tensor([0.5, 0.0]),  # γ 0.5; the second transition is terminal
         obs_next=torch.tensor([1, 0]),
         next_act=torch.tensor([1, 1]),
     )
@@ -55,6 +73,14 @@ def test_the_loss_is_the_mean_squared_error_against_the_target_network() -> None
 
 def test_episode_starts_follow_every_end() -> None:
     assert episode_starts(np.array([False, True, False, False, True, True])).tolist() == [0, 2, 5]
+
+
+def test_batch_rows_repeat_for_a_seed_across_draws() -> None:
+    rows = list(sampled_rows(7, 3, 2500, seed=1, device=torch.device("cpu")))  # three draws of up to 1000
+    assert len(rows) == 2500 and all(r.shape == (3,) and int(r.min()) >= 0 and int(r.max()) < 7 for r in rows)
+    again = list(sampled_rows(7, 3, 2500, seed=1, device=torch.device("cpu")))
+    assert all(torch.equal(a, b) for a, b in zip(rows, again, strict=True))
+    assert not torch.equal(torch.stack(rows[:1000]), torch.stack(rows[1000:2000]))  # the stream goes on
 
 
 def chain_buffer(episodes: int, seed: int = 0):
@@ -80,20 +106,15 @@ def chain_buffer(episodes: int, seed: int = 0):
     )
 
 
+def zero_action_estimate(buffer, action_size: int, **settings):
+    """FQE of the continuous policy that always acts 0, with γ = GAMMA."""
+    zeros = lambda obs: np.zeros((len(obs), action_size), np.float32)  # noqa: E731
+    return fitted_q_evaluation(buffer, zeros, discrete=False, action_size=action_size, gamma=GAMMA, **settings)
+
+
 def test_a_time_out_is_not_an_end_of_the_value() -> None:
-    buffer = chain_buffer(40)
-    estimate = fitted_q_evaluation(
-        buffer,
-        lambda obs: np.zeros((len(obs), 1), np.float32),
-        discrete=False,
-        action_size=1,
-        gamma=GAMMA,
-        updates=1500,
-        batch_size=64,
-        lr=3e-3,
-        target_update_freq=50,
-        hidden_sizes=[32],
-    )
+    settings = {"lr": 3e-3, "target_update_freq": 50, "hidden_sizes": [32]}
+    estimate = zero_action_estimate(chain_buffer(40), 1, updates=1500, batch_size=64, **settings)
     truth = 1 + GAMMA + GAMMA**2  # 2.71; treating the time-outs as terminals would give 2.305
     assert estimate.value == pytest.approx(truth, abs=0.08)
     assert estimate.behaviour_return == pytest.approx((truth + 1 + GAMMA) / 2)  # the data's own episodes
@@ -234,6 +255,68 @@ def test_frame_stacks_are_estimated_with_the_nature_cnn() -> None:
 
     estimate = fitted_q_evaluation(buffer, act, discrete=True, action_size=3, gamma=GAMMA, updates=2, batch_size=4)
     assert estimate.starts == 3 and set(seen) == {(4, 84, 84)} and np.isfinite(estimate.value)
+
+
+def tianshou_frame_stack_buffer():
+    """Tianshou's own frame stacking (`stack_num` 3, built at sampling time), which cannot be staged."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    buffer = ReplayBuffer(16, stack_num=3)
+    for step in range(11):
+        buffer.add(
+            Batch(
+                obs=np.full(2, step, np.float32),
+                act=step % 3,
+                rew=float(step),
+                terminated=step == 4,
+                truncated=step == 8,
+                obs_next=np.full(2, step + 0.5, np.float32),
+                info=Batch(),
+            )
+        )
+    return buffer
+
+
+@pytest.mark.parametrize(
+    "make_buffer",
+    [plain_buffer, frame_stack_buffer, frame_pool_buffer, partially_filled_vector_buffer, tianshou_frame_stack_buffer],
+)
+def test_fqe_batches_are_the_buffers_transitions(make_buffer) -> None:
+    """Whether staged (on the device or in host memory) or read per batch, a batch is the buffer's own."""
+    buffer = make_buffer()
+    indices = np.asarray(buffer.sample_indices(0))
+    transitions = fqe_transitions(buffer, indices, discrete=False, gamma=GAMMA, device=torch.device("cpu"))
+    assert isinstance(transitions, BufferRows) == (make_buffer is tianshou_frame_stack_buffer)
+    rows = torch.tensor([0, len(indices) - 1, 2, 2, 1])
+    obs, act, returns, bootstrap, obs_next = transitions.take(rows)
+    expected = buffer[indices[rows.numpy()]]
+    np.testing.assert_array_equal(obs.numpy(), expected.obs)
+    np.testing.assert_array_equal(obs_next.numpy(), expected.obs_next)
+    np.testing.assert_allclose(act.numpy(), np.asarray(expected.act, np.float32))
+    np.testing.assert_allclose(returns.numpy(), expected.rew, rtol=1e-6)
+    np.testing.assert_allclose(bootstrap.numpy(), GAMMA * (1.0 - expected.terminated), rtol=1e-6)
+
+
+def test_a_partially_filled_vector_buffer_is_estimated_from_its_valid_rows_and_episodes() -> None:
+    """4 sub-buffers of 10 slots holding 5 steps each (rewards 0..4, terminal at step 2): 8 episodes, two
+    per sub-buffer, none bridged across sub-buffers or into their empty slots."""
+    estimate = zero_action_estimate(partially_filled_vector_buffer(), 2, updates=3, batch_size=8, hidden_sizes=[8])
+    assert estimate.starts == 8
+    assert estimate.behaviour_return == pytest.approx(((GAMMA + 2 * GAMMA**2) + (3 + 4 * GAMMA)) / 2)
+
+
+def test_a_tianshou_frame_stacked_buffer_is_estimated_through_its_own_sampling() -> None:
+    seen = []
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        seen.append(obs.shape[1:])
+        return np.zeros(len(obs), np.int64)
+
+    buffer = tianshou_frame_stack_buffer()
+    estimate = fitted_q_evaluation(
+        buffer, act, discrete=True, action_size=3, gamma=GAMMA, updates=3, batch_size=4, hidden_sizes=[8]
+    )
+    assert set(seen) == {(3, 2)} and estimate.starts == 3 and np.isfinite(estimate.value)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -71,13 +71,19 @@ def read_transitions(buffer: ReplayBuffer) -> StoredTransitions:
     if _reads_raw_columns(buffer):
         stored = buffer_columns(buffer)
         rows = slice(0, len(indices)) if _is_identity(indices) else indices  # a slice is a view
-        columns = {key: np.asarray(stored[key][rows]) for key in (*COLUMNS, "done")}
+        columns = {key: np.asarray(stored[key][rows]) for key in COLUMNS}
     else:
         batch = buffer[indices]
-        columns = {key: np.asarray(batch[key]) for key in (*COLUMNS, "done")}
-    episode_end = np.asarray(columns.pop("done"), dtype=bool).copy()
-    episode_end[np.isin(indices, buffer.unfinished_index())] = True
-    return StoredTransitions(**columns, episode_end=episode_end, indices=indices)
+        columns = {key: np.asarray(batch[key]) for key in COLUMNS}
+    return StoredTransitions(**columns, episode_end=episode_ends(buffer, indices), indices=indices)
+
+
+def episode_ends(buffer: ReplayBuffer, indices: np.ndarray) -> np.ndarray:
+    """Whether each transition at `indices` is the last its episode has in the buffer: `done`, or the
+    newest step of a (sub-)buffer whose episode still runs (no next step to follow it there)."""
+    ends = np.asarray(buffer.done[indices], dtype=bool).copy()
+    ends[np.isin(indices, buffer.unfinished_index())] = True
+    return ends
 
 
 def monte_carlo_returns(rewards: np.ndarray, episode_end: np.ndarray, gamma: float) -> np.ndarray:

@@ -33,7 +33,7 @@ class StagedTransitions:
     next_frames: torch.Tensor  # the same tensor for frame buffers; a plain buffer's obs_next
     obs_rows: torch.Tensor  # (N, K) long: the K frames of each transition's observation
     next_rows: torch.Tensor  # (N, K) long: those of the observation its n-step target bootstraps from
-    act: torch.Tensor  # (N,) long
+    act: torch.Tensor  # (N,) long (action indices), or (N, A) for fitted Q evaluation's continuous actions
     returns: torch.Tensor  # (N,) float: n-step return
     bootstrap: torch.Tensor  # (N,) float: γ^m·(1 − terminated)
     stacked: bool  # K frames form one observation; else K = 1 and the row is the observation
@@ -123,11 +123,13 @@ def stage_transitions(
     device: torch.device,
     *,
     on_device: bool | None = None,
+    act_dtype: torch.dtype = torch.long,
 ) -> StagedTransitions | str:
     """The staged transitions at `indices` (their n-step `returns`, `bootstrap` weights and window
     ends `last` already computed), or why they cannot be staged. They are held on `device` when
     `on_device` is True, or None and they fit there; otherwise in host memory, with `host_reason`
-    saying why (a `HostBatchFeed` then brings each batch to the device)."""
+    saying why (a `HostBatchFeed` then brings each batch to the device). Actions are action indices
+    unless `act_dtype` says otherwise (fitted Q evaluation stages continuous actions too)."""
     reason = unsupported(buffer)
     if reason is not None:
         return reason
@@ -145,7 +147,7 @@ def stage_transitions(
         next_frames=next_tensor,
         obs_rows=torch.as_tensor(obs_rows, dtype=torch.long).to(device),
         next_rows=torch.as_tensor(next_rows, dtype=torch.long).to(device),
-        act=torch.as_tensor(np.asarray(buffer.act[indices]), dtype=torch.long).to(device),
+        act=torch.as_tensor(np.asarray(buffer.act[indices]), dtype=act_dtype).to(device),
         returns=torch.as_tensor(returns, dtype=torch.float32).to(device),
         bootstrap=torch.as_tensor(bootstrap, dtype=torch.float32).to(device),
         stacked=stacked,

@@ -14,12 +14,16 @@ Two properties every offline loader here guarantees carry over: a time-out (`tru
 `obs_next` like any step, only `terminated` stops it, and `obs_next` never belongs to another episode.
 π acts as it does in evaluation (a SAC actor's mean action, a Q network's greedy one), computed once
 for every `obs_next` and every start, since π does not change while Q is fitted.
+
+The transitions are staged once with discrete CQL's machinery (`stage_transitions` with one-step
+returns: r and γ (1 − terminated) per transition, frames stored once), so that on a GPU an update is a
+few gathers and the network's arithmetic rather than a host-side assembly and copy of each batch.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from offline_rl.data.staging import episode_ends, monte_carlo_returns, stored_indices
+from offline_rl.discrete_cql.algorithm import nstep_returns
 from offline_rl.discrete_cql.networks import QuantileMLP, QuantileNatureCNN
+from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 from offline_rl.mlp import relu_mlp
-from offline_rl.value_check import discounted_returns
 
 ActFunction = Callable[[np.ndarray], np.ndarray]
 """π in evaluation: a batch of observations to the env's actions (floats, or integer indices)."""
@@ -75,11 +81,9 @@ def fqe_network(
     return StateActionMLP(int(np.prod(observation_shape)), action_size, hidden_sizes)
 
 
-def fqe_target(
-    rewards: torch.Tensor, terminated: torch.Tensor, next_values: torch.Tensor, gamma: float
-) -> torch.Tensor:
-    """r + γ (1 − terminated) Q̄(s′, π(s′)): a time-out bootstraps, only a terminal state stops it."""
-    return rewards + gamma * (1.0 - terminated.float()) * next_values
+def fqe_target(returns: torch.Tensor, bootstrap: torch.Tensor, next_values: torch.Tensor) -> torch.Tensor:
+    """r + γ (1 − terminated) Q̄(s′, π(s′)), with `bootstrap` = γ (1 − terminated) per transition."""
+    return returns + bootstrap * next_values
 
 
 @dataclass
@@ -88,8 +92,10 @@ class FQEBatch:
 
     obs: torch.Tensor
     act: torch.Tensor
-    rew: torch.Tensor
-    terminated: torch.Tensor
+    returns: torch.Tensor
+    """r, the transition's reward."""
+    bootstrap: torch.Tensor
+    """γ (1 − terminated): a time-out bootstraps like any step, only a terminal state stops the value."""
     obs_next: torch.Tensor
     next_act: torch.Tensor
 
@@ -97,19 +103,17 @@ class FQEBatch:
 class FittedQEvaluation:
     """The regression: a Q network, its target copy and their Adam; `update` is one gradient step."""
 
-    def __init__(
-        self, network: nn.Module, *, gamma: float, lr: float, target_update_freq: int, device: str | torch.device
-    ) -> None:
+    def __init__(self, network: nn.Module, *, lr: float, target_update_freq: int, device: str | torch.device) -> None:
         self.q = network.to(device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
-        self.gamma, self.target_update_freq, self.device = gamma, target_update_freq, torch.device(device)
+        self.target_update_freq, self.device = target_update_freq, torch.device(device)
         self.updates = 0
 
     def loss(self, batch: FQEBatch) -> torch.Tensor:
         """The mean squared TD error against the target network's bootstrapped value."""
         with torch.no_grad():
-            target = fqe_target(batch.rew, batch.terminated, self.q_target(batch.obs_next, batch.next_act), self.gamma)
+            target = fqe_target(batch.returns, batch.bootstrap, self.q_target(batch.obs_next, batch.next_act))
         return F.mse_loss(self.q(batch.obs, batch.act), target)
 
     def update(self, batch: FQEBatch) -> torch.Tensor:
@@ -136,10 +140,55 @@ class FittedQEvaluation:
 
 
 def on_device(array: Any, device: torch.device) -> torch.Tensor:
-    """A host array as a tensor on `device`; float64 (numpy's default) as float32, other types as they are
-    (uint8 frames stay one byte a value until the network scales them)."""
-    tensor = torch.as_tensor(np.asarray(array), device=device)
+    """An array or tensor as a tensor on `device`; float64 (numpy's default) as float32, other types as
+    they are (uint8 frames stay one byte a value until the network scales them)."""
+    tensor = torch.as_tensor(array if isinstance(array, torch.Tensor) else np.asarray(array), device=device)
     return tensor.float() if tensor.dtype == torch.float64 else tensor
+
+
+class BufferRows:
+    """The transitions of a buffer that staging cannot hold (a Tianshou buffer stacking frames at
+    sampling time, `stack_num` > 1): their observations are read through `buffer[...]` per batch,
+    the rest was tabled once. `take` answers like `StagedTransitions.take`."""
+
+    def __init__(self, buffer: Any, indices: np.ndarray, act: np.ndarray, returns: np.ndarray, bootstrap: np.ndarray):
+        self.buffer, self.indices = buffer, indices
+        self.act = torch.as_tensor(act)
+        self.returns = torch.as_tensor(returns, dtype=torch.float32)
+        self.bootstrap = torch.as_tensor(bootstrap, dtype=torch.float32)
+
+    def take(self, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        data = self.buffer[self.indices[rows.numpy()]]
+        obs, obs_next = torch.as_tensor(np.asarray(data.obs)), torch.as_tensor(np.asarray(data.obs_next))
+        return obs, self.act[rows], self.returns[rows], self.bootstrap[rows], obs_next
+
+
+def fqe_transitions(
+    buffer: Any, indices: np.ndarray, *, discrete: bool, gamma: float, device: torch.device
+) -> StagedTransitions | BufferRows:
+    """The transitions at `indices` with r and γ (1 − terminated), as discrete CQL stages its data (one-step
+    returns): on the device when they fit there, else in host memory, else read from the buffer."""
+    returns, bootstrap, last = nstep_returns(buffer, indices, 1, gamma)
+    act_dtype = torch.long if discrete else torch.float32
+    staged = stage_transitions(buffer, returns, bootstrap, indices, last, device, act_dtype=act_dtype)
+    if isinstance(staged, str):
+        return BufferRows(buffer, indices, np.asarray(buffer.act[indices]), returns, bootstrap)
+    return staged
+
+
+ROWS_PER_DRAW = 1000
+"""Updates whose batch rows are drawn together and moved to the data's device in one copy."""
+
+
+def sampled_rows(
+    size: int, batch_size: int, updates: int, *, seed: int, device: torch.device
+) -> Iterator[torch.Tensor]:
+    """Each update's batch rows. They come from one seeded stream on the host whatever the device, so
+    an estimate repeats on the CPU and on a GPU, and no update waits for the host to draw them."""
+    generator = torch.Generator().manual_seed(seed)
+    for first in range(0, updates, ROWS_PER_DRAW):
+        count = min(ROWS_PER_DRAW, updates - first)
+        yield from torch.randint(size, (count, batch_size), generator=generator).to(device)
 
 
 @dataclass(frozen=True)
@@ -157,9 +206,10 @@ class FQEEstimate:
     """The TD loss averaged over the last 1% of the updates (at least one)."""
 
 
-def episode_starts(done: np.ndarray) -> np.ndarray:
-    """The first index of every episode of a buffer whose episodes lie one after another."""
-    return np.concatenate([[0], np.flatnonzero(done[:-1]) + 1]).astype(np.int64)
+def episode_starts(episode_end: np.ndarray) -> np.ndarray:
+    """The row of every episode's first transition, given whether each row ends its episode (rows in
+    Tianshou's order, where each episode's transitions follow one another)."""
+    return np.concatenate([[0], np.flatnonzero(episode_end[:-1]) + 1]).astype(np.int64)
 
 
 def policy_actions(buffer: Any, act: ActFunction, *, next_observations: bool, indices: np.ndarray) -> np.ndarray:
@@ -185,48 +235,43 @@ def fitted_q_evaluation(
     seed: int = 0,
     progress: Callable[[range], Any] = iter,
 ) -> FQEEstimate:
-    """FQE of the policy `act` on a Tianshou `buffer` whose episodes lie one after another (every
-    offline_rl loader's). `progress` wraps the range of updates (a progress bar)."""
-    size = len(buffer)
-    if size == 0:
+    """FQE of the policy `act` on any Tianshou `buffer` (every valid transition, in Tianshou's order; a
+    `VectorReplayBuffer`'s episodes stay apart). `progress` wraps the range of updates (a progress bar)."""
+    device = torch.device(device)
+    indices = stored_indices(buffer)
+    if len(indices) == 0:
         raise ValueError("fitted Q evaluation needs at least one transition")
-    generator = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    everything = np.arange(size)
-    next_actions = policy_actions(buffer, act, next_observations=True, indices=everything)
-    starts = episode_starts(np.asarray(buffer.done[:size]))
-    first = buffer[starts[:1]]
+    transitions = fqe_transitions(buffer, indices, discrete=discrete, gamma=gamma, device=device)
+    data_device = transitions.act.device
+    next_actions = on_device(policy_actions(buffer, act, next_observations=True, indices=indices), data_device)
+    episode_end = episode_ends(buffer, indices)
+    starts = episode_starts(episode_end)
+    first = buffer[indices[:1]]
     network = fqe_network(
         tuple(np.asarray(first.obs).shape[1:]),
         discrete=discrete,
         action_size=action_size,
         hidden_sizes=list(hidden_sizes or [256, 256]),
     )
-    fit = FittedQEvaluation(network, gamma=gamma, lr=lr, target_update_freq=target_update_freq, device=device)
+    fit = FittedQEvaluation(network, lr=lr, target_update_freq=target_update_freq, device=device)
     losses = []
     tail = max(1, updates // 100)
-    for step in progress(range(updates)):
-        indices = generator.integers(0, size, batch_size)
-        data = buffer[indices]
-        batch = FQEBatch(
-            obs=on_device(data.obs, fit.device),
-            act=on_device(data.act, fit.device),
-            rew=on_device(data.rew, fit.device).float(),
-            terminated=on_device(data.terminated, fit.device),
-            obs_next=on_device(data.obs_next, fit.device),
-            next_act=on_device(next_actions[indices], fit.device),
-        )
+    rows = sampled_rows(len(indices), batch_size, updates, seed=seed, device=data_device)
+    for step, batch_rows in zip(progress(range(updates)), rows, strict=True):
+        obs, actions, returns, bootstrap, obs_next = (on_device(t, device) for t in transitions.take(batch_rows))
+        batch = FQEBatch(obs, actions, returns, bootstrap, obs_next, on_device(next_actions[batch_rows], device))
         loss = fit.update(batch)
         if step >= updates - tail:
             losses.append(loss)
-    start_actions = policy_actions(buffer, act, next_observations=False, indices=starts)
-    value = float(fit.values(buffer[starts].obs, start_actions).mean())
-    ends = np.append(starts[1:], size)
-    rewards = np.asarray(buffer.rew[:size], dtype=np.float64)
-    behaviour, _weights = discounted_returns([rewards[a:b] for a, b in zip(starts, ends, strict=True)], gamma)
+    start_indices = indices[starts]
+    start_actions = policy_actions(buffer, act, next_observations=False, indices=start_indices)
+    value = float(fit.values(buffer[start_indices].obs, start_actions).mean())
+    rewards = np.asarray(buffer.rew[indices], dtype=np.float64)
+    behaviour = monte_carlo_returns(rewards, episode_end, gamma)[starts]
     return FQEEstimate(
         value=value,
-        behaviour_return=float(behaviour.mean()),
+        behaviour_return=float(behaviour.astype(np.float64).mean()),
         starts=len(starts),
         updates=updates,
         gamma=gamma,
