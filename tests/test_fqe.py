@@ -3,6 +3,8 @@ whose values are known."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -196,6 +198,12 @@ def test_d4rl_cql_estimates_a_trained_run_on_its_data_without_playing(tmp_path) 
     assert "episode starts (γ 0.99, 40 updates, last TD loss " in line and "; the data's own episodes: " in line
     assert "evaluation before training" not in estimated.stdout and "done:" not in estimated.stdout  # no env played
     assert {path: path.read_bytes() for path in policy.parent.iterdir()} == files_before  # nothing written
+    saved = run_in_process("examples/d4rl_cql.py", *args, "--fqe-output", "out/estimate.json", cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    figures = json.loads((tmp_path / "out/estimate.json").read_text())
+    assert figures["policy"] == str(policy) and figures["data"] == "Pendulum-v1-random"
+    assert f"discounted return {figures['fqe_value']:.2f} estimated" in estimate_lines(saved.stdout)[0]
+    assert figures["fqe_updates"] == 40 and figures["gamma"] == 0.99 and figures["episode_starts"] > 0
     both = run_in_process("examples/d4rl_cql.py", *args, "--watch", cwd=tmp_path)
     assert both.returncode == 2 and "Traceback" not in both.stderr
     assert both.stderr.strip().splitlines()[-1] == "error: give one of --watch, --export-policy and --fqe-updates"
@@ -226,6 +234,7 @@ def test_atari_cql_estimates_a_discrete_run(tmp_path) -> None:
         (("--fqe-updates", "5"), "--fqe-updates needs --resume-path"),
         (("--fqe-updates", "-1"), "--fqe-updates -1: expected at least 0"),
         (("--fqe-lr", "0"), "--fqe-lr 0.0: expected a positive number"),
+        (("--fqe-output", "estimate.json"), "--fqe-output: add --fqe-updates N (the estimate)"),
     ],
 )
 def test_bad_estimate_flags_are_one_line(tmp_path, args, message) -> None:

@@ -242,3 +242,50 @@ def test_one_run_shows_its_score_without_a_spread_or_an_interval() -> None:
     table = markdown_table([row([245.8]), row([1.0, 3.0])])
     assert "| 245.8 (1 run) | 245.8 (1 run: no interval) | 245.8 (1 run) |" in table
     assert "| 2.0 ± 1.0 | 2.0 [" in table
+
+
+def test_fitted_q_estimates_add_a_column_and_the_setting_they_pick(tmp_path: Path) -> None:
+    """Two settings × three seeds: FQE ranks the runs as their final scores do except for one pair, and its
+    highest-estimated setting is not the best-scoring one; a run without fqe.json is counted apart."""
+    runs = [  # (cql_weight, seed, final score, FQE estimate)
+        (1.0, 0, 10.0, 30.0),
+        (1.0, 1, 20.0, 40.0),
+        (1.0, 2, 30.0, 150.0),
+        (5.0, 0, 40.0, 60.0),
+        (5.0, 1, 50.0, 70.0),
+        (5.0, 2, 60.0, None),
+    ]
+    for weight, seed, final, estimate in runs:
+        folder = write_run(
+            tmp_path / f"w{weight}-s{seed}",
+            dataset="hopper-medium-v2",
+            seed=seed,
+            scores=[0.0, final],
+            cql_weight=weight,
+            normalized=True,
+        )
+        if estimate is not None:
+            (folder / "fqe.json").write_text(json.dumps({"fqe_value": estimate, "fqe_updates": 100}))
+    result = write_results([tmp_path], tmp_path / "out", reps=200)
+    low, high = result["rows"]
+    assert low.fqe == [30.0, 40.0, 150.0] and high.fqe == [60.0, 70.0] and high.fqe_final == [40.0, 50.0]
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| best (optimistic): mean ± std | FQE estimate: mean ± std |" in table
+    assert f"| {np.mean([30, 40, 150]):.1f} ± {np.std([30, 40, 150]):.1f} |" in table
+    assert "| 65.0 ± 5.0 (2 estimated) |" in table
+    # FQE's means: 73.3 (weight 1) > 65 (weight 5), so it picks weight 1, which scored 20 where weight 5's
+    # estimated runs scored 45; ranks of the estimates 30 40 150 60 70 against the scores 10 20 30 40 50:
+    # ρ = 1 - 6·(0+0+4+1+1)/(5·24) = 0.7.
+    assert (
+        "- hopper-medium-v2: FQE picks cql_weight=1.0 (final score 20.0); the best final score is cql_weight=5.0's "
+        "(45.0). Spearman's ρ of estimate and final score over its 5 runs: 0.70." in table
+    )
+    with (tmp_path / "out" / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["fqe_value"] for row in rows if "w5.0-s2" in row["run"]} == {""}
+    assert {row["fqe_value"] for row in rows if "w1.0-s2" in row["run"]} == {"150"}
+
+
+def test_without_fitted_q_estimates_the_table_is_as_before(logs: Path) -> None:
+    table = write_results([logs], logs / "out", reps=200)["table"]
+    assert "FQE" not in table and table.splitlines()[-1].startswith("| walker2d-medium-v2 |")

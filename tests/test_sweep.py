@@ -195,6 +195,39 @@ def attempts(trial: Path) -> int:
     return (trial / "output.log").read_text().count("[sweep] attempt ")
 
 
+def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_shows_its_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["--example", "d4rl_cql", "--grid", "cql_weight=1,5", "--name", "fqe", "--jobs", "2"]
+    args += [item for setting in [*TINY, "fqe_hidden_sizes=8"] for item in ("--set", setting)]
+    assert sweep_main(args) == 0
+    assert not list((tmp_path / "log/sweeps/fqe").rglob("fqe.json")) and "FQE" not in capsys.readouterr().out
+    # The same sweep again with --fqe-updates: the finished trials are estimated, not trained again.
+    assert sweep_main([*args, "--fqe-updates", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "(0 finished before, 2 finished before to estimate, 0 to run," in out
+    state = json.loads((tmp_path / "log/sweeps/fqe/sweep.json").read_text())["trials"]
+    for trial_id in ("cql_weight=1.0", "cql_weight=5.0"):
+        trial = tmp_path / "log/sweeps/fqe" / trial_id
+        (estimate_file,) = trial.rglob("fqe.json")
+        estimate = json.loads(estimate_file.read_text())
+        assert estimate["fqe_updates"] == 20 and estimate["policy"].endswith("policy_last.pth")
+        assert state[trial_id]["fqe"] == pytest.approx(estimate["fqe_value"]) and state[trial_id]["status"] == "done"
+        assert f"trial {trial_id}: done, score " in out and f", FQE estimate {estimate['fqe_value']:.2f}" in out
+        log = (trial / "output.log").read_text()
+        assert attempts(trial) == 1 and "\n[sweep] fitted Q evaluation: --resume-path " in log
+        assert "--fqe-updates 20 --fqe-output " in log and "--fqe-hidden-sizes 8 --threads " in log
+        assert (estimate_file.parent / "summary.json").is_file()  # beside the run it estimates
+    table = (tmp_path / "log/sweeps/fqe/results.md").read_text()
+    assert "FQE estimate: mean ± std |" in table and "- Pendulum-v1-random: FQE picks cql_weight=" in table
+    # Once estimated, a trial is finished: nothing starts.
+    logs_before = {p: p.read_text() for p in (tmp_path / "log/sweeps/fqe").rglob("output.log")}
+    assert sweep_main([*args, "--fqe-updates", "20"]) == 0
+    assert "(2 finished before, 0 to run," in capsys.readouterr().out
+    assert {p: p.read_text() for p in logs_before} == logs_before
+
+
 @pytest.mark.parametrize(
     ("sweep_file", "message"),
     [
@@ -209,6 +242,10 @@ def attempts(trial: Path) -> int:
         ("example: d4rl_cql\ngrid: {epoch: [0, 1]}\n", "trial epoch=0: --epoch 0: expected at least 1"),
         ("example: d4rl_cql\ngrid: {seed: [0, x]}\n", "grid seed: 'x' is not valid"),
         ("example: d4rl_cql\ngrid: {logdir: [a, b]}\n", "grid axis 'logdir' is set by the sweep itself"),
+        (
+            "example: d4rl_cql\nset: {fqe_updates: 5}\ngrid: {seed: [0]}\n",
+            "'fqe_updates' is set by the sweep itself; remove it (the sweep's own --fqe-updates estimates every",
+        ),
     ],
 )
 def test_a_bad_sweep_file_fails_before_any_trial(tmp_path: Path, sweep_file: str, message: str) -> None:
@@ -445,3 +482,10 @@ def test_mps_that_cannot_start_is_one_line_and_no_trial(tmp_path: Path, setup: s
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(message)
     assert not list((tmp_path / "log/sweeps/d4rl_cql").glob("seed=0*/output.log"))  # no trial started
+
+
+def test_a_trials_own_fqe_flags_and_their_values_go_to_its_estimate() -> None:
+    from offline_rl.sweep.trial import fqe_flags
+
+    arguments = ["--task", "X", "--fqe-hidden-sizes", "64", "64", "--fqe-lr", "1e-3", "--reward-scale", "-1"]
+    assert fqe_flags(arguments) == ["--fqe-hidden-sizes", "64", "64", "--fqe-lr", "1e-3"]

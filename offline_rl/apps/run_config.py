@@ -130,6 +130,11 @@ class RunConfig:
         )
         require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
 
+    def output_files(self) -> dict[str, str]:
+        """The single files this command writes besides a run folder, by the flag that names each:
+        checked before any data is loaded, written atomically at the end."""
+        return {"--export-policy": self.export_policy} if self.export_policy else {}
+
 
 @dataclass
 class OfflineRunConfig(RunConfig):
@@ -174,3 +179,10 @@ class OfflineRunConfig(RunConfig):
             not (self.estimates_value and (self.watch or self.export_policy)),
             "give one of --watch, --export-policy and --fqe-updates",
         )
+        require(not self.fqe.fqe_output or self.estimates_value, "--fqe-output: add --fqe-updates N (the estimate)")
+
+    def output_files(self) -> dict[str, str]:
+        outputs = super().output_files()
+        if self.estimates_value and self.fqe.fqe_output:
+            outputs["--fqe-output"] = self.fqe.fqe_output
+        return outputs

@@ -48,7 +48,7 @@ from offline_rl.random_state import (
     preserved_random_state,
     restore_random_state,
 )
-from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_FINAL_POLICY_FILE, RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
 
 WRITER_METHODS = ("add_scalar", "add_text", "add_histogram", "add_figure", "flush", "close")
 """The TensorBoard writer's methods the run, its reporter and Tianshou's logger call."""
@@ -227,7 +227,7 @@ class RunFolder:
             self.writer.close()
             if self.lock is not None:
                 self.lock.release()
-        save_checkpoint(self.log_path / "policy_last.pth", self.algorithm, **self.saved)
+        save_checkpoint(self.log_path / RUN_FINAL_POLICY_FILE, self.algorithm, **self.saved)
 
     def _before_divergence(self) -> str:
         """What is left of a diverged run and how to go on: resuming with the same settings would

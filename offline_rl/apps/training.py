@@ -58,7 +58,8 @@ def start_session(run: RunConfig) -> Session:
     check_run_folder(run)
     if run.export_policy:
         require_export_tools(run.export_policy)
-        check_output(run.export_policy, flag="--export-policy")
+    for flag, path in run.output_files().items():
+        check_output(path, flag=flag)
     if run.trains:  # --watch and --export-policy log nothing
         require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None

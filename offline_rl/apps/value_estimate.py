@@ -8,6 +8,7 @@ same starts, in the same (discounted, unscaled) units as the evaluation line's "
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ def policy_in_data_units(policy: Any, buffer: Any, *, discrete: bool) -> Any:
 
 
 def estimate_policy_value(algorithm: Any, buffer: Any, settings: OfflineRunConfig, *, device: str) -> dict[str, Any]:
-    """Fit FQE for `--fqe-updates` updates, print the summary line, and return its figures."""
+    """Fit FQE for `--fqe-updates` updates, print the summary line, and return its figures (also written
+    to `--fqe-output` when given: what a sweep's results table reads)."""
     from offline_rl.data import dataset_info
     from offline_rl.data.transitions import has_discrete_actions
     from offline_rl.ope import fitted_q_evaluation
@@ -64,7 +66,9 @@ def estimate_policy_value(algorithm: Any, buffer: Any, settings: OfflineRunConfi
         f"at the data's {estimate.starts} episode starts (γ {estimate.gamma:g}, {estimate.updates} updates, last TD "
         f"loss {estimate.last_loss:.4g}); the data's own episodes: {estimate.behaviour_return:.2f}"
     )
-    return {
+    figures = {
+        "policy": str(settings.resume_path),
+        "data": name,
         "fqe_value": estimate.value,
         "data_discounted_return": estimate.behaviour_return,
         "episode_starts": estimate.starts,
@@ -72,3 +76,8 @@ def estimate_policy_value(algorithm: Any, buffer: Any, settings: OfflineRunConfi
         "gamma": estimate.gamma,
         "fqe_last_td_loss": estimate.last_loss,
     }
+    if fqe.fqe_output:
+        from offline_rl.atomic import write_json
+
+        write_json(Path(fqe.fqe_output).expanduser(), figures)
+    return figures

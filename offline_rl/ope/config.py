@@ -27,6 +27,12 @@ class FQEConfig:
     fqe_target_update_freq: int = setting(
         100, "FQE updates between copies of its Q network into its target network", minimum=1, per_invocation=True
     )
+    fqe_output: str | None = setting(
+        None,
+        "with --fqe-updates, also write the estimate's figures to this JSON file (sweeps' --fqe-updates "
+        "writes fqe.json beside each trial's summary.json, which results tables read)",
+        per_invocation=True,
+    )
     fqe_hidden_sizes: list[int] = setting(
         [256, 256],
         "hidden layers of FQE's Q network on vector observations (frames: the Nature CNN)",

@@ -8,6 +8,7 @@ read with TensorBoard's own reader, with TensorFlow kept out (`offline_rl.quiet_
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,12 @@ RUN_SUMMARY_FILE = "summary.json"
 RUN_DIVERGED_FILE = "diverged.json"
 """Written when a run stopped because its training diverged (NaN or inf): the one-line reason. A resumed
 run removes it; tables count such runs and leave them out of the scores."""
+RUN_FINAL_POLICY_FILE = "policy_last.pth"
+"""The policy where training ended (a full checkpoint), written with the summary: what the last
+evaluation, the headline score, played."""
+RUN_FQE_FILE = "fqe.json"
+"""Fitted Q evaluation of the run's final policy on its data (`--fqe-output`; a sweep's `--fqe-updates`
+writes it beside each trial's summary): `fqe_value` is the estimated discounted return."""
 CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
 # Settings that never tell runs apart as "settings": where a run is, how it runs, and its data/seed.
 # `matmul_precision` is not among them: TF32 or bf16 products are other arithmetic, which a table
@@ -73,6 +80,8 @@ class Run:
     setting: str = "default"  # filled in by `label_settings`: what tells it apart from other runs
     diverged: str | None = None
     """Why the run stopped, when its training diverged (`RUN_DIVERGED_FILE`)."""
+    fqe_value: float | None = None
+    """Its final policy's fitted Q evaluation (`RUN_FQE_FILE`), when there is one."""
 
     @property
     def scored(self) -> bool:
@@ -152,7 +161,17 @@ def read_run(run_dir: Path) -> Run:
         evaluations=evaluations,
         conservatism=conservatism,
         diverged=diverged_reason(run_dir),
+        fqe_value=fqe_value(run_dir),
     )
+
+
+def fqe_value(run_dir: Path) -> float | None:
+    """The estimate in `run_dir`'s `RUN_FQE_FILE`, if it holds a finite one."""
+    try:
+        value = float(json.loads((run_dir / RUN_FQE_FILE).read_text())["fqe_value"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def diverged_reason(run_dir: Path) -> str | None:

@@ -92,3 +92,14 @@ def mean_curve_interval(
             confidence_interval_size=CONFIDENCE,
         )
     return points_estimates["curves"], intervals["curves"][0], intervals["curves"][1]
+
+
+def rank_correlation(first: np.ndarray, second: np.ndarray) -> float:
+    """Spearman's ρ of two paired samples (ties share their mean rank); NaN where either is constant,
+    since then no order exists to agree with."""
+    from scipy.stats import spearmanr  # rliable's own dependency
+
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if len(first) < 2 or np.ptp(first) == 0 or np.ptp(second) == 0:
+        return float("nan")
+    return float(spearmanr(first, second).statistic)

@@ -60,6 +60,13 @@ class SweepConfig:
     cpus_per_trial: float = setting(1.0, "CPUs Ray reserves per trial", above=0)
     gpus_per_trial: float = setting(0.0, "GPUs Ray reserves per trial (0.25 packs four on a GPU)", minimum=0)
     max_retries: int = setting(2, "restarts of a killed or crashed trial (each resumes from its checkpoint)", minimum=0)
+    fqe_updates: int = setting(
+        0,
+        "after each trial, estimate its final policy (policy_last.pth) on its data by fitted Q evaluation with "
+        "this many updates (fqe.json beside its summary); the table adds the estimates and the setting they "
+        "pick without the env (0: none; re-running a finished sweep with it estimates what it lacks)",
+        minimum=0,
+    )
     last_k: int = setting(1, "final score = mean of each run's last k evaluations (1: the last)", minimum=1)
     dry_run: bool = setting(False, "list the trials and start none")
 
@@ -130,7 +137,8 @@ class Display:
         if outcome.status == "done":
             how = " (resumed from its checkpoint)" if outcome.resumed else ""
             score = f"score {outcome.score:.2f}" if outcome.score is not None else "no evaluation"
-            self.note(f"trial {outcome.id}: done{how}, {score}")
+            estimate = f", FQE estimate {outcome.fqe:.2f}" if outcome.fqe is not None else ""
+            self.note(f"trial {outcome.id}: done{how}, {score}{estimate}")
         elif outcome.status == "failed":
             self.note(f"trial {outcome.id}: failed: {outcome.message}")
         self.refresh()
@@ -168,6 +176,15 @@ def _flag_given(trials: list[Any], flag: str) -> bool:
     return any(sets_flag(trial.arguments, flag) for trial in trials)
 
 
+def lacks_estimate(directory: Path, fqe_updates: int) -> bool:
+    """Whether the finished trial in `directory` still needs the fitted Q evaluation `--fqe-updates` asks for."""
+    from offline_rl.results.runs import RUN_FQE_FILE
+    from offline_rl.sweep.trial import finished_run_dir
+
+    run_dir = finished_run_dir(directory)
+    return bool(fqe_updates) and run_dir is not None and not (run_dir / RUN_FQE_FILE).is_file()
+
+
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
     if config.ray_address:  # Ray gives each task its GPUs itself
         return run_trials(config, spec, trials, folder, module, workers=0, gpus=[])
@@ -196,20 +213,33 @@ def run_trials(
     state = SweepState(folder, spec, trials)
     threads = max(1, int(config.cpus_per_trial)) if config.ray_address else cores_per_run(workers)
     per_invocation = [] if _flag_given(trials, "--threads") else ["--threads", str(threads)]
-    jobs, skipped = [], 0
+    jobs, skipped, to_estimate = [], 0, 0
     for trial in trials:
         directory = folder / trial.id
         summary = finished_summary(directory) if directory.is_dir() else None
-        if summary is not None:  # finished in an earlier sweep: nothing to start
+        if summary is not None and not lacks_estimate(directory, config.fqe_updates):  # nothing to start
             state.finished(done_outcome(trial.id, directory, summary))
             skipped += 1
             continue
+        to_estimate += summary is not None
         arguments, where_to = list(trial.arguments), str(directory.resolve())
-        jobs.append(TrialJob(module, trial.id, arguments, where_to, per_invocation, config.max_retries, os.getcwd()))
+        jobs.append(
+            TrialJob(
+                module,
+                trial.id,
+                arguments,
+                where_to,
+                per_invocation,
+                config.max_retries,
+                os.getcwd(),
+                config.fqe_updates,
+            )
+        )
     where = f"Ray at {config.ray_address}" if config.ray_address else f"{workers} at a time on this machine"
     if gpus:
         where += f", spread over GPUs {','.join(gpus)}"
-    counts = f"{skipped} finished before, {len(jobs)} to run, {where}"
+    estimating = f"{to_estimate} finished before to estimate, " if to_estimate else ""
+    counts = f"{skipped} finished before, {estimating}{len(jobs) - to_estimate} to run, {where}"
     print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
 

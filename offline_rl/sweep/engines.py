@@ -32,6 +32,7 @@ class TrialJob:
     per_invocation: list[str] = field(default_factory=list)
     max_retries: int = 2
     cwd: str | None = None
+    fqe_updates: int = 0
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -42,6 +43,7 @@ class TrialJob:
             "per_invocation": self.per_invocation,
             "max_retries": self.max_retries,
             "cwd": self.cwd,
+            "fqe_updates": self.fqe_updates,
         }
 
 

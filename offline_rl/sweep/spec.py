@@ -29,8 +29,17 @@ EXAMPLES = {
     "atari_cql": ("offline_rl.apps.atari_cql", "AtariCQLConfig"),
 }
 """The examples a sweep runs, by name: the module whose `main` is the example, and its settings class."""
-# Set by the sweep itself for every trial (its own folder), or meaningless in a grid.
-RESERVED = {"logdir", "resume_path", "watch", "export_policy", "render", "config"}
+# Set by the sweep itself for every trial (its own folder), or meaningless in a grid; with what to do instead.
+RESERVED = {
+    "logdir": "",
+    "resume_path": "",
+    "watch": "",
+    "export_policy": "",
+    "render": "",
+    "config": "",
+    "fqe_updates": " (the sweep's own --fqe-updates estimates every trial's final policy)",
+    "fqe_output": "",
+}
 _KEYS = {"name", "example", "config", "set", "grid"}
 
 
@@ -127,7 +136,7 @@ def _resolved(default: Any, values: dict[str, Any], source: str) -> dict[str, tu
     for key, value in values.items():
         _, setting, owner = setting_named(default, key, source=source)
         if setting.name in RESERVED:
-            raise OfflineRLError(f"{source}: '{key}' is set by the sweep itself; remove it")
+            raise OfflineRLError(f"{source}: '{key}' is set by the sweep itself; remove it{RESERVED[setting.name]}")
         if setting.name in resolved:
             raise OfflineRLError(f"{source}: '{key}' names the setting {setting.name} a second time")
         coerced = coerce_setting(owner, setting, value, f"{source}: {key}")
@@ -140,7 +149,8 @@ def _resolved_axis(default: Any, key: str, values: list[Any], source: str) -> li
 
     _, setting, owner = setting_named(default, key, source=f"{source}: grid")
     if setting.name in RESERVED:
-        raise OfflineRLError(f"{source}: grid axis '{key}' is set by the sweep itself; remove it")
+        instead = RESERVED[setting.name]
+        raise OfflineRLError(f"{source}: grid axis '{key}' is set by the sweep itself; remove it{instead}")
     if not values:
         raise OfflineRLError(f"{source}: grid axis '{key}' has no values")
     coerced = [coerce_setting(owner, setting, value, f"{source}: grid {key}") for value in values]

@@ -8,6 +8,7 @@ output (`output.log`) and `trial.json` (its status, attempt and process id, writ
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -15,12 +16,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from offline_rl.interrupts import STOPPED_STATUSES
-from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, diverged_reason
+from offline_rl.results.runs import (
+    RUN_DIVERGED_FILE,
+    RUN_FINAL_POLICY_FILE,
+    RUN_FQE_FILE,
+    RUN_SUMMARY_FILE,
+    diverged_reason,
+    fqe_value,
+)
 
 TRIAL_FILE = "trial.json"
 OUTPUT_FILE = "output.log"
@@ -36,6 +44,7 @@ class TrialOutcome:
     message: str = ""
     score: float | None = None
     updates: int | None = None
+    fqe: float | None = None  # its final policy's fitted Q evaluation (with the sweep's --fqe-updates)
 
 
 def finished_summary(directory: Path) -> dict[str, Any] | None:
@@ -66,9 +75,13 @@ def score_of(summary: dict[str, Any]) -> float | None:
 
 
 def done_outcome(trial_id: str, folder: Path, summary: dict[str, Any], *, resumed: bool = False) -> TrialOutcome:
-    """A finished trial's outcome: score and updates from its run's summary, attempts from its log."""
-    updates = summary.get("total_updates")
-    return TrialOutcome(trial_id, "done", attempts_logged(folder), resumed, score=score_of(summary), updates=updates)
+    """A finished trial's outcome: score and updates from its run's summary, attempts from its log, and its
+    fitted Q evaluation where it has one."""
+    updates, run_dir = summary.get("total_updates"), finished_run_dir(folder)
+    estimate = fqe_value(run_dir) if run_dir is not None else None
+    return TrialOutcome(
+        trial_id, "done", attempts_logged(folder), resumed, score=score_of(summary), updates=updates, fqe=estimate
+    )
 
 
 def _write_status(directory: Path, **status: Any) -> None:
@@ -78,6 +91,7 @@ def _write_status(directory: Path, **status: Any) -> None:
 
 
 ATTEMPT_MARK = "[sweep] attempt "
+STEP_MARK = "[sweep] "  # a step after training, which is not an attempt to train
 
 
 def attempts_logged(directory: Path) -> int:
@@ -116,15 +130,17 @@ def run_trial(
     *,
     per_invocation: Sequence[str] = (),
     max_retries: int = 2,
+    fqe_updates: int = 0,
     cwd: str | None = None,
     environment: Mapping[str, str] | None = None,
     on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> TrialOutcome:
-    """Run the example `module` with `arguments` into `directory` until it has trained to its end.
+    """Run the example `module` with `arguments` into `directory` until it has trained to its end, then,
+    given `fqe_updates`, estimate its final policy on its data (`estimate_final_policy`).
 
-    A finished trial (its `summary.json` exists) starts nothing, and neither does one whose training
-    diverged (`diverged.json`): with the same flags it would diverge again, a resume being exact, so
-    it stays failed until its folder is deleted. Otherwise each attempt starts the
+    A finished trial (its `summary.json` exists) trains no further, and one whose training
+    diverged (`diverged.json`) starts nothing: with the same flags it would diverge again, a resume
+    being exact, so it stays failed until its folder is deleted. Otherwise each attempt starts the
     example afresh or, when the folder holds a checkpoint, as `--resume-path CHECKPOINT`, which
     restores the run's own settings and continues to its original end. Exit status 2 (a user error)
     fails at once with the example's one-line message; 130 or 143 (told to stop: Ctrl-C, or SIGTERM
@@ -133,6 +149,31 @@ def run_trial(
     """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
+    child = functools.partial(
+        _run_child, module, folder, trial_id=trial_id, cwd=cwd, environment=environment, on_start=on_start
+    )
+    trial = TrialProcesses(trial_id, list(arguments), folder, list(per_invocation), child)
+    outcome = _train(trial, max_retries)
+    if outcome.status == "done" and fqe_updates:
+        outcome = estimate_final_policy(outcome, trial, fqe_updates)
+        _write_status(folder, **asdict(outcome))
+    return outcome
+
+
+@dataclass
+class TrialProcesses:
+    """What starts a trial's child processes: its flags, its folder, and `start(command, attempt=...)`,
+    which runs the example with `command` there and returns its exit status."""
+
+    id: str
+    arguments: list[str]
+    folder: Path
+    per_invocation: list[str]
+    start: Callable[..., int]
+
+
+def _train(trial: TrialProcesses, max_retries: int) -> TrialOutcome:
+    trial_id, arguments, folder, per_invocation = trial.id, trial.arguments, trial.folder, trial.per_invocation
     summary = finished_summary(folder)
     if summary is not None:
         return done_outcome(trial_id, folder, summary)
@@ -151,23 +192,7 @@ def run_trial(
         else:
             command = [*arguments, "--logdir", str(folder), *per_invocation]
         attempts += 1
-        with (folder / OUTPUT_FILE).open("a") as output:
-            output.write(f"\n{ATTEMPT_MARK}{attempts_logged(folder) + 1}: {' '.join(command)}\n")
-            output.flush()
-            process = subprocess.Popen(
-                [sys.executable, "-m", module, *command],
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=cwd,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(environment or {})},
-                start_new_session=True,  # Ctrl-C in the terminal reaches the sweep, which stops trials itself
-                preexec_fn=_die_with_parent,
-            )
-            _write_status(folder, id=trial_id, status="running", pid=process.pid, started=time.time())
-            if on_start is not None:
-                on_start(process)
-            code = process.wait()
+        code = trial.start(command, attempt=attempts_logged(folder) + 1)
         total = attempts_logged(folder)
         if code == 0:
             outcome = done_outcome(trial_id, folder, finished_summary(folder) or {}, resumed=resumed)
@@ -182,3 +207,74 @@ def run_trial(
             continue  # killed or crashed: resume from its checkpoint
         _write_status(folder, **asdict(outcome))
         return outcome
+
+
+def estimate_final_policy(outcome: TrialOutcome, trial: TrialProcesses, fqe_updates: int) -> TrialOutcome:
+    """The finished trial's final policy (`policy_last.pth`, what its headline score played) estimated by
+    fitted Q evaluation on the run's own data, in a child process of the example
+    (`--fqe-updates N --fqe-output fqe.json`), once: a trial whose `fqe.json` exists keeps it."""
+    folder, run_dir = trial.folder, finished_run_dir(trial.folder)
+    if run_dir is None or (run_dir / RUN_FQE_FILE).is_file():
+        return outcome  # estimated before (`done_outcome` read it)
+    estimate_file = run_dir / RUN_FQE_FILE
+    policy = run_dir / RUN_FINAL_POLICY_FILE
+    if not policy.is_file():
+        return replace(outcome, status="failed", message=f"{policy}: missing, so its final policy cannot be estimated")
+    command = ["--resume-path", str(policy), "--fqe-updates", str(fqe_updates), "--fqe-output", str(estimate_file)]
+    command += [*fqe_flags(trial.arguments), *trial.per_invocation]
+    code = trial.start(command, attempt="fitted Q evaluation")
+    if code == 0:
+        return replace(outcome, fqe=fqe_value(run_dir))
+    if code in STOPPED_STATUSES:
+        return replace(outcome, status="interrupted", message="interrupted during its fitted Q evaluation")
+    reason = _last_error(folder / OUTPUT_FILE) if code == EXIT_USER_ERROR else f"exited with status {code}"
+    return replace(outcome, status="failed", message=f"fitted Q evaluation: {reason}; see {folder / OUTPUT_FILE}")
+
+
+def fqe_flags(arguments: Sequence[str]) -> list[str]:
+    """The trial's own `--fqe-*` flags with their values (a sweep may set FQE's learning rate or layers):
+    they belong to one invocation, so its estimate is given them again."""
+    picked, taking = [], False
+    for argument in arguments:
+        if argument.startswith("--"):
+            taking = argument.startswith("--fqe-")
+        if taking:
+            picked.append(argument)
+    return picked
+
+
+def finished_run_dir(directory: Path) -> Path | None:
+    """The folder of the run under `directory` that trained to its end, if there is one."""
+    return next((path.parent for path in sorted(directory.rglob(RUN_SUMMARY_FILE))), None)
+
+
+def _run_child(
+    module: str,
+    folder: Path,
+    command: list[str],
+    *,
+    trial_id: str,
+    attempt: int | str,
+    cwd: str | None,
+    environment: Mapping[str, str] | None,
+    on_start: Callable[[subprocess.Popen], None] | None,
+) -> int:
+    """`python -m module COMMAND` for the trial in `folder`, its output appended to the trial's log
+    under a line naming the attempt; its exit status."""
+    with (folder / OUTPUT_FILE).open("a") as output:
+        output.write(f"\n{ATTEMPT_MARK if isinstance(attempt, int) else STEP_MARK}{attempt}: {' '.join(command)}\n")
+        output.flush()
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, *command],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(environment or {})},
+            start_new_session=True,  # Ctrl-C in the terminal reaches the sweep, which stops trials itself
+            preexec_fn=_die_with_parent,
+        )
+        _write_status(folder, id=trial_id, status="running", pid=process.pid, started=time.time())
+        if on_start is not None:
+            on_start(process)
+        return process.wait()
