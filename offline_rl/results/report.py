@@ -155,8 +155,9 @@ def offline_selection(rows: Sequence[GroupRow]) -> list[str]:
         estimates = [value for row in estimated for value in row.fqe]
         finals = [value for row in estimated for value in row.fqe_final]
         rho = rank_correlation(np.array(estimates), np.array(finals))
-        agreement = f"Spearman's ρ of estimate and final score over its {len(estimates)} runs: " + (
-            "undefined (a constant)" if np.isnan(rho) else f"{rho:.2f}"
+        runs = f"{len(estimates)} run" + ("" if len(estimates) == 1 else "s")
+        agreement = f"Spearman's ρ of estimate and final score over its {runs}: " + (
+            "undefined (one of them is the same for every run)" if np.isnan(rho) else f"{rho:.2f}"
         )
         if len(estimated) < 2:
             lines.append(f"- {dataset}: {agreement}.")
