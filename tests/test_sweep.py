@@ -206,7 +206,7 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
     # The same sweep again with --fqe-updates: the finished trials are estimated, not trained again.
     assert sweep_main([*args, "--fqe-updates", "20"]) == 0
     out = capsys.readouterr().out
-    assert "(0 finished before, 2 finished before to estimate, 0 to run," in out
+    assert "(2 finished before (2 to estimate), 0 to run," in out
     state = json.loads((tmp_path / "log/sweeps/fqe/sweep.json").read_text())["trials"]
     for trial_id in ("cql_weight=1.0", "cql_weight=5.0"):
         trial = tmp_path / "log/sweeps/fqe" / trial_id

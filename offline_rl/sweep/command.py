@@ -238,8 +238,8 @@ def run_trials(
     where = f"Ray at {config.ray_address}" if config.ray_address else f"{workers} at a time on this machine"
     if gpus:
         where += f", spread over GPUs {','.join(gpus)}"
-    estimating = f"{to_estimate} finished before to estimate, " if to_estimate else ""
-    counts = f"{skipped} finished before, {estimating}{len(jobs) - to_estimate} to run, {where}"
+    estimating = f" ({to_estimate} to estimate)" if to_estimate else ""
+    counts = f"{skipped + to_estimate} finished before{estimating}, {len(jobs) - to_estimate} to run, {where}"
     print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
 
