@@ -197,3 +197,13 @@ def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(
         values = dict(trial.values)
         own = ["--config", str(REPO_ROOT / "configs/cql" / f"{values['dataset']}.yaml"), "--seed", str(values["seed"])]
         assert d4rl_cql.config_from_args(list(trial.arguments)) == d4rl_cql.config_from_args(own), trial.id
+
+
+@pytest.mark.parametrize("path", sorted((REPO_ROOT / "configs" / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_sweep_expands_to_trials_its_example_accepts(path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from offline_rl.sweep.spec import load_spec
+
+    monkeypatch.chdir(REPO_ROOT)
+    spec = load_spec(path)
+    trials = spec.trials()  # each trial's flags parsed by the example
+    assert spec.name == path.stem and len({trial.id for trial in trials}) == len(trials) >= 4
