@@ -4,6 +4,7 @@ trial resumes from its checkpoint; a finished sweep starts nothing when run agai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -489,3 +490,17 @@ def test_a_trials_own_fqe_flags_and_their_values_go_to_its_estimate() -> None:
 
     arguments = ["--task", "X", "--fqe-hidden-sizes", "64", "64", "--fqe-lr", "1e-3", "--reward-scale", "-1"]
     assert fqe_flags(arguments) == ["--fqe-hidden-sizes", "64", "64", "--fqe-lr", "1e-3"]
+
+
+def test_a_ray_task_is_given_everything_a_local_trial_is() -> None:
+    """Ray runs `run_trial(**job.kwargs())` on a worker: every setting of the job, --fqe-updates included,
+    must reach it by name."""
+    import inspect
+
+    from offline_rl.sweep.engines import TrialJob
+    from offline_rl.sweep.trial import run_trial
+
+    job = TrialJob("m", "t", ["--seed", "0"], "/d", ["--threads", "1"], 3, "/cwd", fqe_updates=7)
+    bound = inspect.signature(run_trial).bind(**job.kwargs())
+    assert bound.arguments["fqe_updates"] == 7 and bound.arguments["max_retries"] == 3
+    assert set(job.kwargs()) == {field.name for field in dataclasses.fields(TrialJob)}
