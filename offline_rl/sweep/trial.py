@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,14 +47,23 @@ class TrialOutcome:
     fqe: float | None = None  # its final policy's fitted Q evaluation (with the sweep's --fqe-updates)
 
 
-def finished_summary(directory: Path) -> dict[str, Any] | None:
-    """The summary of a run under `directory` that trained to its end, if there is one."""
+def _finished_runs(directory: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(folder, summary) of each run under `directory` that trained to its end (a readable summary)."""
     for path in sorted(directory.rglob(RUN_SUMMARY_FILE)):
         try:
-            return json.loads(path.read_text())
+            yield path.parent, json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-    return None
+
+
+def finished_summary(directory: Path) -> dict[str, Any] | None:
+    """The summary of a run under `directory` that trained to its end, if there is one."""
+    return next((summary for _, summary in _finished_runs(directory)), None)
+
+
+def finished_run_dir(directory: Path) -> Path | None:
+    """The folder of that run (where its final policy and its estimate are), if there is one."""
+    return next((folder for folder, _ in _finished_runs(directory)), None)
 
 
 def diverged_message(directory: Path) -> str | None:
@@ -241,11 +250,6 @@ def fqe_flags(arguments: Sequence[str]) -> list[str]:
         if taking:
             picked.append(argument)
     return picked
-
-
-def finished_run_dir(directory: Path) -> Path | None:
-    """The folder of the run under `directory` that trained to its end, if there is one."""
-    return next((path.parent for path in sorted(directory.rglob(RUN_SUMMARY_FILE))), None)
 
 
 def _run_child(
