@@ -41,6 +41,7 @@ setup(
             "offline-rl-convert-d4rl = offline_rl.apps.console:convert_d4rl",
             "offline-rl-convert-minari = offline_rl.apps.console:convert_minari",
             "offline-rl-convert-rl-unplugged = offline_rl.apps.console:convert_rl_unplugged",
+            "offline-rl-convert-dqn-replay = offline_rl.apps.console:convert_dqn_replay",
             "offline-rl-sweep = offline_rl.apps.console:sweep",
             "offline-rl-results = offline_rl.apps.console:results",
         ]

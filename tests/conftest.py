@@ -206,6 +206,7 @@ _PROGRAMS = {
     "examples/atari_cql.py": ("offline_rl.apps.atari_cql", "main"),
     "examples/atari_qrdqn.py": ("offline_rl.apps.atari_qrdqn", "main"),
     "converters/rl_unplugged_atari.py": ("offline_rl.apps.rl_unplugged_conversion", "main"),
+    "converters/dqn_replay_atari.py": ("offline_rl.apps.dqn_replay_conversion", "main"),
     "converters/d4rl.py": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
     "converters/minari.py": ("offline_rl.apps.buffer_conversion", "convert_minari"),
     "-m offline_rl.collect": ("offline_rl.collect", "main"),

@@ -20,6 +20,8 @@ from offline_rl.apps.buffer_conversion import (
     DownloadableConversionConfig,
     conversion_config_from_args,
 )
+from offline_rl.apps.dqn_replay_conversion import DQNReplayConversionConfig
+from offline_rl.apps.dqn_replay_conversion import config_from_args as dqn_replay_config_from_args
 from offline_rl.apps.flags import build_parser, parse_config
 from offline_rl.apps.rl_unplugged_conversion import RLUnpluggedConversionConfig
 from offline_rl.apps.rl_unplugged_conversion import config_from_args as rl_unplugged_config_from_args
@@ -43,6 +45,7 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
         DownloadableConversionConfig(), argv, prog="converters/minari.py", source_help="a dataset"
     ),
     "converters/rl_unplugged_atari.py": rl_unplugged_config_from_args,
+    "converters/dqn_replay_atari.py": dqn_replay_config_from_args,
     "-m offline_rl.sweep": lambda argv: parse_config(SweepConfig(), argv, prog="sweep", description=""),
     "-m offline_rl.results": lambda argv: parse_config(ResultsConfig(), argv, prog="results", description=""),
 }
@@ -55,6 +58,7 @@ DOCUMENTED_IN = [
     "converters/d4rl.py",
     "converters/minari.py",
     "converters/rl_unplugged_atari.py",
+    "converters/dqn_replay_atari.py",
 ]
 
 
@@ -120,6 +124,7 @@ def test_old_and_other_projects_spellings_still_work() -> None:
         atari_qrdqn.AtariQRDQNConfig(),
         DownloadableConversionConfig(),
         RLUnpluggedConversionConfig(),
+        DQNReplayConversionConfig(),
     ],
     ids=lambda config: type(config).__name__,
 )
@@ -313,7 +318,10 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
     assert modules_imported_by(script, ["--help"], ["--epoch", "none"], watched=watched) == []
 
 
-@pytest.mark.parametrize("package", ["offline_rl", "offline_rl.data", "offline_rl.rl_unplugged"])
+PACKAGES = ["offline_rl", "offline_rl.data", "offline_rl.rl_unplugged", "offline_rl.dqn_replay"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
 def test_packages_import_their_names_on_first_use_and_every_name_resolves(package: str) -> None:
     """Importing a package costs nothing (what keeps `--help` instant); each exported name is then found
     in the module the package names for it (a misspelt entry would only fail when first used)."""

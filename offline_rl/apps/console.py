@@ -19,6 +19,7 @@ COMMANDS = {
     "offline-rl-convert-d4rl": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
     "offline-rl-convert-minari": ("offline_rl.apps.buffer_conversion", "convert_minari"),
     "offline-rl-convert-rl-unplugged": ("offline_rl.apps.rl_unplugged_conversion", "main"),
+    "offline-rl-convert-dqn-replay": ("offline_rl.apps.dqn_replay_conversion", "main"),
     "offline-rl-sweep": ("offline_rl.sweep.command", "main"),
     "offline-rl-results": ("offline_rl.results.command", "main"),
 }
@@ -42,5 +43,6 @@ collect = _command("offline-rl-collect")
 convert_d4rl = _command("offline-rl-convert-d4rl")
 convert_minari = _command("offline-rl-convert-minari")
 convert_rl_unplugged = _command("offline-rl-convert-rl-unplugged")
+convert_dqn_replay = _command("offline-rl-convert-dqn-replay")
 sweep = _command("offline-rl-sweep")
 results = _command("offline-rl-results")

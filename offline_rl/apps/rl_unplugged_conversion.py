@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from offline_rl.apps.flags import parse_config
+from offline_rl.apps.frame_buffer_settings import frame_compression
 from offline_rl.atomic import check_output
 from offline_rl.cpu_cores import available_cores
 from offline_rl.download import download_file
@@ -72,9 +73,7 @@ class RLUnpluggedConversionConfig:
     )
     skip_corrupt: bool = setting(False, "skip damaged records and report how many")
     overwrite: bool = setting(False, "convert again shards whose buffer exists")
-    compression: str | None = setting(
-        None, "compress the buffer's frames: gzip or lzf (none: uncompressed)", choices=(None, "gzip", "lzf")
-    )
+    compression: str | None = frame_compression()
 
     def validate(self) -> None:
         check_ranges(self)

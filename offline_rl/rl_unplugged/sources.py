@@ -9,9 +9,9 @@ one folder per game as the bucket itself is laid out, so a shard copied from els
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
+from offline_rl.atari_names import game_in
 from offline_rl.errors import OfflineRLError
 
 MIRROR = "https://storage.googleapis.com/rl_unplugged/atari"
@@ -27,14 +27,11 @@ GAMES = (
     "NameThisGame", "Phoenix", "Pong", "Qbert", "Riverraid", "Seaquest", "SpaceInvaders", "StarGunner",
     "TimePilot", "UpNDown", "VideoPinball", "WizardOfWor", "YarsRevenge",
 )  # fmt: skip
-_GAME_BY_LOWER = {game.lower(): game for game in GAMES}
-_TASK_DECORATION = re.compile(r"^(ALE/)?(?P<game>[A-Za-z]+?)(NoFrameskip|Deterministic)?(-v\d+)?$")
 
 
 def game_name(task: str) -> str:
     """RL Unplugged's spelling of a game from `Breakout`, `breakout`, `BreakoutNoFrameskip-v4` or `ALE/Breakout-v5`."""
-    match = _TASK_DECORATION.match(task.strip())
-    game = _GAME_BY_LOWER.get(match.group("game").lower()) if match else None
+    game = game_in(task, GAMES)
     if game is None:
         raise OfflineRLError(f"--task {task}: not an RL Unplugged Atari game; expected one of {', '.join(GAMES)}")
     return game
@@ -44,7 +41,7 @@ def recorded_task(shard: Path) -> str | None:
     """The env a shard's data was played on, from the folder it lies in as the bucket lays shards out
     (`.../Breakout/run_1-...`): `ALE/Breakout-v5`, whose settings (sticky actions p=0.25, the minimal
     action set) are those of Dopamine's DQN runs behind RL Unplugged. None in a folder of another name."""
-    game = _GAME_BY_LOWER.get(shard.expanduser().absolute().parent.name.lower())
+    game = game_in(shard.expanduser().absolute().parent.name, GAMES)
     return f"ALE/{game}-v5" if game else None
 
 

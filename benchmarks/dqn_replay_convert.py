@@ -1,0 +1,180 @@
+"""DQN Replay checkpoint conversion: offline_rl's streaming converter against loading whole arrays.
+
+    python benchmarks/dqn_replay_convert.py [--slots 100000] [--game Pong] [--fraction 0.01] [--tile-to 1000000]
+
+The checkpoint is built as Dopamine builds one: real Atari screens (random-policy games through
+gymnasium's `AtariPreprocessing`, 84x84 grayscale) added step by step to a Dopamine-style replay
+(zero padding before each episode, wrapped around once so its oldest slot is mid-array) and saved
+as Dopamine saves it (`np.save` inside `gzip.GzipFile`). It is cached under benchmarks/.cache/.
+`--tile-to N` then times a checkpoint of N slots (a real one has 1M) made of that one's slots
+repeated, written at gzip level 1 (minutes, not the hour of playing N steps; it is removed after).
+
+Baseline: what d4rl-atari (d3rlpy's `get_atari`/`get_atari_transitions`) does with a checkpoint:
+`np.load` of each gzip-compressed array, whole, before anything is picked from it. Ours:
+`convert_checkpoint` to a buffer file, whole and with `--fraction`. Each runs in a fresh process
+that reports its seconds and how far its peak RSS rose above
+what the imports had taken (both after the imports). A real checkpoint holds 1M slots (7 GB of frames
+inflated), so the peak is what decides whether a machine can convert one at all; both scale with
+the slots read. The last line is `peak_rss_ratio_vs_whole_arrays: X.X`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from offline_rl.dqn_replay.testing import DopamineReplay
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+CHECKPOINT = 0
+
+
+def build_checkpoint(folder: Path, game: str, slots: int, seed: int = 0) -> None:
+    """Random-policy games of `game` into a replay of `slots` slots, played until it has wrapped once."""
+    import ale_py
+    import gymnasium as gym
+
+    from offline_rl.envs import make_atari_env
+
+    gym.register_envs(ale_py)
+    env = make_atari_env(f"{game}NoFrameskip-v4", 1)
+    rng = np.random.default_rng(seed)
+    replay = DopamineReplay(slots)
+    target = slots + slots // 3
+    while int(replay.add_count) < target:
+        obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
+        frame = obs[-1]
+        for _ in range(2000):
+            action = int(rng.integers(env.action_space.n))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            ends = bool(terminated or truncated) or int(replay.add_count) + 1 >= target
+            replay.add(frame, action, float(np.clip(reward, -1, 1)), bool(terminated))
+            frame = obs[-1]
+            if ends:
+                break
+    env.close()
+    replay.save(folder, CHECKPOINT)
+
+
+def tiled_checkpoint(source: Path, folder: Path, slots: int) -> None:
+    """A checkpoint of `slots` slots: the source's arrays repeated, its add count past a full replay."""
+    import gzip
+
+    from offline_rl.dqn_replay.npy_stream import read_npy
+    from offline_rl.dqn_replay.sources import array_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str, array: np.ndarray) -> None:
+        with open(folder / array_file(name, CHECKPOINT), "wb") as file, gzip.GzipFile(fileobj=file, mode="wb") as out:
+            np.save(out, array, allow_pickle=False)
+
+    for name in ("action", "reward", "terminal"):
+        save(name, np.resize(read_npy(source / array_file(name, CHECKPOINT)), slots))
+    save("add_count", np.array(slots + slots // 3))
+    frames = read_npy(source / array_file("observation", CHECKPOINT))
+    path = folder / array_file("observation", CHECKPOINT)
+    with open(path, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb", compresslevel=1) as out:
+        header = {"descr": np.lib.format.dtype_to_descr(frames.dtype), "fortran_order": False}
+        np.lib.format.write_array_header_1_0(out, {**header, "shape": (slots, *frames.shape[1:])})
+        written = 0
+        while written < slots:
+            part = frames[: slots - written]
+            out.write(part.tobytes())
+            written += len(part)
+
+
+MEASURE = r"""
+import gzip, json, resource, sys, time
+from pathlib import Path
+import numpy as np
+from offline_rl.dqn_replay import convert_checkpoint
+from offline_rl.dqn_replay.sources import array_file
+folder, mode, fraction, output = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), Path(sys.argv[4])
+def peak():  # VmHWM, not ru_maxrss: that one keeps the parent's peak across fork and exec
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+before, started = peak(), time.perf_counter()
+if mode == "whole-arrays":
+    arrays = {}
+    for name in ("observation", "action", "reward", "terminal"):
+        with gzip.open(folder / array_file(name, 0), "rb") as file:
+            arrays[name] = np.load(file, allow_pickle=False)
+    transitions = len(arrays["action"])
+else:
+    transitions = convert_checkpoint(folder, 0, output, fraction=fraction).transitions
+seconds = time.perf_counter() - started
+print(json.dumps({"seconds": seconds, "peak_rss": peak() - before, "transitions": transitions}))
+"""
+
+
+def measure(folder: Path, mode: str, fraction: float, output: Path) -> dict:
+    output.unlink(missing_ok=True)  # replacing a 7 GB buffer would time its deletion too
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(folder), mode, str(fraction), str(output)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=100_000)
+    parser.add_argument("--game", default="Pong")
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--tile-to", type=int, default=0, help="also time a checkpoint of this many slots")
+    args = parser.parse_args()
+    folder = CACHE / f"dqn-replay-{args.game}-{args.slots}"
+    if not (folder / "add_count_ckpt.0.gz").exists():
+        print(f"building a {args.slots}-slot {args.game} checkpoint in {folder} ...", flush=True)
+        build_checkpoint(folder, args.game, args.slots)
+    compressed = sum(p.stat().st_size for p in folder.glob(f"*_ckpt.{CHECKPOINT}.gz"))
+    print(f"checkpoint: {args.slots} slots, {compressed / 2**20:.0f} MiB compressed")
+    output = CACHE / "dqn-replay-converted.hdf5"
+    rows = [
+        ("whole arrays (np.load, as d4rl-atari)", measure(folder, "whole-arrays", 1.0, output)),
+        ("offline_rl convert_checkpoint", measure(folder, "convert", 1.0, output)),
+        (
+            f"offline_rl convert_checkpoint --fraction {args.fraction:g}",
+            measure(folder, "convert", args.fraction, output),
+        ),
+    ]
+    output.unlink(missing_ok=True)
+    print(f"{'what':<52} {'seconds':>8} {'added peak RSS MiB':>19} {'transitions':>12}")
+    for label, row in rows:
+        print(f"{label:<52} {row['seconds']:>8.1f} {row['peak_rss'] / 2**20:>19.0f} {row['transitions']:>12}")
+    scale = 1_000_000 / args.slots
+    print(
+        f"a 1M-slot checkpoint, projected: whole arrays {rows[0][1]['peak_rss'] * scale / 2**30:.1f} GiB peak, "
+        f"{rows[0][1]['seconds'] * scale:.0f} s; converted {rows[1][1]['seconds'] * scale:.0f} s"
+    )
+    if args.tile_to:
+        tiled = CACHE / f"dqn-replay-tiled-{args.tile_to}"
+        tiled_checkpoint(folder, tiled, args.tile_to)
+        try:
+            for fraction in (1.0, args.fraction):
+                row = measure(tiled, "convert", fraction, output)
+                print(
+                    f"{args.tile_to}-slot checkpoint, convert_checkpoint --fraction {fraction:g}: "
+                    f"{row['seconds']:.1f} s, added peak RSS {row['peak_rss'] / 2**20:.0f} MiB, "
+                    f"{row['transitions']} transitions"
+                )
+        finally:
+            output.unlink(missing_ok=True)
+            for path in tiled.iterdir():
+                path.unlink()
+            tiled.rmdir()
+    print(f"peak_rss_ratio_vs_whole_arrays: {rows[0][1]['peak_rss'] / max(rows[1][1]['peak_rss'], 1):.1f}")
+
+
+if __name__ == "__main__":
+    main()

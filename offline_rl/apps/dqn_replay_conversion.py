@@ -1,0 +1,224 @@
+"""`converters/dqn_replay_atari.py`: DQN Replay checkpoints -> buffers `atari_cql.py` trains on.
+
+    python converters/dqn_replay_atari.py --task Pong --run-id 1 --checkpoint 0 1 2
+    python converters/dqn_replay_atari.py --task Pong --fraction 0.01        # the CQL paper's 1%
+    python converters/dqn_replay_atari.py --replay-dir Pong/1/replay_logs --output pong-1.hdf5 --checkpoint 50
+
+Each checkpoint becomes one buffer file; `atari_cql.py --load-buffer-name` takes several at once.
+Checkpoints whose buffer already exists are skipped unless `--overwrite`, so re-running an
+interrupted batch finishes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from offline_rl.apps.flags import parse_config
+from offline_rl.apps.frame_buffer_settings import frame_compression
+from offline_rl.atomic import check_output
+from offline_rl.download import download_file
+from offline_rl.dqn_replay.sources import (
+    CHECKPOINTS,
+    RUNS,
+    array_file,
+    checkpoint_files,
+    checkpoints_in,
+    default_root,
+    file_url,
+    game_name,
+    replay_folder,
+)
+from offline_rl.errors import OfflineRLError
+from offline_rl.settings import check_ranges, require, setting
+
+if TYPE_CHECKING:
+    from offline_rl.dqn_replay.converter import CheckpointSummary
+
+PROG = "converters/dqn_replay_atari.py"
+DESCRIPTION = "Convert DQN Replay checkpoints (Dopamine replays, the CQL paper's Atari data) to atari_cql.py buffers."
+FROM_BUCKET = "checkpoints from the DQN Replay bucket (downloaded when missing)"
+ON_DISK = "a replay folder already on disk"
+
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    replay_dir: Path
+    checkpoint: int
+    output: Path
+    game: str | None = None
+    run: int | None = None
+
+
+@dataclass
+class DQNReplayConversionConfig:
+    """Which checkpoints (a game's runs, or a folder), where they and their buffers live, and how much of
+    each is kept. The folders default under `~/.dqn_replay` when the command runs."""
+
+    FLAG_GROUP: ClassVar[str] = "conversion"
+
+    task: list[str] | None = setting(
+        None, "game(s): Pong, Breakout, ... (PongNoFrameskip-v4 also works)", group=FROM_BUCKET
+    )
+    run_id: list[int] = setting([1], "training run(s), 1 to 5", minimum=1, maximum=RUNS[-1], group=FROM_BUCKET)
+    checkpoint: list[int] | None = setting(
+        None,
+        "checkpoint(s), 0 to 50, each 1M transitions in the order DQN played them (none: all 51; with "
+        "--replay-dir: every complete one there)",
+        minimum=CHECKPOINTS[0],
+        maximum=CHECKPOINTS[-1],
+    )
+    fraction: float = setting(
+        1.0,
+        "keep the transitions in each checkpoint's first FRACTION of slots: 0.01 of every checkpoint is the CQL "
+        "paper's 1% of the data (its Atari code, batch_rl's FixedReplayBuffer, reads the first 10 000 slots of each)",
+        above=0.0,
+        maximum=1.0,
+    )
+    dataset_dir: Path | None = setting(
+        None, "where checkpoints are kept (none: ~/.dqn_replay/datasets)", group=FROM_BUCKET
+    )
+    buffer_dir: Path | None = setting(
+        None, "where buffers are written (none: ~/.dqn_replay/buffers)", group=FROM_BUCKET
+    )
+    replay_dir: Path | None = setting(None, "a Dopamine replay folder (replay_logs) to convert", group=ON_DISK)
+    output: Path | None = setting(
+        None, "buffer file (one checkpoint) or directory (several); none: in --buffer-dir", group=ON_DISK
+    )
+    overwrite: bool = setting(False, "convert again checkpoints whose buffer exists")
+    compression: str | None = frame_compression()
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(
+            (self.task is None) != (self.replay_dir is None),
+            "give either --task (with --run-id/--checkpoint) or --replay-dir",
+        )
+        require(
+            self.task is None or self.output is None,
+            "--output goes with --replay-dir; with --task, buffers go to --buffer-dir",
+        )
+
+    def datasets_folder(self) -> Path:
+        return (self.dataset_dir or default_root() / "datasets").expanduser()
+
+    def buffers_folder(self) -> Path:
+        return (self.buffer_dir or default_root() / "buffers").expanduser()
+
+    def buffer_name(self, checkpoint: int) -> str:
+        """`ckpt_7.hdf5`, or with --fraction `ckpt_7-first_0.01.hdf5`: a part never passes for the whole."""
+        part = "" if self.fraction >= 1.0 else f"-first_{self.fraction:g}"
+        return f"ckpt_{checkpoint}{part}.hdf5"
+
+
+def config_from_args(argv: Sequence[str] | None) -> DQNReplayConversionConfig:
+    return parse_config(DQNReplayConversionConfig(), argv, prog=PROG, description=DESCRIPTION)
+
+
+def jobs_for_folder(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
+    assert config.replay_dir is not None
+    folder = config.replay_dir.expanduser()
+    if not folder.is_dir():
+        raise OfflineRLError(f"--replay-dir {folder}: no such folder")
+    checkpoints = list(dict.fromkeys(config.checkpoint)) if config.checkpoint is not None else checkpoints_in(folder)
+    if not checkpoints:
+        raise OfflineRLError(
+            f"--replay-dir {folder}: holds no complete checkpoint (each needs "
+            f"{', '.join(checkpoint_files(0)).replace('.0.', '.N.')})"
+        )
+    output = config.output.expanduser() if config.output is not None else None
+    if output is not None and len(checkpoints) > 1 and output.exists() and not output.is_dir():
+        raise OfflineRLError(f"--output {output}: several checkpoints are converted, so it must be a directory")
+    jobs = []
+    for checkpoint in checkpoints:
+        if output is None:
+            target = config.buffers_folder() / config.buffer_name(checkpoint)
+        elif len(checkpoints) > 1 or output.is_dir():
+            target = output / config.buffer_name(checkpoint)
+        else:
+            target = output
+        jobs.append(CheckpointJob(folder, checkpoint, target))
+    return jobs
+
+
+def jobs_for_tasks(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
+    assert config.task is not None
+    checkpoints = list(dict.fromkeys(config.checkpoint if config.checkpoint is not None else CHECKPOINTS))
+    jobs = []
+    for game in dict.fromkeys(map(game_name, config.task)):
+        for run in dict.fromkeys(config.run_id):
+            folder = replay_folder(config.datasets_folder(), game, run)
+            for checkpoint in checkpoints:
+                output = config.buffers_folder() / game / str(run) / config.buffer_name(checkpoint)
+                jobs.append(CheckpointJob(folder, checkpoint, output, game, run))
+    return jobs
+
+
+def fetch_missing(job: CheckpointJob, fraction: float) -> str | None:
+    """Download the files of a bucket checkpoint that are not on disk yet (each atomically). When only a
+    fraction is kept, the frame file (99% of the bytes) is not downloaded: its URL is returned, for
+    the converter to read its first slots as they arrive."""
+    if job.game is None or job.run is None:
+        return None
+    frames_url = None
+    for name in checkpoint_files(job.checkpoint):
+        path = job.replay_dir / name
+        if path.exists():
+            continue
+        url = file_url(job.game, job.run, name)
+        if fraction < 1.0 and name == array_file("observation", job.checkpoint):
+            frames_url = url
+        else:
+            download_file(url, path, hint="or point --replay-dir at a copy")
+    return frames_url
+
+
+def total_line(summaries: Sequence[CheckpointSummary], seconds: float) -> str:
+    transitions = sum(s.transitions for s in summaries)
+    return (
+        f"converted {len(summaries)} checkpoint(s): {transitions} transitions, "
+        f"{sum(s.terminals for s in summaries)} terminals, {seconds:.1f} s, "
+        f"{transitions / max(seconds, 1e-9):.0f} transitions/s"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = config_from_args(argv)
+    jobs = jobs_for_folder(config) if config.replay_dir is not None else jobs_for_tasks(config)
+    todo = []
+    for job in jobs:
+        if job.output.exists() and not config.overwrite:
+            print(f"{job.output}: already converted, skipped (--overwrite converts it again)")
+        else:
+            todo.append(job)
+    if not todo:
+        return 0
+    for job in todo:  # before any download or conversion
+        check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
+    # only now: converting needs h5py and Tianshou (seconds to import); --help and a mistyped flag need neither
+    from offline_rl.dqn_replay.converter import convert_checkpoint
+    from offline_rl.progress import progress_bar
+
+    started = time.perf_counter()
+    summaries = []
+    for number, job in enumerate(todo, 1):
+        frames_url = fetch_missing(job, config.fraction)
+        label = f"convert ckpt {job.checkpoint}" + (f" ({number}/{len(todo)})" if len(todo) > 1 else "")
+        with progress_bar(unit="frame", unit_scale=True, desc=label) as bar:
+            summary = convert_checkpoint(
+                job.replay_dir,
+                job.checkpoint,
+                job.output,
+                fraction=config.fraction,
+                compression=config.compression,
+                frames_url=frames_url,
+                on_total=lambda frames, bar=bar: bar.reset(total=frames),
+                on_frames=bar.update,
+            )
+        print(summary.line())
+        summaries.append(summary)
+    print(total_line(summaries, time.perf_counter() - started))
+    return 0

@@ -1,0 +1,22 @@
+"""How Atari data sets spell their games, and how a user's `--task` is matched to that spelling.
+
+RL Unplugged and DQN Replay name a game's folder `Breakout`, `MsPacman`, `UpNDown`; users type the
+gymnasium ids they play (`BreakoutNoFrameskip-v4`, `ALE/Breakout-v5`) or the bare name in any case.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_TASK_DECORATION = re.compile(r"^(ALE/)?(?P<game>[A-Za-z]+?)(NoFrameskip|Deterministic)?(-v\d+)?$")
+
+
+def game_in(task: str, games: Sequence[str]) -> str | None:
+    """The spelling in `games` of the game `task` names (`Breakout`, `breakout`,
+    `BreakoutNoFrameskip-v4`, `ALE/Breakout-v5`), or None when it names none of them."""
+    match = _TASK_DECORATION.match(task.strip())
+    if not match:
+        return None
+    by_lower = {game.lower(): game for game in games}
+    return by_lower.get(match.group("game").lower())

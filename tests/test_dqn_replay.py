@@ -1,0 +1,312 @@
+"""DQN Replay conversion, on checkpoints written as Dopamine's replay writes them (gzip-compressed .npy)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_in_process, run_repo_script
+from offline_rl.data import dataset_info, load_buffer, load_buffers
+from offline_rl.data.frame_padding import frame_padding_of
+from offline_rl.data.frame_pool import FramePoolBuffer
+from offline_rl.dqn_replay import convert_checkpoint, sampled_slots
+from offline_rl.dqn_replay.sources import array_file, checkpoint_label, checkpoints_in, file_url, recorded_task
+from offline_rl.dqn_replay.testing import DopamineReplay, step_frame
+from offline_rl.errors import DatasetError
+
+SMALL = (6, 6)
+
+
+def play(replay: DopamineReplay, episodes: list[tuple[int, bool]], rng: np.random.Generator, first: int = 0) -> dict:
+    """Add whole episodes (length, ends at a terminal) step by step; the truth of every step by its frame."""
+    truth = {}
+    for number, (length, terminal) in enumerate(episodes, first):
+        for step in range(length):
+            frame = step_frame(number, step, replay.store["observation"].shape[1:])
+            action, reward = int(rng.integers(0, 6)), float(rng.choice([-1.0, 0.0, 1.0]))
+            ends = terminal and step == length - 1
+            replay.add(frame, action, reward, ends)
+            truth[frame.tobytes()] = (number, step, action, reward, ends)
+    return truth
+
+
+def dopamine_samples(replay: DopamineReplay) -> set[int]:
+    """Every index Dopamine's `is_valid_transition` accepts (update horizon 1), checked one by one."""
+    capacity, stack, cursor = replay.capacity, replay.stack, replay.cursor()
+    full = int(replay.add_count) >= capacity
+    invalid = set(replay.invalid_range().tolist()) if int(replay.add_count) else set()
+    valid = set()
+    for index in range(capacity):
+        if not full and (index >= cursor - 1 or index < stack - 1):
+            continue
+        if index in invalid:
+            continue
+        history = [(index - back) % capacity for back in range(stack - 1, 0, -1)]
+        if replay.store["terminal"][history].any():
+            continue
+        valid.add(index)
+    return valid
+
+
+def stack_of(truth_by_episode: dict, number: int, step: int, shape: tuple[int, int]) -> np.ndarray:
+    frames = [step_frame(number, s, shape) if s >= 0 else np.zeros(shape, np.uint8) for s in range(step - 3, step + 1)]
+    return np.stack(frames)
+
+
+def check_against_truth(buffer: FramePoolBuffer, truth: dict, shape: tuple[int, int]) -> list[tuple[int, int]]:
+    """Every row is the step its newest frame says, with that step's stacks, action, reward and end;
+    rows run forward within an episode. Returns the (episode, step) of each row."""
+    batch = buffer[np.arange(len(buffer))]
+    steps = []
+    for row in range(len(buffer)):
+        number, step, action, reward, ends = truth[batch.obs[row, -1].tobytes()]
+        steps.append((number, step))
+        np.testing.assert_array_equal(batch.obs[row], stack_of(truth, number, step, shape))
+        if not ends:
+            np.testing.assert_array_equal(batch.obs_next[row], stack_of(truth, number, step + 1, shape))
+        assert (int(batch.act[row]), float(batch.rew[row]), bool(batch.terminated[row])) == (action, reward, ends)
+    for row in range(len(buffer) - 1):
+        if not batch.done[row]:
+            assert steps[row + 1] == (steps[row][0], steps[row][1] + 1)
+    return steps
+
+
+def test_the_slots_dopamine_samples_by_hand() -> None:
+    # capacity 12; slots 0-2 padding, 3-5 an episode ending at 5, 6-8 padding, 9-10 a running one
+    replay = DopamineReplay(12, SMALL)
+    rng = np.random.default_rng(0)
+    play(replay, [(3, True), (2, False)], rng)
+    assert int(replay.add_count) == 11
+    assert sampled_slots(replay.store["terminal"], 11, 12, 12).tolist() == [3, 4, 5, 9]  # 10: no next frame yet
+    # six more steps wrap around: slots 11, 0, 1, 2, 3, 4; the oldest slot is now 5 (the terminal step)
+    for step in range(2, 8):
+        replay.add(step_frame(1, step, SMALL), 0, 0.0, False)
+    assert replay.cursor() == 5
+    assert sampled_slots(replay.store["terminal"], 17, 12, 12).tolist() == [9, 10, 11, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("episodes", [[(7, True), (12, False)], [(40, True), (9, True), (55, True), (30, False)]])
+def test_conversion_keeps_exactly_what_dopamine_samples_with_its_states(tmp_path: Path, episodes) -> None:
+    """Not full (first case) and wrapped around several times (second): the rows are Dopamine's valid
+    indices, each the true step with black padding at its episode's start, in playing order."""
+    replay = DopamineReplay(64, SMALL)
+    truth = play(replay, episodes, np.random.default_rng(1))
+    replay.save(tmp_path, 3)
+    summary = convert_checkpoint(tmp_path, 3, tmp_path / "out.hdf5")
+    buffer = load_buffer(tmp_path / "out.hdf5")
+    assert isinstance(buffer, FramePoolBuffer)
+    assert summary.transitions == len(buffer) == len(dopamine_samples(replay))
+    steps = check_against_truth(buffer, truth, SMALL)
+    slots = sampled_slots(replay.store["terminal"], int(replay.add_count), 64, 64)
+    assert set(slots.tolist()) == dopamine_samples(replay)
+    # the newest step has no next frame and is left out; the one before ends the data as truncated
+    assert bool(buffer.truncated[-1]) and not bool(buffer.terminated[-1])
+    assert int(buffer.truncated.sum()) == 1
+    assert int(buffer.terminated.sum()) == sum(1 for number, step in steps if truth_end(truth, number, step))
+    assert frame_padding_of(buffer) == "zero"
+
+
+def truth_end(truth: dict, number: int, step: int) -> bool:
+    return any(value[:2] == (number, step) and value[4] for value in truth.values())
+
+
+def test_fraction_keeps_the_first_slots_whole_transitions_only(tmp_path: Path) -> None:
+    replay = DopamineReplay(80, SMALL)
+    truth = play(replay, [(30, True), (25, True), (60, False)], np.random.default_rng(2))
+    replay.save(tmp_path, 0)
+    whole = convert_checkpoint(tmp_path, 0, tmp_path / "whole.hdf5")
+    part = convert_checkpoint(tmp_path, 0, tmp_path / "part.hdf5", fraction=0.25)  # slots 0-19
+    assert part.slots_read == 20 and whole.slots_read == 80
+    buffer = load_buffer(tmp_path / "part.hdf5")
+    check_against_truth(buffer, truth, SMALL)
+    all_slots = sampled_slots(replay.store["terminal"], int(replay.add_count), 80, 80)
+    expected = [slot for slot in all_slots if slot >= 3 and slot + 1 < 20]
+    assert len(buffer) == len(expected) > 0
+    assert buffer.frames.shape[0] == 20
+
+
+def test_checkpoint_files_are_found_and_named_as_in_the_bucket(tmp_path: Path, monkeypatch) -> None:
+    replay = DopamineReplay(16, SMALL)
+    play(replay, [(5, True)], np.random.default_rng(3))
+    folder = tmp_path / "Pong" / "1" / "replay_logs"
+    replay.save(folder, 0)
+    replay.save(folder, 7)
+    (folder / array_file("reward", 7)).unlink()
+    assert checkpoints_in(folder) == [0]
+    assert sorted(p.name for p in folder.iterdir())[0] == "$store$_action_ckpt.0.gz"
+    assert recorded_task(folder) == "ALE/Pong-v5" and recorded_task(tmp_path) is None
+    assert checkpoint_label(folder, 7) == "Pong/1/ckpt.7"
+    monkeypatch.delenv("DQN_REPLAY_MIRROR", raising=False)
+    assert file_url("Pong", 1, "$store$_observation_ckpt.0.gz") == (
+        "https://storage.googleapis.com/atari-replay-datasets/dqn/Pong/1/replay_logs/%24store%24_observation_ckpt.0.gz"
+    )
+
+
+def test_damaged_checkpoints_are_one_line_errors(tmp_path: Path) -> None:
+    replay = DopamineReplay(40, SMALL)
+    play(replay, [(20, True), (10, False)], np.random.default_rng(4))
+    replay.save(tmp_path, 0)
+    frames = tmp_path / array_file("observation", 0)
+    whole = frames.read_bytes()
+    frames.write_bytes(whole[: len(whole) // 2])
+    cut_short = r"observation_ckpt\.0\.gz: (ends after|damaged or cut short within rows 0 to)"
+    with pytest.raises(DatasetError, match=cut_short):
+        convert_checkpoint(tmp_path, 0, tmp_path / "out.hdf5")
+    assert not (tmp_path / "out.hdf5").exists() and not list(tmp_path.glob("*.hdf5*"))
+    frames.write_bytes(b"not gzip at all")
+    with pytest.raises(DatasetError, match=r"not a gzip-compressed \.npy array"):
+        convert_checkpoint(tmp_path, 0, tmp_path / "out.hdf5")
+    replay.save(tmp_path, 0)
+    with open(tmp_path / array_file("action", 0), "wb") as file, gzip.GzipFile(fileobj=file, mode="wb") as out:
+        np.save(out, np.zeros(39, np.int32))
+    with pytest.raises(DatasetError, match=r"action_ckpt\.0\.gz: expected 40 integer values"):
+        convert_checkpoint(tmp_path, 0, tmp_path / "out.hdf5")
+    (tmp_path / array_file("add_count", 0)).unlink()
+    with pytest.raises(DatasetError, match=r"add_count_ckpt\.0\.gz: no such file"):
+        convert_checkpoint(tmp_path, 0, tmp_path / "out.hdf5")
+
+
+def test_converter_command_end_to_end_then_atari_cql_trains_on_two_checkpoints(tmp_path: Path) -> None:
+    folder = tmp_path / "Pong" / "1" / "replay_logs"
+    rng = np.random.default_rng(5)
+    replay = DopamineReplay(120, (84, 84))
+    play(replay, [(50, True), (40, True)], rng)
+    replay.save(folder, 0)
+    play(replay, [(45, True), (30, False)], rng, first=2)
+    replay.save(folder, 1)
+    out = tmp_path / "buffers"
+    command = ("converters/dqn_replay_atari.py", "--replay-dir", str(folder), "--output", str(out))
+    first = run_in_process(*command, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert any(line.startswith("converted 2 checkpoint(s):") for line in lines)
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt_0.hdf5", "ckpt_1.hdf5"]
+    again = run_in_process(*command, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.count("already converted, skipped") == 2
+    buffer = load_buffers(sorted(out.iterdir()))
+    assert dataset_info(buffer)["task"] == "ALE/Pong-v5"
+    assert dataset_info(load_buffer(out / "ckpt_1.hdf5"))["name"] == "Pong/1/ckpt.1"
+    trained = run_in_process(
+        "examples/atari_cql.py",
+        "--load-buffer-name",
+        str(out / "ckpt_0.hdf5"),
+        str(out / "ckpt_1.hdf5"),
+        "--epoch",
+        "1",
+        "--update-per-epoch",
+        "10",
+        "--batch-size",
+        "8",
+        "--num-quantiles",
+        "8",
+        "--test-num",
+        "1",
+        "--logdir",
+        str(tmp_path / "log"),
+        cwd=tmp_path,
+    )
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert "task: ALE/Pong-v5" in trained.stdout
+    assert any(line.startswith("done:") and "10 updates" in line for line in trained.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "NotAGame"], "--task NotAGame: not a DQN Replay game"),
+        (["--task", "Pong", "--replay-dir", "x"], "give either --task"),
+        (["--fraction", "0", "--task", "Pong"], "--fraction"),
+        (["--replay-dir", "missing-folder"], "--replay-dir missing-folder: no such folder"),
+        (["--task", "Pong", "--checkpoint", "51"], "--checkpoint"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    done = run_in_process("converters/dqn_replay_atari.py", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_no_network_names_the_url_and_where_to_put_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "mirror-that-does-not-exist"
+    done = run_in_process(
+        "converters/dqn_replay_atari.py",
+        "--task",
+        "Pong",
+        "--checkpoint",
+        "4",
+        "--dataset-dir",
+        str(tmp_path / "data"),
+        "--buffer-dir",
+        str(tmp_path / "buffers"),
+        cwd=tmp_path,
+        env_extra={"DQN_REPLAY_MIRROR": missing.as_uri()},
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{missing.as_uri()}/Pong/1/replay_logs/%24store%24_observation_ckpt.4.gz" in done.stderr
+    assert "--replay-dir" in done.stderr
+    assert not (tmp_path / "buffers" / "Pong" / "1" / "ckpt_4.hdf5").exists()
+
+
+def test_downloads_from_the_mirror_then_converts(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    replay = DopamineReplay(50, (84, 84))
+    play(replay, [(20, True), (15, False)], np.random.default_rng(6))
+    replay.save(mirror / "Breakout" / "2" / "replay_logs", 9)
+    done = run_in_process(
+        "converters/dqn_replay_atari.py",
+        "--task",
+        "BreakoutNoFrameskip-v4",
+        "--run-id",
+        "2",
+        "--checkpoint",
+        "9",
+        cwd=tmp_path,
+        env_extra={"DQN_REPLAY_MIRROR": mirror.as_uri(), "HOME": str(tmp_path / "home")},
+    )
+    assert done.returncode == 0, done.stderr
+    result = tmp_path / "home" / ".dqn_replay" / "buffers" / "Breakout" / "2" / "ckpt_9.hdf5"
+    assert dataset_info(load_buffer(result))["task"] == "ALE/Breakout-v5"
+    downloads = tmp_path / "home" / ".dqn_replay" / "datasets" / "Breakout" / "2" / "replay_logs"
+    assert checkpoints_in(downloads) == [9] and len(list(downloads.iterdir())) == 5  # nothing else, no leftovers
+
+
+def test_a_fraction_reads_only_the_start_of_the_frame_file_as_it_downloads(tmp_path: Path) -> None:
+    """The frame file is 99% of a checkpoint's bytes: for its first slots it is streamed from the mirror
+    and never stored. Cut short after its first quarter, it still gives the first 10% of the slots,
+    the same rows as converting a whole local copy."""
+    folder = tmp_path / "mirror" / "Pong" / "1" / "replay_logs"
+    replay = DopamineReplay(400, (84, 84))
+    play(replay, [(150, True), (300, False)], np.random.default_rng(7))
+    replay.save(folder, 0)
+    local = convert_checkpoint(folder, 0, tmp_path / "local.hdf5", fraction=0.1)
+    frames = folder / array_file("observation", 0)
+    frames.write_bytes(frames.read_bytes()[: frames.stat().st_size // 4])
+    home = tmp_path / "home"
+    command = ("converters/dqn_replay_atari.py", "--task", "Pong", "--checkpoint", "0", "--fraction", "0.1")
+    done = run_in_process(
+        *command, cwd=tmp_path, env_extra={"DQN_REPLAY_MIRROR": (tmp_path / "mirror").as_uri(), "HOME": str(home)}
+    )
+    assert done.returncode == 0, done.stderr
+    streamed = load_buffer(home / ".dqn_replay" / "buffers" / "Pong" / "1" / "ckpt_0-first_0.1.hdf5")
+    assert len(streamed) == local.transitions > 0
+    whole = load_buffer(tmp_path / "local.hdf5")
+    rows = np.arange(len(whole))
+    np.testing.assert_array_equal(streamed[rows].obs, whole[rows].obs)
+    np.testing.assert_array_equal(streamed[rows].act, whole[rows].act)
+    stored = sorted(p.name for p in (home / ".dqn_replay" / "datasets" / "Pong" / "1" / "replay_logs").iterdir())
+    assert array_file("observation", 0) not in stored and len(stored) == 4
+    # the whole checkpoint needs the whole file: the cut one is one line naming it
+    again = run_in_process(
+        *command[:-2], cwd=tmp_path, env_extra={"DQN_REPLAY_MIRROR": (tmp_path / "mirror").as_uri(), "HOME": str(home)}
+    )
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert array_file("observation", 0) in again.stderr
+
+
+def test_help_answers_without_importing_torch(tmp_path: Path) -> None:
+    done = run_repo_script("converters/dqn_replay_atari.py", "--help", cwd=tmp_path)
+    assert done.returncode == 0 and "--fraction" in done.stdout
