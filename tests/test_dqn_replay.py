@@ -113,19 +113,24 @@ def truth_end(truth: dict, number: int, step: int) -> bool:
     return any(value[:2] == (number, step) and value[4] for value in truth.values())
 
 
-def test_fraction_keeps_the_first_slots_whole_transitions_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fraction", [0.25, 0.75])  # the write position (slot 44) outside, then inside
+def test_fraction_keeps_the_first_slots_whole_transitions_only(tmp_path: Path, fraction: float) -> None:
     replay = DopamineReplay(80, SMALL)
     truth = play(replay, [(30, True), (25, True), (60, False)], np.random.default_rng(2))
+    assert replay.cursor() == 44
     replay.save(tmp_path, 0)
+    window = round(80 * fraction)
     whole = convert_checkpoint(tmp_path, 0, tmp_path / "whole.hdf5")
-    part = convert_checkpoint(tmp_path, 0, tmp_path / "part.hdf5", fraction=0.25)  # slots 0-19
-    assert part.slots_read == 20 and whole.slots_read == 80
+    part = convert_checkpoint(tmp_path, 0, tmp_path / "part.hdf5", fraction=fraction)
+    assert part.slots_read == window and whole.slots_read == 80
     buffer = load_buffer(tmp_path / "part.hdf5")
-    check_against_truth(buffer, truth, SMALL)
+    steps = check_against_truth(buffer, truth, SMALL)
+    # the rows are the whole conversion's rows whose stack and next frame lie in the window, in its order
+    whole_steps = check_against_truth(load_buffer(tmp_path / "whole.hdf5"), truth, SMALL)
     all_slots = sampled_slots(replay.store["terminal"], int(replay.add_count), 80, 80)
-    expected = [slot for slot in all_slots if slot >= 3 and slot + 1 < 20]
-    assert len(buffer) == len(expected) > 0
-    assert buffer.frames.shape[0] == 20
+    inside = [step for slot, step in zip(all_slots, whole_steps, strict=True) if slot >= 3 and slot + 1 < window]
+    assert steps == inside and len(steps) > 0
+    assert buffer.frames.shape[0] == window
 
 
 def test_checkpoint_files_are_found_and_named_as_in_the_bucket(tmp_path: Path, monkeypatch) -> None:
