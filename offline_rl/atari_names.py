@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from offline_rl.errors import OfflineRLError
+
 _TASK_DECORATION = re.compile(r"^(ALE/)?(?P<game>[A-Za-z]+?)(NoFrameskip|Deterministic)?(-v\d+)?$")
 
 
@@ -20,3 +22,11 @@ def game_in(task: str, games: Sequence[str]) -> str | None:
         return None
     by_lower = {game.lower(): game for game in games}
     return by_lower.get(match.group("game").lower())
+
+
+def game_of(task: str, games: Sequence[str], data_set: str) -> str:
+    """`game_in`, or the one-line `--task` error listing the games `data_set` has."""
+    game = game_in(task, games)
+    if game is None:
+        raise OfflineRLError(f"--task {task}: not {data_set} game; expected one of {', '.join(games)}")
+    return game

@@ -26,7 +26,8 @@ from offline_rl.errors import DatasetError
 
 _FRAMES_PER_BLOCK = 2048  # 14 MB of 84x84 frames in memory at a time
 _FRAMES_PER_CHUNK = 256  # HDF5 chunk: 1.8 MB of frames
-_EXPECTED = {"action": "integer", "reward": "floating", "terminal": "integer or boolean"}
+_SLOT_ARRAYS = {"action": ("iu", "integer"), "reward": ("f", "floating"), "terminal": ("iub", "integer or boolean")}
+"""The per-slot arrays besides the frames: the dtype kinds accepted, and how an error names them."""
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,13 @@ def convert_checkpoint(
     folder, output_path = Path(replay_dir).expanduser(), Path(output).expanduser()
     name = f"{folder}/*_ckpt.{checkpoint}.gz"
     started = time.perf_counter()
-    paths = {key: folder / array_file(key, checkpoint) for key in ("observation", "action", "reward", "terminal")}
+    paths = {key: folder / array_file(key, checkpoint) for key in _SLOT_ARRAYS}
     add_count_path = folder / array_file(ADD_COUNT, checkpoint)
-    frames_source: Path | str = paths["observation"]
-    if frames_url is not None and not paths["observation"].is_file():
-        frames_source = frames_url
-    for path in (*paths.values(), add_count_path):
-        if not path.is_file() and not (path == paths["observation"] and isinstance(frames_source, str)):
+    frames_path = folder / array_file("observation", checkpoint)
+    frames_source: Path | str = frames_url if frames_url is not None and not frames_path.is_file() else frames_path
+    needed = [*paths.values(), add_count_path, *([frames_source] if isinstance(frames_source, Path) else [])]
+    for path in needed:
+        if not path.is_file():
             raise DatasetError(f"{path}: no such file (checkpoint {checkpoint} of {folder} is incomplete)")
     add_count = read_npy(add_count_path)
     if add_count.shape != () or add_count.dtype.kind not in "iu" or int(add_count) < 0:
@@ -89,7 +90,7 @@ def convert_checkpoint(
         capacity = frames_in.shape[0]
         window = capacity if fraction >= 1.0 else max(round(capacity * fraction), 0)
         present = window if int(add_count) >= capacity else min(window, int(add_count))
-        columns = {key: _slot_array(paths[key], capacity, present) for key in ("action", "reward", "terminal")}
+        columns = {key: _slot_array(path, key, capacity, present) for key, path in paths.items()}
         terminal = columns["terminal"].astype(bool)
         slots = sampled_slots(terminal, int(add_count), capacity, present)
         if not len(slots):
@@ -144,14 +145,13 @@ def convert_checkpoint(
     )
 
 
-def _slot_array(path: Path, capacity: int, rows: int) -> np.ndarray:
-    """The first `rows` values of a per-slot array, after checking it is one."""
-    key = path.name.removeprefix("$store$_").split("_ckpt")[0]
+def _slot_array(path: Path, key: str, capacity: int, rows: int) -> np.ndarray:
+    """The first `rows` values of the per-slot array `key`, after checking it is one."""
+    kinds, described = _SLOT_ARRAYS[key]
     with NpyStream(path) as stream:
-        kinds = {"action": "iu", "reward": "f", "terminal": "iub"}[key]
         if stream.shape != (capacity,) or stream.dtype.kind not in kinds:
             raise DatasetError(
-                f"{path}: expected {capacity} {_EXPECTED[key]} values (one a slot, as the frames), "
+                f"{path}: expected {capacity} {described} values (one a slot, as the frames), "
                 f"found {stream.shape} of {stream.dtype}"
             )
         return stream.read_rows(rows)

@@ -16,8 +16,7 @@ import os
 import urllib.parse
 from pathlib import Path
 
-from offline_rl.atari_names import game_in
-from offline_rl.errors import OfflineRLError
+from offline_rl.atari_names import game_in, game_of
 
 MIRROR = "https://storage.googleapis.com/atari-replay-datasets/dqn"
 RUNS = range(1, 6)
@@ -42,10 +41,7 @@ GAMES = (
 
 def game_name(task: str) -> str:
     """The bucket's spelling of a game from `Pong`, `pong`, `PongNoFrameskip-v4` or `ALE/Pong-v5`."""
-    game = game_in(task, GAMES)
-    if game is None:
-        raise OfflineRLError(f"--task {task}: not a DQN Replay game; expected one of {', '.join(GAMES)}")
-    return game
+    return game_of(task, GAMES, "a DQN Replay")
 
 
 def array_file(name: str, checkpoint: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from offline_rl.atari_names import game_in
+from offline_rl.atari_names import game_in, game_of
 from offline_rl.errors import OfflineRLError
 
 MIRROR = "https://storage.googleapis.com/rl_unplugged/atari"
@@ -31,10 +31,7 @@ GAMES = (
 
 def game_name(task: str) -> str:
     """RL Unplugged's spelling of a game from `Breakout`, `breakout`, `BreakoutNoFrameskip-v4` or `ALE/Breakout-v5`."""
-    game = game_in(task, GAMES)
-    if game is None:
-        raise OfflineRLError(f"--task {task}: not an RL Unplugged Atari game; expected one of {', '.join(GAMES)}")
-    return game
+    return game_of(task, GAMES, "an RL Unplugged Atari")
 
 
 def recorded_task(shard: Path) -> str | None:
