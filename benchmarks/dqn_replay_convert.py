@@ -1,6 +1,7 @@
 """DQN Replay checkpoint conversion: offline_rl's streaming converter against loading whole arrays.
 
     python benchmarks/dqn_replay_convert.py [--slots 100000] [--game Pong] [--fraction 0.01] [--tile-to 1000000]
+        [--checkpoints 6 [--workers W]]
 
 The checkpoint is built as Dopamine builds one: real Atari screens (random-policy games through
 gymnasium's `AtariPreprocessing`, 84x84 grayscale) added step by step to a Dopamine-style replay
@@ -16,18 +17,25 @@ that reports its seconds and how far its peak RSS rose above
 what the imports had taken (both after the imports). A real checkpoint holds 1M slots (7 GB of frames
 inflated), so the peak is what decides whether a machine can convert one at all; both scale with
 the slots read. The last line is `peak_rss_ratio_vs_whole_arrays: X.X`.
+
+`--checkpoints N` also times the converter command over N checkpoints (the cached one linked under N
+numbers) with `--workers 1` and with `--workers W` (default: one per core), as a run's 51 are
+converted; it prints `parallel_speedup: X.X` (conversion seconds, from the command's total line).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from offline_rl.cpu_cores import available_cores
 from offline_rl.dqn_replay.testing import DopamineReplay
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -126,12 +134,41 @@ def measure(folder: Path, mode: str, fraction: float, output: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def time_workers(source: Path, checkpoints: int, workers: int) -> tuple[float, float]:
+    """The converter command over `checkpoints` copies of the source checkpoint: its own conversion
+    seconds (from its total line) and the command's wall seconds, imports included."""
+    import time
+
+    from offline_rl.dqn_replay.sources import checkpoint_files
+
+    folder, output = CACHE / "dqn-replay-parallel" / "replay_logs", CACHE / "dqn-replay-parallel" / "buffers"
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        for checkpoint in range(checkpoints):  # hard links: N checkpoints for the disk of one
+            for name, linked in zip(checkpoint_files(CHECKPOINT), checkpoint_files(checkpoint), strict=True):
+                (folder / linked).hardlink_to(source / name)
+        command = [sys.executable, str(Path(__file__).resolve().parents[1] / "converters" / "dqn_replay_atari.py")]
+        command += ["--replay-dir", str(folder), "--output", str(output), "--workers", str(workers)]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - started
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    total = done.stdout.strip().splitlines()[-1]
+    seconds = re.search(r", ([\d.]+) s, ", total)
+    assert total.startswith(f"converted {checkpoints} checkpoint(s)") and seconds, total
+    return float(seconds.group(1)), wall
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=100_000)
     parser.add_argument("--game", default="Pong")
     parser.add_argument("--fraction", type=float, default=0.01)
     parser.add_argument("--tile-to", type=int, default=0, help="also time a checkpoint of this many slots")
+    parser.add_argument("--checkpoints", type=int, default=0, help="also time the command over this many")
+    parser.add_argument("--workers", type=int, default=0, help="with --checkpoints (0: one per core)")
     args = parser.parse_args()
     folder = CACHE / f"dqn-replay-{args.game}-{args.slots}"
     if not (folder / "add_count_ckpt.0.gz").exists():
@@ -173,6 +210,15 @@ def main() -> None:
             for path in tiled.iterdir():
                 path.unlink()
             tiled.rmdir()
+    if args.checkpoints:
+        workers = args.workers or available_cores()
+        times = {count: time_workers(folder, args.checkpoints, count) for count in dict.fromkeys((1, workers))}
+        for count, (seconds, wall) in times.items():
+            print(
+                f"{args.checkpoints} checkpoints, --workers {count}: {seconds:.1f} s converting, "
+                f"{wall:.1f} s for the command, {args.checkpoints * args.slots / seconds:.0f} slots/s"
+            )
+        print(f"parallel_speedup: {times[1][0] / times[workers][0]:.2f} ({workers} workers, {available_cores()} cores)")
     print(f"peak_rss_ratio_vs_whole_arrays: {rows[0][1]['peak_rss'] / max(rows[1][1]['peak_rss'], 1):.1f}")
 
 

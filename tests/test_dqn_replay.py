@@ -218,6 +218,77 @@ def test_converter_command_end_to_end_then_atari_cql_trains_on_two_checkpoints(t
     assert any(line.startswith("done:") and "10 updates" in line for line in trained.stdout.splitlines())
 
 
+def three_checkpoints(folder: Path) -> None:
+    rng = np.random.default_rng(9)
+    replay = DopamineReplay(90, (84, 84))
+    for checkpoint, first in enumerate((0, 2, 4)):
+        play(replay, [(35, True), (25, False)], rng, first=first)
+        replay.save(folder, checkpoint)
+
+
+def assert_same_buffer(path: Path, reference: Path) -> None:
+    mine, theirs = load_buffer(path), load_buffer(reference)
+    rows = np.arange(len(theirs))
+    assert len(mine) == len(theirs) > 0
+    for key in ("obs", "obs_next", "act", "rew", "terminated", "truncated"):
+        np.testing.assert_array_equal(mine[rows][key], theirs[rows][key], err_msg=f"{path}: {key}")
+
+
+def convert_folder(folder: Path, out: Path, *flags: str):
+    return run_in_process(
+        "converters/dqn_replay_atari.py", "--replay-dir", str(folder), "--output", str(out), *flags, cwd=folder.parent
+    )
+
+
+def test_checkpoints_convert_in_worker_processes_as_they_would_one_by_one(tmp_path: Path) -> None:
+    folder = tmp_path / "Pong" / "1" / "replay_logs"
+    three_checkpoints(folder)
+    out = tmp_path / "buffers"
+    done = convert_folder(folder, out, "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    for checkpoint in range(3):
+        convert_checkpoint(folder, checkpoint, tmp_path / f"alone-{checkpoint}.hdf5")
+        assert_same_buffer(out / f"ckpt_{checkpoint}.hdf5", tmp_path / f"alone-{checkpoint}.hdf5")
+        assert done.stdout.count(f"ckpt.{checkpoint}.gz: ") == 1  # its summary line, once
+    assert "converted 3 checkpoint(s)" in done.stdout.splitlines()[-1]
+
+
+def test_a_damaged_checkpoint_among_workers_fails_alone_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    folder = tmp_path / "replay_logs"
+    three_checkpoints(folder)
+    frames = folder / array_file("observation", 1)
+    frames.write_bytes(frames.read_bytes()[:-500])
+    out = tmp_path / "buffers"
+    done = convert_folder(folder, out, "--workers", "2")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert array_file("observation", 1) in done.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt_0.hdf5", "ckpt_2.hdf5"]  # no temporary left either
+    again = convert_folder(folder, out)  # only the damaged one is tried again
+    assert again.stdout.count("already converted, skipped") == 2 and again.returncode == 2
+
+
+def test_ray_tasks_stream_each_checkpoints_first_slots_from_the_mirror(tmp_path: Path, ray_address: str) -> None:
+    mirror = tmp_path / "mirror"
+    three_checkpoints(mirror / "Pong" / "1" / "replay_logs")
+    home = tmp_path / "home"
+    flags = ["--task", "Pong", "--checkpoint", "0", "2", "--fraction", "0.5", "--ray-address", ray_address]
+    done = run_repo_script(  # a Ray driver of its own
+        "converters/dqn_replay_atari.py",
+        *flags,
+        cwd=tmp_path,
+        env_extra={"DQN_REPLAY_MIRROR": mirror.as_uri(), "HOME": str(home)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "converted 2 checkpoint(s)" in done.stdout.splitlines()[-1]
+    for checkpoint in (0, 2):
+        reference = tmp_path / f"local-{checkpoint}.hdf5"
+        convert_checkpoint(mirror / "Pong" / "1" / "replay_logs", checkpoint, reference, fraction=0.5)
+        buffers = home / ".dqn_replay" / "buffers" / "Pong" / "1"
+        assert_same_buffer(buffers / f"ckpt_{checkpoint}-first_0.5.hdf5", reference)
+    stored = home / ".dqn_replay" / "datasets" / "Pong" / "1" / "replay_logs"
+    assert not any("observation" in p.name for p in stored.iterdir())  # frames were streamed, not stored
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -5,20 +5,27 @@
     python converters/dqn_replay_atari.py --replay-dir Pong/1/replay_logs --output pong-1.hdf5 --checkpoint 50
 
 Each checkpoint becomes one buffer file; `atari_cql.py --load-buffer-name` takes several at once.
-Checkpoints whose buffer already exists are skipped unless `--overwrite`, so re-running an
-interrupted batch finishes it.
+Several checkpoints convert in parallel (`--workers` processes here, or Ray tasks with
+`--ray-address`). Checkpoints whose buffer already exists are skipped unless `--overwrite`, so
+re-running an interrupted batch finishes it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from offline_rl.apps.conversion_settings import (
+    conversion_ray_address,
+    conversion_workers,
+    frame_compression,
+    ray_cluster,
+    worker_count,
+)
 from offline_rl.apps.flags import parse_config
-from offline_rl.apps.frame_buffer_settings import frame_compression
 from offline_rl.atomic import check_output
 from offline_rl.download import download_file
 from offline_rl.dqn_replay.sources import (
@@ -37,6 +44,7 @@ from offline_rl.settings import check_ranges, require, setting
 
 if TYPE_CHECKING:
     from offline_rl.dqn_replay.converter import CheckpointSummary
+    from offline_rl.parallel_jobs import Progress
 
 PROG = "converters/dqn_replay_atari.py"
 DESCRIPTION = "Convert DQN Replay checkpoints (Dopamine replays, the CQL paper's Atari data) to atari_cql.py buffers."
@@ -45,12 +53,21 @@ ON_DISK = "a replay folder already on disk"
 
 
 @dataclass(frozen=True)
+class CheckpointOptions:
+    fraction: float = 1.0
+    compression: str | None = None
+
+
+@dataclass(frozen=True)
 class CheckpointJob:
     replay_dir: Path
     checkpoint: int
     output: Path
+    options: CheckpointOptions = CheckpointOptions()
     game: str | None = None
     run: int | None = None
+    frames_url: str | None = None
+    """Where the frame file is read from as it downloads (set by `fetch_missing` for a fraction)."""
 
 
 @dataclass
@@ -88,6 +105,8 @@ class DQNReplayConversionConfig:
     output: Path | None = setting(
         None, "buffer file (one checkpoint) or directory (several); none: in --buffer-dir", group=ON_DISK
     )
+    workers: int | None = conversion_workers("checkpoints")
+    ray_address: str | None = conversion_ray_address()
     overwrite: bool = setting(False, "convert again checkpoints whose buffer exists")
     compression: str | None = frame_compression()
 
@@ -112,6 +131,9 @@ class DQNReplayConversionConfig:
         """`ckpt_7.hdf5`, or with --fraction `ckpt_7-first_0.01.hdf5`: a part never passes for the whole."""
         part = "" if self.fraction >= 1.0 else f"-first_{self.fraction:g}"
         return f"ckpt_{checkpoint}{part}.hdf5"
+
+    def options(self) -> CheckpointOptions:
+        return CheckpointOptions(fraction=self.fraction, compression=self.compression)
 
 
 def config_from_args(argv: Sequence[str] | None) -> DQNReplayConversionConfig:
@@ -140,7 +162,7 @@ def jobs_for_folder(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
             target = output / config.buffer_name(checkpoint)
         else:
             target = output
-        jobs.append(CheckpointJob(folder, checkpoint, target))
+        jobs.append(CheckpointJob(folder, checkpoint, target, config.options()))
     return jobs
 
 
@@ -153,27 +175,43 @@ def jobs_for_tasks(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
             folder = replay_folder(config.datasets_folder(), game, run)
             for checkpoint in checkpoints:
                 output = config.buffers_folder() / game / str(run) / config.buffer_name(checkpoint)
-                jobs.append(CheckpointJob(folder, checkpoint, output, game, run))
+                jobs.append(CheckpointJob(folder, checkpoint, output, config.options(), game, run))
     return jobs
 
 
-def fetch_missing(job: CheckpointJob, fraction: float) -> str | None:
+def fetch_missing(job: CheckpointJob) -> CheckpointJob:
     """Download the files of a bucket checkpoint that are not on disk yet (each atomically). When only a
-    fraction is kept, the frame file (99% of the bytes) is not downloaded: its URL is returned, for
+    fraction is kept, the frame file (99% of the bytes) is not downloaded: the job gets its URL, for
     the converter to read its first slots as they arrive."""
     if job.game is None or job.run is None:
-        return None
+        return job
     frames_url = None
     for name in checkpoint_files(job.checkpoint):
         path = job.replay_dir / name
         if path.exists():
             continue
         url = file_url(job.game, job.run, name)
-        if fraction < 1.0 and name == array_file("observation", job.checkpoint):
+        if job.options.fraction < 1.0 and name == array_file("observation", job.checkpoint):
             frames_url = url
         else:
             download_file(url, path, hint="or point --replay-dir at a copy")
-    return frames_url
+    return replace(job, frames_url=frames_url)
+
+
+def convert_job(job: CheckpointJob, progress: Progress) -> CheckpointSummary:
+    """One checkpoint, in this process, a worker process or a Ray task; the bar counts frames copied."""
+    from offline_rl.dqn_replay.converter import convert_checkpoint
+
+    return convert_checkpoint(
+        job.replay_dir,
+        job.checkpoint,
+        job.output,
+        fraction=job.options.fraction,
+        compression=job.options.compression,
+        frames_url=job.frames_url,
+        on_total=progress.grow,
+        on_frames=progress.advance,
+    )
 
 
 def total_line(summaries: Sequence[CheckpointSummary], seconds: float) -> str:
@@ -198,27 +236,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for job in todo:  # before any download or conversion
         check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
+    todo = [fetch_missing(job) for job in todo]
     # only now: converting needs h5py and Tianshou (seconds to import); --help and a mistyped flag need neither
-    from offline_rl.dqn_replay.converter import convert_checkpoint
-    from offline_rl.progress import progress_bar
+    import offline_rl.dqn_replay.converter  # noqa: F401  (imported once here; forked workers inherit it)
+    from offline_rl.parallel_jobs import run_jobs, run_jobs_on_ray
 
+    label = f"convert ckpt {todo[0].checkpoint}" if len(todo) == 1 else f"convert {len(todo)} checkpoints"
     started = time.perf_counter()
-    summaries = []
-    for number, job in enumerate(todo, 1):
-        frames_url = fetch_missing(job, config.fraction)
-        label = f"convert ckpt {job.checkpoint}" + (f" ({number}/{len(todo)})" if len(todo) > 1 else "")
-        with progress_bar(unit="frame", unit_scale=True, desc=label) as bar:
-            summary = convert_checkpoint(
-                job.replay_dir,
-                job.checkpoint,
-                job.output,
-                fraction=config.fraction,
-                compression=config.compression,
-                frames_url=frames_url,
-                on_total=lambda frames, bar=bar: bar.reset(total=frames),
-                on_frames=bar.update,
-            )
-        print(summary.line())
-        summaries.append(summary)
+    cluster = ray_cluster(config.ray_address)
+    if cluster:
+        summaries = run_jobs_on_ray(convert_job, todo, cluster, desc=f"{label} on Ray", unit="checkpoint")
+    else:
+        workers = worker_count(config.workers, len(todo))
+        summaries = run_jobs(convert_job, todo, workers=workers, desc=label, unit="frame")
     print(total_line(summaries, time.perf_counter() - started))
     return 0

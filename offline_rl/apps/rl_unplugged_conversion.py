@@ -11,17 +11,21 @@ here, or Ray tasks with `--ray-address`). Shards whose buffer already exists are
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from offline_rl.apps.conversion_settings import (
+    conversion_ray_address,
+    conversion_workers,
+    frame_compression,
+    ray_cluster,
+    worker_count,
+)
 from offline_rl.apps.flags import parse_config
-from offline_rl.apps.frame_buffer_settings import frame_compression
 from offline_rl.atomic import check_output
-from offline_rl.cpu_cores import available_cores
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
@@ -65,12 +69,8 @@ class RLUnpluggedConversionConfig:
     output: Path | None = setting(
         None, "buffer file (one shard) or directory (several); none: --buffer-dir", group=ON_DISK
     )
-    workers: int | None = setting(
-        None, "shards converted in parallel (none: one per core, at most one per shard)", minimum=1
-    )
-    ray_address: str | None = setting(
-        None, "convert as Ray tasks: auto, ray://HOST:PORT, or local (none: $RAY_ADDRESS; without: --workers here)"
-    )
+    workers: int | None = conversion_workers("shards")
+    ray_address: str | None = conversion_ray_address()
     skip_corrupt: bool = setting(False, "skip damaged records and report how many")
     overwrite: bool = setting(False, "convert again shards whose buffer exists")
     compression: str | None = frame_compression()
@@ -91,9 +91,6 @@ class RLUnpluggedConversionConfig:
 
     def buffers_folder(self) -> Path:
         return (self.buffer_dir or default_root() / "buffers").expanduser()
-
-    def ray_cluster(self) -> str | None:
-        return self.ray_address or os.environ.get("RAY_ADDRESS") or None
 
 
 def config_from_args(argv: Sequence[str] | None) -> RLUnpluggedConversionConfig:
@@ -162,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # game or file need neither and answer at once
     from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
 
-    jobs = [ConversionJob(shard, output) for shard, output in pairs]
+    options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
+    jobs = [ConversionJob(shard, output, options) for shard, output in pairs]
     todo = []
     for job in jobs:
         if job.output.exists() and not config.overwrite:
@@ -174,16 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for job in todo:  # before any download or conversion
         check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
     _fetch_missing(todo)
-    workers = config.workers or min(len(todo), available_cores())
-    options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
     started = time.perf_counter()
-    ray_address = config.ray_cluster()
-    if ray_address:
-        summaries = convert_shards_on_ray(todo, options, ray_address)
+    cluster = ray_cluster(config.ray_address)
+    if cluster:
+        summaries = convert_shards_on_ray(todo, cluster)
     else:
-        summaries = convert_shards(todo, options, workers=workers)
-    seconds = time.perf_counter() - started
-    for summary in summaries:
-        print(summary.line())
-    print(total_line(summaries, seconds))
+        summaries = convert_shards(todo, workers=worker_count(config.workers, len(todo)))
+    print(total_line(summaries, time.perf_counter() - started))
     return 0
