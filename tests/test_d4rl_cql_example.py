@@ -447,6 +447,21 @@ def test_files_loaded_together_keep_the_metadata_they_agree_on() -> None:
         "name": "a.hdf5 + b.hdf5",
         "skipped": 0,
     }
+    checkpoints = [{**a, "name": f"Pong/1/ckpt.{n}-first_0.01"} for n in (0, 1, 10, 2, 50)]  # a glob's order
+    assert combined_info(checkpoints) == {**a, "name": "Pong/1/ckpt.{0-2,10,50}-first_0.01"}
+
+
+def test_names_alike_but_for_one_number_are_one_exact_label_and_others_are_joined_whole() -> None:
+    from offline_rl.data.names import combined_label
+
+    assert combined_label([f"buffers/ckpt_{n}.hdf5" for n in range(51)]) == "buffers/ckpt_{0-50}.hdf5"
+    shards = ["run_1-00003-of-00100", "run_1-00000-of-00100", "run_1-00001-of-00100"]
+    assert combined_label(shards) == "run_1-{00000-00001,00003}-of-00100"  # zero padding kept
+    assert combined_label(["ckpt_9", "ckpt_10", "ckpt_9"]) == "ckpt_{9-10}"  # by value, each once
+    # two numbers differ, a name is not a number there, or one name alone: nothing is abbreviated
+    assert combined_label(["run_1-00000", "run_2-00001"], joiner=" ") == "run_1-00000 run_2-00001"
+    assert combined_label(["ckpt_1.hdf5", "ckpt_a.hdf5"]) == "ckpt_1.hdf5 + ckpt_a.hdf5"
+    assert combined_label(["expert.hdf5"]) == "expert.hdf5"
 
 
 def trained_on_d4rl_file_with_its_preset(tmp_path: Path, dataset: str, task: str) -> tuple[str, float, float, dict]:

@@ -215,6 +215,8 @@ def test_converter_command_end_to_end_then_atari_cql_trains_on_two_checkpoints(t
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert "task: ALE/Pong-v5" in trained.stdout
+    assert f"{out}/ckpt_{{0-1}}.hdf5: " in trained.stdout  # the files, named once
+    assert any(line.startswith("done: ALE/Pong-v5 on Pong/1/ckpt.{0-1}:") for line in trained.stdout.splitlines())
     assert any(line.startswith("done:") and "10 updates" in line for line in trained.stdout.splitlines())
 
 
@@ -369,6 +371,7 @@ def test_a_fraction_reads_only_the_start_of_the_frame_file_as_it_downloads(tmp_p
     assert done.returncode == 0, done.stderr
     streamed = load_buffer(home / ".dqn_replay" / "buffers" / "Pong" / "1" / "ckpt_0-first_0.1.hdf5")
     assert len(streamed) == local.transitions > 0
+    assert dataset_info(streamed)["name"] == "Pong/1/ckpt.0-first_0.1"  # a part is never named as the whole
     whole = load_buffer(tmp_path / "local.hdf5")
     rows = np.arange(len(whole))
     np.testing.assert_array_equal(streamed[rows].obs, whole[rows].obs)

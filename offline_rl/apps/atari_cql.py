@@ -22,6 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
+from offline_rl.data.names import combined_label
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import (
     EVAL_PROTOCOLS,
@@ -60,7 +61,8 @@ class AtariCQLConfig:
     frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
     load_buffer_name: tuple[str, ...] = setting(
         ("expert.hdf5",),
-        "the offline buffer (.hdf5); several RL Unplugged shards (or atari_qrdqn.py collections) are combined; "
+        "the offline buffer (.hdf5); several RL Unplugged shards or DQN Replay checkpoints (converted), or "
+        "atari_qrdqn.py collections, are combined; "
         "or one D4RL-format file or Minari dataset (id or directory) with discrete actions",
     )
     buffer_from_rl_unplugged: bool = setting(False, "the buffer was made by converters/rl_unplugged_atari.py")
@@ -76,6 +78,10 @@ class AtariCQLConfig:
     )
     # Atari games get the published protocol by default: rewards clipped to [-1, 1] in the learner.
     algorithm: DiscreteCQLConfig = field(default_factory=DiscreteCQLConfig)
+
+    def buffers_label(self) -> str:
+        """`--load-buffer-name` in the lines that name the data: `ckpt_{0-50}.hdf5` for a run's 51 files."""
+        return combined_label(self.load_buffer_name, joiner=" ")
 
 
 def config_from_args(argv: Sequence[str] | None) -> AtariCQLConfig:
@@ -121,8 +127,8 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
             if kind in SINGLE_SOURCE_FORMATS:
                 raise OfflineRLError(
                     f"--load-buffer-name {name}: a {SINGLE_SOURCE_FORMATS[kind]} is trained on alone; several "
-                    "sources combine only when all are Tianshou frame buffers (RL Unplugged conversions or "
-                    "atari_qrdqn.py collections)"
+                    "sources combine only when all are Tianshou frame buffers (RL Unplugged or DQN Replay "
+                    "conversions, or atari_qrdqn.py collections)"
                 )
             if kind is None:
                 how = create_buffer_command(config.task or DEFAULT_TASK, names[0], config.buffer_from_rl_unplugged)
@@ -130,14 +136,15 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
         buffer = load_buffers([Path(name).expanduser() for name in names])
     if not has_discrete_actions(buffer):
         raise OfflineRLError(
-            f"--load-buffer-name {' '.join(names)}: its actions are continuous (floats, shape "
+            f"--load-buffer-name {config.buffers_label()}: its actions are continuous (floats, shape "
             f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes integer action indices (in a "
             f"D4RL-format file, an integer 'actions' column). Train on it with CQL-SAC: python "
             f"examples/d4rl_cql.py --dataset {' '.join(map(shell_quoted, names))}"
         )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(
-            f"--buffer-from-rl-unplugged: {' '.join(names)} is not a buffer written by the RL Unplugged converter"
+            f"--buffer-from-rl-unplugged: {config.buffers_label()} is not a buffer written by the RL Unplugged "
+            "converter"
         )
     return buffer
 
@@ -162,7 +169,7 @@ def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.E
     given; else the command that makes a fitting one."""
     from offline_rl.data import dataset_info
 
-    where = " ".join(config.load_buffer_name)
+    where = config.buffers_label()
     belongs_to = dataset_env(dataset_info(buffer))
     if belongs_to is not None and not same_task(belongs_to.task, task):
         fix = f"it {belongs_to.origin}: give --task {belongs_to.task}"
@@ -210,7 +217,7 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
     held = getattr(buffer, "nbytes", 0) / 2**30
     if not is_atari_game(task):
         print(
-            f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions; each evaluation plays "
+            f"{config.buffers_label()}: {len(buffer)} transitions; each evaluation plays "
             f"{config.run.test_num} episode(s) of {task}",
             flush=True,
         )
@@ -219,7 +226,7 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
     if recorded:
         protocol = "as the dataset records it, its screens as 84×84 grayscale frames"
     print(
-        f"{' '.join(config.load_buffer_name)}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
+        f"{config.buffers_label()}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
         f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
         f"{atari_game(task)} ({protocol}, up to 27 000 steps each)",
         flush=True,
@@ -242,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. The data (not needed to only watch or export a trained policy), and the env it is evaluated on: --task,
     #    else the one the buffer records. Loading draws nothing from the run's generators.
-    names = " ".join(config.load_buffer_name)
+    names = config.buffers_label()
     # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
     task_given = bool(config.task)
     given_env = make_evaluation_env(config, config.task, padding="reset") if task_given else None

@@ -19,6 +19,7 @@ from offline_rl.atomic import atomic_hdf5, atomic_path
 from offline_rl.compat import write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
+from offline_rl.data.names import combined_label
 from offline_rl.data.transitions import combined_info, dataset_info, require_finite, set_dataset_info
 from offline_rl.errors import DatasetError
 from offline_rl.host_memory import require_memory
@@ -128,8 +129,8 @@ def _load(file_path: Path, buffer_class: type[ReplayBuffer]) -> ReplayBuffer:
 
 
 def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
-    """One buffer from one file, or from several frame-buffer files of one kind (several RL Unplugged
-    shards, or several `atari_qrdqn.py` collections), episodes intact."""
+    """One buffer from one file, or from several frame-buffer files of one kind (RL Unplugged shards
+    and DQN Replay checkpoints, converted; or `atari_qrdqn.py` collections), episodes intact."""
     if len(paths) == 1:
         return load_buffer(paths[0])
     file_paths = [Path(path).expanduser() for path in paths]
@@ -137,12 +138,13 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
     for path, buffer_class in zip(file_paths, classes, strict=True):
         if buffer_class is ReplayBuffer or buffer_class is not classes[0]:
             raise DatasetError(
-                f"{path}: several buffers combine only when all are RL Unplugged conversions or all are "
-                f"atari_qrdqn.py collections (this one is a {buffer_class.__name__}, the first a {classes[0].__name__})"
+                f"{path}: several buffers combine only when all are RL Unplugged or DQN Replay conversions or "
+                f"all are atari_qrdqn.py collections (this one is a {buffer_class.__name__}, "
+                f"the first a {classes[0].__name__})"
             )
     sizes = [_file_bytes(path) for path in file_paths]
     pooled = classes[0] is FramePoolBuffer  # read straight into the result; stacks load a file at a time beside it
-    _require_memory(sum(sizes) + (0 if pooled else max(sizes)), f"{file_paths[0]} and {len(file_paths) - 1} more")
+    _require_memory(sum(sizes) + (0 if pooled else max(sizes)), combined_label(list(map(str, file_paths))))
     if pooled:
         buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths)
     else:
@@ -158,4 +160,4 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
 
         buffer = merge_frame_stack_buffers(loaded(), total_frames=frames)  # type: ignore[arg-type]
         set_dataset_info(buffer, combined_info(infos))
-    return _checked(buffer, " + ".join(map(str, file_paths)))
+    return _checked(buffer, combined_label(list(map(str, file_paths))))

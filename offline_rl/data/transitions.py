@@ -16,6 +16,7 @@ import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
 from offline_rl.compat import mark_buffer_full, set_buffer_attribute
+from offline_rl.data.names import combined_label
 from offline_rl.errors import DatasetError
 
 DATASET_INFO_ATTR = "dataset_info"
@@ -68,13 +69,13 @@ def set_dataset_info(buffer: ReplayBuffer, info: dict[str, Any]) -> None:
 
 
 def combined_info(infos: list[dict[str, Any]]) -> dict[str, Any]:
-    """The metadata of several files loaded as one buffer: their names joined, and whatever else they
-    all agree on (the task they were recorded on, their source), so a buffer of several shards of
-    one game still says which game."""
+    """The metadata of several files loaded as one buffer: one label for their names (`combined_label`),
+    and whatever else they all agree on (the task they were recorded on, their source), so a buffer of
+    several shards of one game still says which game."""
     if len(infos) == 1:
         return dict(infos[0])
     shared = {key: value for key, value in infos[0].items() if all(info.get(key) == value for info in infos[1:])}
-    return {**shared, "name": " + ".join(str(info.get("name", "?")) for info in infos)}
+    return {**shared, "name": combined_label([str(info.get("name", "?")) for info in infos])}
 
 
 def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def convert_checkpoint(
                 "done": terminated | truncated,
             }
             write_pool_transitions(file, obs, obs_next, transition_columns)
-            file.attrs["name"] = checkpoint_label(folder, checkpoint)
+            file.attrs["name"] = checkpoint_label(folder, checkpoint, fraction)
             file.attrs["source"] = "DQN Replay (Dopamine replay checkpoint)"
             file.attrs["checkpoint"] = checkpoint
             file.attrs["slots_read"] = present

@@ -76,12 +76,14 @@ def recorded_task(replay_dir: Path) -> str | None:
     return None
 
 
-def checkpoint_label(replay_dir: Path, checkpoint: int) -> str:
-    """A checkpoint's short name in logs and run summaries: `Pong/1/ckpt.7` for the bucket's layout."""
+def checkpoint_label(replay_dir: Path, checkpoint: int, fraction: float = 1.0) -> str:
+    """A checkpoint's short name in logs and run summaries (which results tables group runs by):
+    `Pong/1/ckpt.7` for the bucket's layout, `Pong/1/ckpt.7-first_0.01` for its first 1%."""
     folder = replay_dir.expanduser().absolute()
     if folder.name == "replay_logs":
         folder = folder.parent
-    return f"{folder.parent.name}/{folder.name}/ckpt.{checkpoint}"
+    part = "" if fraction >= 1.0 else f"-first_{fraction:g}"
+    return f"{folder.parent.name}/{folder.name}/ckpt.{checkpoint}{part}"
 
 
 def checkpoints_in(replay_dir: Path) -> list[int]:
