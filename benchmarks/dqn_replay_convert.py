@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -137,8 +138,6 @@ def measure(folder: Path, mode: str, fraction: float, output: Path) -> dict:
 def time_workers(source: Path, checkpoints: int, workers: int) -> tuple[float, float]:
     """The converter command over `checkpoints` copies of the source checkpoint: its own conversion
     seconds (from its total line) and the command's wall seconds, imports included."""
-    import time
-
     from offline_rl.dqn_replay.sources import checkpoint_files
 
     folder, output = CACHE / "dqn-replay-parallel" / "replay_logs", CACHE / "dqn-replay-parallel" / "buffers"

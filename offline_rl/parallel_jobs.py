@@ -107,13 +107,12 @@ def run_jobs(
     desc: str,
     unit: str,
     total: int | None = None,
-    unit_scale: bool = True,
     show_progress: bool = True,
 ) -> list[SummaryT]:
     """Every job's summary, in the jobs' order (in `workers` processes when > 1), each line printed as
     its job ends; if any job failed with a user-facing error, one error naming the first failure once
     the others are done. `total`: the work known before the jobs start (none: the jobs `grow` it)."""
-    with progress_bar(total=total, unit=unit, unit_scale=unit_scale, desc=desc, disable=not show_progress) as bar:
+    with progress_bar(total=total, unit=unit, unit_scale=True, desc=desc, disable=not show_progress) as bar:
         if workers <= 1 or len(jobs) == 1:
             results = _run_here(work, jobs, bar)
         else:

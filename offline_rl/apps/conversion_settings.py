@@ -4,10 +4,11 @@ checkpoints) declare alike, and how they resolve where they run."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from offline_rl.cpu_cores import available_cores
-from offline_rl.settings import setting
+from offline_rl.settings import require, setting
 
 FRAME_COMPRESSIONS = (None, "gzip", "lzf")
 
@@ -37,3 +38,18 @@ def ray_cluster(address: str | None) -> str | None:
 
 def worker_count(workers: int | None, jobs: int) -> int:
     return workers or max(1, min(jobs, available_cores()))
+
+
+def require_one_source(task: object, on_disk: object, output: object, *, on_disk_flag: str, picks: str) -> None:
+    """Either a data set's names (`--task` with `picks`) or files on disk (`on_disk_flag`); `--output`
+    only with the latter, since named data has its own place under `--buffer-dir`."""
+    require((task is None) != (on_disk is None), f"give either --task (with {picks}) or {on_disk_flag}")
+    require(
+        task is None or output is None, f"--output goes with {on_disk_flag}; with --task, buffers go to --buffer-dir"
+    )
+
+
+def folder_or_default(given: Path | None, root: Path, name: str) -> Path:
+    """A converter's folder: the flag's, else `root/name` (`~/.rl_unplugged/datasets`, ...), read when
+    the command runs, so a changed HOME (a test's, a cluster job's) is honoured."""
+    return (given or root / name).expanduser()

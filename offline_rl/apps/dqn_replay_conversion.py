@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, ClassVar
 from offline_rl.apps.conversion_settings import (
     conversion_ray_address,
     conversion_workers,
+    folder_or_default,
     frame_compression,
     ray_cluster,
+    require_one_source,
     worker_count,
 )
 from offline_rl.apps.flags import parse_config
@@ -40,7 +42,7 @@ from offline_rl.dqn_replay.sources import (
     replay_folder,
 )
 from offline_rl.errors import OfflineRLError
-from offline_rl.settings import check_ranges, require, setting
+from offline_rl.settings import check_ranges, setting
 
 if TYPE_CHECKING:
     from offline_rl.dqn_replay.converter import CheckpointSummary
@@ -112,20 +114,15 @@ class DQNReplayConversionConfig:
 
     def validate(self) -> None:
         check_ranges(self)
-        require(
-            (self.task is None) != (self.replay_dir is None),
-            "give either --task (with --run-id/--checkpoint) or --replay-dir",
-        )
-        require(
-            self.task is None or self.output is None,
-            "--output goes with --replay-dir; with --task, buffers go to --buffer-dir",
+        require_one_source(
+            self.task, self.replay_dir, self.output, on_disk_flag="--replay-dir", picks="--run-id/--checkpoint"
         )
 
     def datasets_folder(self) -> Path:
-        return (self.dataset_dir or default_root() / "datasets").expanduser()
+        return folder_or_default(self.dataset_dir, default_root(), "datasets")
 
     def buffers_folder(self) -> Path:
-        return (self.buffer_dir or default_root() / "buffers").expanduser()
+        return folder_or_default(self.buffer_dir, default_root(), "buffers")
 
     def buffer_name(self, checkpoint: int) -> str:
         """`ckpt_7.hdf5`, or with --fraction `ckpt_7-first_0.01.hdf5`: a part never passes for the whole."""

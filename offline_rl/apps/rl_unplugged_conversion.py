@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, ClassVar
 from offline_rl.apps.conversion_settings import (
     conversion_ray_address,
     conversion_workers,
+    folder_or_default,
     frame_compression,
     ray_cluster,
+    require_one_source,
     worker_count,
 )
 from offline_rl.apps.flags import parse_config
@@ -29,7 +31,7 @@ from offline_rl.atomic import check_output
 from offline_rl.download import download_file
 from offline_rl.errors import OfflineRLError
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
-from offline_rl.settings import check_ranges, require, setting
+from offline_rl.settings import check_ranges, setting
 
 if TYPE_CHECKING:
     from offline_rl.rl_unplugged.parallel import ConversionJob
@@ -77,20 +79,15 @@ class RLUnpluggedConversionConfig:
 
     def validate(self) -> None:
         check_ranges(self)
-        require(
-            (self.task is None) != (self.shard_file is None),
-            "give either --task (with --run-id/--shard-id) or --shard-file",
-        )
-        require(
-            self.task is None or self.output is None,
-            "--output goes with --shard-file; with --task, buffers go to --buffer-dir",
+        require_one_source(
+            self.task, self.shard_file, self.output, on_disk_flag="--shard-file", picks="--run-id/--shard-id"
         )
 
     def shards_folder(self) -> Path:
-        return (self.dataset_dir or default_root() / "datasets").expanduser()
+        return folder_or_default(self.dataset_dir, default_root(), "datasets")
 
     def buffers_folder(self) -> Path:
-        return (self.buffer_dir or default_root() / "buffers").expanduser()
+        return folder_or_default(self.buffer_dir, default_root(), "buffers")
 
 
 def config_from_args(argv: Sequence[str] | None) -> RLUnpluggedConversionConfig:
