@@ -1,7 +1,7 @@
 """DQN Replay checkpoint conversion: offline_rl's streaming converter against loading whole arrays.
 
     python benchmarks/dqn_replay_convert.py [--slots 100000] [--game Pong] [--fraction 0.01] [--tile-to 1000000]
-        [--checkpoints 6 [--workers W]]
+        [--checkpoints 6 [--workers W] [--mirror-mb-per-s 5]]
 
 The checkpoint is built as Dopamine builds one: real Atari screens (random-policy games through
 gymnasium's `AtariPreprocessing`, 84x84 grayscale) added step by step to a Dopamine-style replay
@@ -21,18 +21,31 @@ the slots read. The last line is `peak_rss_ratio_vs_whole_arrays: X.X`.
 `--checkpoints N` also times the converter command over N checkpoints (the cached one linked under N
 numbers) with `--workers 1` and with `--workers W` (default: one per core), as a run's 51 are
 converted; it prints `parallel_speedup: X.X` (conversion seconds, from the command's total line).
+With `--mirror-mb-per-s R` it then serves them from a local mirror whose connections share one link
+of R MB/s, and times getting every buffer from nothing on disk two ways: downloading each file in turn
+and then converting (what the converter did until 2026-11-28), and the converter as it is, which
+downloads in checkpoint order while its workers convert the checkpoints already fetched; it prints
+`download_overlap_speedup: X.X`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
 
 import numpy as np
 
@@ -135,29 +148,101 @@ def measure(folder: Path, mode: str, fraction: float, output: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def time_workers(source: Path, checkpoints: int, workers: int) -> tuple[float, float]:
-    """The converter command over `checkpoints` copies of the source checkpoint: its own conversion
-    seconds (from its total line) and the command's wall seconds, imports included."""
+@contextlib.contextmanager
+def linked_checkpoints(source: Path, checkpoints: int) -> Iterator[Path]:
+    """A replay folder laid out as the bucket's (`.../Pong/1/replay_logs`) holding `checkpoints` copies
+    of the source checkpoint, as hard links (N checkpoints for the disk of one); removed after."""
     from offline_rl.dqn_replay.sources import checkpoint_files
 
-    folder, output = CACHE / "dqn-replay-parallel" / "replay_logs", CACHE / "dqn-replay-parallel" / "buffers"
-    shutil.rmtree(folder.parent, ignore_errors=True)
+    root = CACHE / "dqn-replay-parallel"
+    shutil.rmtree(root, ignore_errors=True)
+    folder = root / "mirror" / "Pong" / "1" / "replay_logs"
     folder.mkdir(parents=True)
     try:
-        for checkpoint in range(checkpoints):  # hard links: N checkpoints for the disk of one
+        for checkpoint in range(checkpoints):
             for name, linked in zip(checkpoint_files(CHECKPOINT), checkpoint_files(checkpoint), strict=True):
                 (folder / linked).hardlink_to(source / name)
-        command = [sys.executable, str(Path(__file__).resolve().parents[1] / "converters" / "dqn_replay_atari.py")]
-        command += ["--replay-dir", str(folder), "--output", str(output), "--workers", str(workers)]
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        wall = time.perf_counter() - started
+        yield folder
     finally:
-        shutil.rmtree(folder.parent, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_converter(flags: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """The converter command's own seconds (from its total line: downloads and conversion) and the
+    command's wall seconds, imports included."""
+    command = [sys.executable, str(Path(__file__).resolve().parents[1] / "converters" / "dqn_replay_atari.py"), *flags]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
     total = done.stdout.strip().splitlines()[-1]
     seconds = re.search(r", ([\d.]+) s, ", total)
-    assert total.startswith(f"converted {checkpoints} checkpoint(s)") and seconds, total
+    assert total.startswith("converted ") and seconds, total
     return float(seconds.group(1)), wall
+
+
+def time_workers(folder: Path, workers: int) -> tuple[float, float]:
+    """The converter command over the checkpoints in `folder`, on disk."""
+    output = folder.parents[3] / "buffers"
+    shutil.rmtree(output, ignore_errors=True)
+    return run_converter(["--replay-dir", str(folder), "--output", str(output), "--workers", str(workers)])
+
+
+class ThrottledMirror(http.server.SimpleHTTPRequestHandler):
+    """A mirror whose connections share one link of `bytes_per_s`: each chunk sent books its time on a
+    common clock, so parallel downloads are no faster together than one alone. What overlapping
+    downloads with conversion gains is then the overlap alone, not extra bandwidth."""
+
+    bytes_per_s = 10e6
+    _clock_lock = threading.Lock()
+    _link_free_at = 0.0
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+    def copyfile(self, source: BinaryIO, outputfile: BinaryIO) -> None:
+        while chunk := source.read(1 << 16):
+            with ThrottledMirror._clock_lock:
+                start = max(time.monotonic(), ThrottledMirror._link_free_at)
+                ThrottledMirror._link_free_at = start + len(chunk) / self.bytes_per_s
+                sent_at = ThrottledMirror._link_free_at
+            time.sleep(max(0.0, sent_at - time.monotonic()))
+            outputfile.write(chunk)
+
+
+def time_downloads(folder: Path, checkpoints: int, workers: int, bytes_per_s: float) -> tuple[float, float]:
+    """Seconds from nothing on disk to every buffer written, fetching from a mirror on a link of
+    `bytes_per_s`: (downloads first, one file at a time, then the converter on disk: what the converter
+    did until 2026-11-28) and (the converter downloading while it converts)."""
+    from offline_rl.download import download_file
+    from offline_rl.dqn_replay.sources import checkpoint_files
+    from offline_rl.progress import Meter
+
+    handler = partial(ThrottledMirror, directory=str(folder.parents[2]))
+    ThrottledMirror.bytes_per_s = bytes_per_s
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mirror = f"http://127.0.0.1:{server.server_address[1]}"
+    root = folder.parents[3]
+    try:
+        local = root / "first" / "Pong" / "1" / "replay_logs"
+        local.mkdir(parents=True)
+        quiet = Meter(grow=lambda _: None, advance=lambda _: None)
+        started = time.perf_counter()
+        for checkpoint in range(checkpoints):
+            for name in checkpoint_files(checkpoint):
+                download_file(f"{mirror}/Pong/1/replay_logs/{quote(name)}", local / name, meter=quiet)
+        fetched = time.perf_counter() - started
+        parallel = ["--workers", str(workers)]
+        _, converting = run_converter(["--replay-dir", str(local), "--output", str(root / "first-buffers"), *parallel])
+        folders = ["--dataset-dir", str(root / "datasets"), "--buffer-dir", str(root / "overlapped-buffers")]
+        picked = ["--task", "Pong", "--checkpoint", *map(str, range(checkpoints))]
+        _, overlapped = run_converter([*picked, *parallel, *folders], env={"DQN_REPLAY_MIRROR": mirror})
+    finally:
+        server.shutdown()
+        server.server_close()
+    print(f"  downloads first: {fetched:.1f} s fetching one file at a time, then {converting:.1f} s converting")
+    return fetched + converting, overlapped
 
 
 def main() -> None:
@@ -168,6 +253,9 @@ def main() -> None:
     parser.add_argument("--tile-to", type=int, default=0, help="also time a checkpoint of this many slots")
     parser.add_argument("--checkpoints", type=int, default=0, help="also time the command over this many")
     parser.add_argument("--workers", type=int, default=0, help="with --checkpoints (0: one per core)")
+    parser.add_argument(
+        "--mirror-mb-per-s", type=float, default=0.0, help="with --checkpoints, also time downloads on a link this fast"
+    )
     args = parser.parse_args()
     folder = CACHE / f"dqn-replay-{args.game}-{args.slots}"
     if not (folder / "add_count_ckpt.0.gz").exists():
@@ -211,13 +299,21 @@ def main() -> None:
             tiled.rmdir()
     if args.checkpoints:
         workers = args.workers or available_cores()
-        times = {count: time_workers(folder, args.checkpoints, count) for count in dict.fromkeys((1, workers))}
-        for count, (seconds, wall) in times.items():
-            print(
-                f"{args.checkpoints} checkpoints, --workers {count}: {seconds:.1f} s converting, "
-                f"{wall:.1f} s for the command, {args.checkpoints * args.slots / seconds:.0f} slots/s"
-            )
-        print(f"parallel_speedup: {times[1][0] / times[workers][0]:.2f} ({workers} workers, {available_cores()} cores)")
+        with linked_checkpoints(folder, args.checkpoints) as replay:
+            times = {count: time_workers(replay, count) for count in dict.fromkeys((1, workers))}
+            for count, (seconds, wall) in times.items():
+                print(
+                    f"{args.checkpoints} checkpoints, --workers {count}: {seconds:.1f} s converting, "
+                    f"{wall:.1f} s for the command, {args.checkpoints * args.slots / seconds:.0f} slots/s"
+                )
+            cores = available_cores()
+            print(f"parallel_speedup: {times[1][0] / times[workers][0]:.2f} ({workers} workers, {cores} cores)")
+            if args.mirror_mb_per_s:
+                print(f"{args.checkpoints} checkpoints from a mirror on a {args.mirror_mb_per_s:g} MB/s link:")
+                first, overlapped = time_downloads(replay, args.checkpoints, workers, args.mirror_mb_per_s * 1e6)
+                print(f"  downloads first, then converting: {first:.1f} s (both commands' wall time)")
+                print(f"  downloads in order while the workers convert (--workers {workers}): {overlapped:.1f} s")
+                print(f"download_overlap_speedup: {first / overlapped:.2f}")
     print(f"peak_rss_ratio_vs_whole_arrays: {rows[0][1]['peak_rss'] / max(rows[1][1]['peak_rss'], 1):.1f}")
 
 

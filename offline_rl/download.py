@@ -7,36 +7,71 @@ names the URL and where to put a copy made elsewhere.
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import DownloadError
-from offline_rl.progress import progress_bar
+from offline_rl.progress import Meter, bar_meter, progress_bar
 
 
-def download_file(url: str, destination: Path, *, hint: str = "", timeout_s: float = 30.0) -> None:
-    """Fetch `url` to `destination`; `hint` ends the error message (e.g. an environment variable to set)."""
+def download_file(
+    url: str, destination: Path, *, hint: str = "", timeout_s: float = 30.0, meter: Meter | None = None
+) -> None:
+    """Fetch `url` to `destination`; `hint` ends the error message (e.g. an environment variable to set).
+    The bytes are counted on a bar of the download's own, or on `meter` (a bar shared by several
+    downloads, in worker processes too)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with (
-                atomic_path(destination) as tmp,
-                open(tmp, "wb") as out,
-                progress_bar(total=total, unit="B", unit_scale=True, desc=f"download {destination.name}") as bar,
-            ):
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", None) or error
-        where = f"copy the file to that path{f' ({hint})' if hint else ''} and run again"
-        raise DownloadError(
-            f"dataset not found at {destination} and the download from {url} failed ({reason}); {where}"
-        ) from None
+            size = int(response.headers.get("Content-Length") or 0)
+            with atomic_path(destination) as tmp, open(tmp, "wb") as out:
+                if meter is not None:
+                    received = _copy(response, out, meter, size)
+                else:
+                    desc = f"download {destination.name}"
+                    with progress_bar(total=size or None, unit="B", unit_scale=True, desc=desc) as bar:
+                        received = _copy(response, out, bar_meter(bar), 0)
+                if size and received != size:  # http.client ends a body cut short quietly, as if complete
+                    raise _CutShort(f"the connection closed after {received} of its {size} bytes")
+    except (urllib.error.URLError, OSError, http.client.HTTPException, _CutShort) as error:
+        raise download_error(url, destination, getattr(error, "reason", None) or error, hint) from None
+
+
+class _CutShort(Exception):
+    pass
+
+
+def _copy(response: BinaryIO, out: BinaryIO, meter: Meter, size: int) -> int:
+    if size:  # unknown without a Content-Length
+        meter.grow(size)
+    received = 0
+    while chunk := response.read(1 << 20):
+        out.write(chunk)
+        meter.advance(len(chunk))
+        received += len(chunk)
+    return received
+
+
+def download_error(url: str, destination: Path, reason: object, hint: str = "") -> DownloadError:
+    where = f"copy the file to that path{f' ({hint})' if hint else ''} and run again"
+    return DownloadError(f"dataset not found at {destination} and the download from {url} failed ({reason}); {where}")
+
+
+def check_reachable(url: str, destination: Path, hint: str = "") -> None:
+    """Fail at once, as `download_file` would, when `url`'s host cannot be reached: before a batch of
+    downloads spread over worker processes, each of which would otherwise wait out its own timeout."""
+    address = urllib.parse.urlsplit(url)
+    if address.scheme not in ("http", "https") or not address.hostname:
+        return
+    problem = unreachable(address.hostname, address.port or (443 if address.scheme == "https" else 80))
+    if problem:
+        raise download_error(url, destination, problem, hint)
 
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")

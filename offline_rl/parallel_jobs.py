@@ -9,6 +9,12 @@ receives the signal too) removes its temporary file before the parent exits. A S
 the parent alone (Kubernetes signals a container's first process only, then kills everything after
 its grace period), so the parent passes it on: the workers stop their jobs at once rather than
 finish them, which can take minutes.
+
+Jobs whose inputs must be downloaded first (`fetch`) are a pipeline: one fetcher process downloads
+them in order, and each job goes to the workers as soon as its inputs are on disk, so the link stays
+busy while the workers convert. (Downloading in each worker before its conversion, tried first, left
+the link idle while every worker converted and the cores idle while every worker downloaded: the
+workers run in step, and on 2 cores it gained nothing.)
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from tqdm import tqdm
 
 from offline_rl.errors import OfflineRLError
 from offline_rl.interrupts import Terminated, exit_status
-from offline_rl.progress import progress_bar
+from offline_rl.progress import Meter, bar_meter, progress_bar
 
 
 class Summary(Protocol):
@@ -38,19 +44,24 @@ JobT = TypeVar("JobT")
 SummaryT = TypeVar("SummaryT", bound=Summary)
 
 
-@dataclass(frozen=True)
-class Progress:
-    """What a job tells the bar: work it has found (`grow`: the bar's total goes up, for jobs that learn
-    their size only once they have opened their input) and work it has done (`advance`)."""
+_IDLE = Meter(grow=lambda _: None, advance=lambda _: None)
 
-    grow: Callable[[int], None]
-    advance: Callable[[int], None]
+
+@dataclass(frozen=True)
+class Progress(Meter):
+    """What a job tells the bar of its work (`grow`, `advance`: frames, bytes read), and the download bar
+    of the inputs it fetches before starting (`download`: bytes; drawn once a job downloads)."""
+
+    download: Meter = _IDLE
 
 
 Work = Callable[[JobT, Progress], SummaryT]
 """A job's work: a module-level function (worker processes and Ray tasks receive it by name)."""
+Fetch = Callable[[JobT, Progress], JobT]
+"""What a job downloads before its work, counted on `Progress.download`: returns the job as its work
+needs it (e.g. with where to stream from). Also a module-level function."""
 
-_QUIET = Progress(grow=lambda _: None, advance=lambda _: None)
+_QUIET = Progress(grow=_IDLE.grow, advance=_IDLE.advance)
 _progress_queue: multiprocessing.queues.Queue | None = None  # set in each worker by _init_worker
 _job_running = False  # in a worker: whether a signal finds it inside a job
 
@@ -77,7 +88,12 @@ def _queued_progress() -> Progress:
     sink = _progress_queue
     if sink is None:
         return _QUIET
-    return Progress(grow=lambda count: sink.put(("grow", count)), advance=lambda count: sink.put(("advance", count)))
+
+    def sender(kind: str) -> Callable[[int], None]:
+        return lambda count: sink.put((kind, count))
+
+    download = Meter(grow=sender("download grow"), advance=sender("download advance"))
+    return Progress(grow=sender("grow"), advance=sender("advance"), download=download)
 
 
 def _run_in_worker(work: Work[JobT, SummaryT], job: JobT) -> SummaryT:
@@ -92,11 +108,57 @@ def _run_in_worker(work: Work[JobT, SummaryT], job: JobT) -> SummaryT:
         _job_running = False
 
 
-def _bar_progress(bar: tqdm) -> Progress:
-    def grow(count: int) -> None:
-        bar.total = (bar.total or 0) + count  # shown with the next update (a log gets no extra line)
+def _fetch_in_order(fetch: Fetch[JobT], jobs: Sequence[JobT], progress: multiprocessing.queues.Queue) -> None:
+    """The fetcher process: every job's inputs in the jobs' order, each job sent back as `("fetched",
+    index, job)` once they are on disk, or with the user-facing error that stopped it (the job fails
+    alone, the next one is fetched)."""
+    global _job_running
+    _init_worker(progress)
+    for index, job in enumerate(jobs):
+        try:
+            _job_running = True
+            ready: Any = fetch(job, _queued_progress())
+        except OfflineRLError as error:
+            ready = error
+        except KeyboardInterrupt as interrupt:  # its temporary file removed; nothing more is fetched
+            os._exit(exit_status(interrupt))
+        finally:
+            _job_running = False
+        progress.put(("fetched", index, ready))
 
-    return Progress(grow=grow, advance=bar.update)
+
+class _Bars:
+    """The jobs' bar, and the download bar below it, drawn when the first download starts (most runs
+    have their inputs on disk and never show it)."""
+
+    def __init__(self, work: tqdm) -> None:
+        self.work = work
+        self._download: tqdm | None = None
+        counted = bar_meter(work)
+        download = Meter(grow=self._download_grow, advance=self._download_advance)
+        self.progress = Progress(grow=counted.grow, advance=counted.advance, download=download)
+
+    def _download_bar(self) -> tqdm:
+        if self._download is None:
+            self._download = progress_bar(unit="B", unit_scale=True, desc="download", disable=self.work.disable)
+        return self._download
+
+    def _download_grow(self, count: int) -> None:
+        bar_meter(self._download_bar()).grow(count)
+
+    def _download_advance(self, count: int) -> None:
+        self._download_bar().update(count)
+
+    def count(self, kind: str, count: int) -> None:
+        """A count a worker sent (`_queued_progress`)."""
+        meter = self.progress.download if kind.startswith("download") else self.progress
+        (meter.grow if kind.endswith("grow") else meter.advance)(count)
+
+    def close(self) -> None:
+        """The download bar's end: called as soon as the last job's downloads are done (so its rate is the
+        downloads' own, not the whole run's), and again when the jobs are."""
+        if self._download is not None:
+            self._download.close()
 
 
 def run_jobs(
@@ -104,6 +166,7 @@ def run_jobs(
     jobs: Sequence[JobT],
     *,
     workers: int = 1,
+    fetch: Fetch[JobT] | None = None,
     desc: str,
     unit: str,
     total: int | None = None,
@@ -111,12 +174,18 @@ def run_jobs(
 ) -> list[SummaryT]:
     """Every job's summary, in the jobs' order (in `workers` processes when > 1), each line printed as
     its job ends; if any job failed with a user-facing error, one error naming the first failure once
-    the others are done. `total`: the work known before the jobs start (none: the jobs `grow` it)."""
+    the others are done. `fetch`: each job's downloads, in a fetcher process ahead of the workers
+    (one worker converts while the next job downloads). `total`: the work known before the jobs
+    start (none: the jobs `grow` it)."""
     with progress_bar(total=total, unit=unit, unit_scale=True, desc=desc, disable=not show_progress) as bar:
-        if workers <= 1 or len(jobs) == 1:
-            results = _run_here(work, jobs, bar)
-        else:
-            results = _run_in_workers(work, jobs, workers, bar)
+        bars = _Bars(bar)
+        try:
+            if len(jobs) == 1 or (workers <= 1 and fetch is None):
+                results = _run_here(work, fetch, jobs, bars)
+            else:
+                results = _run_in_workers(work, fetch, jobs, workers, bars)
+        finally:
+            bars.close()
     return _summaries_or_error(results)
 
 
@@ -134,47 +203,75 @@ def _report(bar: tqdm, result: Summary | OfflineRLError) -> None:
         bar.write(result.line())
 
 
-def _run_here(work: Work[JobT, SummaryT], jobs: Sequence[JobT], bar: tqdm) -> list[SummaryT | OfflineRLError]:
+def _run_here(
+    work: Work[JobT, SummaryT], fetch: Fetch[JobT] | None, jobs: Sequence[JobT], bars: _Bars
+) -> list[SummaryT | OfflineRLError]:
     results: list[SummaryT | OfflineRLError] = []
-    progress = _bar_progress(bar)
-    for job in jobs:
+    for index, job in enumerate(jobs):
         try:
-            result: SummaryT | OfflineRLError = work(job, progress)
+            ready = fetch(job, bars.progress) if fetch is not None else job
+            if index == len(jobs) - 1:
+                bars.close()
+            result: SummaryT | OfflineRLError = work(ready, bars.progress)
         except OfflineRLError as error:
             result = error
-        _report(bar, result)
+        _report(bars.work, result)
         results.append(result)
     return results
 
 
 def _run_in_workers(
-    work: Work[JobT, SummaryT], jobs: Sequence[JobT], workers: int, bar: tqdm
+    work: Work[JobT, SummaryT], fetch: Fetch[JobT] | None, jobs: Sequence[JobT], workers: int, bars: _Bars
 ) -> list[SummaryT | OfflineRLError]:
     context = multiprocessing.get_context("fork")
     progress = context.Queue()
+    fetcher = None
+    if fetch is not None:  # forked first, while this process has no pool threads yet
+        fetcher = context.Process(target=_fetch_in_order, args=(fetch, jobs, progress), name="fetcher")
+        fetcher.start()
     executor = ProcessPoolExecutor(
         max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker, initargs=(progress,)
     )
-    futures: list[Future[SummaryT]] = []
-    outcomes: dict[Future[SummaryT], SummaryT | OfflineRLError] = {}
+    running: dict[Future[SummaryT], int] = {}
+    outcomes: dict[int, SummaryT | OfflineRLError] = {}
+    fetched = 0
     try:
-        futures = [executor.submit(_run_in_worker, work, job) for job in jobs]
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            _drain(progress, bar)
+        if fetcher is None:
+            running = {executor.submit(_run_in_worker, work, job): index for index, job in enumerate(jobs)}
+        while len(outcomes) < len(jobs):
+            done: set[Future[SummaryT]] = set()
+            if running:
+                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+            for index, ready in _drain(progress, bars, wait_s=0.0 if running else 0.2):
+                if isinstance(ready, OfflineRLError):
+                    outcomes[index] = ready
+                else:
+                    running[executor.submit(_run_in_worker, work, ready)] = index
+                fetched += 1
+                if fetched == len(jobs):
+                    bars.close()
             for future in done:
-                outcomes[future] = _outcome(future)
-                _report(bar, outcomes[future])
-        _drain(progress, bar)
+                index = running.pop(future)
+                outcomes[index] = _outcome(future)
+                _report(bars.work, outcomes[index])
+            if fetcher is not None and not running and not fetcher.is_alive() and progress.empty():
+                missing = len(jobs) - len(outcomes)
+                if missing:  # killed from outside (the OOM killer): its jobs would never come
+                    stopped = f"the download process stopped (exit status {fetcher.exitcode})"
+                    raise OfflineRLError(f"{stopped}, {missing} job(s) unfetched")
+        _drain(progress, bars)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):  # Ctrl-C reaches the workers too; a SIGTERM may not
             for worker in multiprocessing.active_children():
                 worker.terminate()  # SIGTERM: the worker stops its job, removing its temporary file
         executor.shutdown(wait=True, cancel_futures=True)
+        if fetcher is not None:
+            fetcher.join()
         raise
     executor.shutdown(wait=True)
-    return [outcomes[future] for future in futures]
+    if fetcher is not None:
+        fetcher.join()
+    return [outcomes[index] for index in range(len(jobs))]
 
 
 def _outcome(future: Future[SummaryT]) -> SummaryT | OfflineRLError:
@@ -186,26 +283,40 @@ def _outcome(future: Future[SummaryT]) -> SummaryT | OfflineRLError:
     raise error
 
 
-def _drain(progress: multiprocessing.queues.Queue, bar: tqdm) -> None:
-    here = _bar_progress(bar)
+def _drain(progress: multiprocessing.queues.Queue, bars: _Bars, wait_s: float = 0.0) -> list[tuple[int, Any]]:
+    """Counts the workers sent, drawn on the bars; the jobs the fetcher has readied, returned (`wait_s`:
+    how long to wait for the first message when none is there yet)."""
+    fetched = []
     while True:
         try:
-            kind, count = progress.get_nowait()
+            message = progress.get(timeout=wait_s) if wait_s else progress.get_nowait()
         except queue.Empty:
-            return
-        (here.grow if kind == "grow" else here.advance)(count)
+            return fetched
+        wait_s = 0.0
+        if message[0] == "fetched":
+            fetched.append(message[1:])
+        else:
+            bars.count(*message)
 
 
-def _run_as_ray_task(work: Work[JobT, SummaryT], job: JobT) -> SummaryT | OfflineRLError:
-    """One job in a Ray worker; a user-facing error comes back as a value, to be reported with the others."""
+def _run_as_ray_task(work: Work[JobT, SummaryT], fetch: Fetch[JobT] | None, job: JobT) -> SummaryT | OfflineRLError:
+    """One job in a Ray worker, its downloads first (on the node that converts it); a user-facing error
+    comes back as a value, to be reported with the others."""
     try:
-        return work(job, _QUIET)
+        return work(fetch(job, _QUIET) if fetch is not None else job, _QUIET)
     except OfflineRLError as error:
         return error
 
 
 def run_jobs_on_ray(
-    work: Work[JobT, SummaryT], jobs: Sequence[JobT], address: str, *, desc: str, unit: str, show_progress: bool = True
+    work: Work[JobT, SummaryT],
+    jobs: Sequence[JobT],
+    address: str,
+    *,
+    fetch: Fetch[JobT] | None = None,
+    desc: str,
+    unit: str,
+    show_progress: bool = True,
 ) -> list[SummaryT]:
     """Every job as a Ray task (one CPU each), each writing its own output atomically where every node
     sees it (shared storage, or one machine); the bar counts jobs. `address`: `auto`, `ray://HOST:PORT`,
@@ -214,7 +325,7 @@ def run_jobs_on_ray(
 
     ray = connect(address)
     task = ray.remote(num_cpus=1, max_retries=3)(_run_as_ray_task)
-    pending = [task.remote(work, job) for job in jobs]
+    pending = [task.remote(work, fetch, job) for job in jobs]
     results: dict[Any, SummaryT | OfflineRLError] = {}
     refs = list(pending)
     with progress_bar(total=len(jobs), unit=unit, desc=desc, disable=not show_progress) as bar:

@@ -8,11 +8,32 @@ at most every `LOG_INTERVAL_S` seconds, plus the final one (also for bars a term
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tqdm import tqdm
 
 LOG_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Meter:
+    """What a piece of work tells a bar it does not own (one drawn by another process, or shared by
+    several jobs): work found (`grow`: the bar's total goes up, for work whose size is learnt only once
+    it has started) and work done (`advance`)."""
+
+    grow: Callable[[int], None]
+    advance: Callable[[int], None]
+
+
+def bar_meter(bar: tqdm) -> Meter:
+    """A meter that counts on `bar`."""
+
+    def grow(count: int) -> None:
+        bar.total = (bar.total or 0) + count  # shown with the next update (a log gets no extra line)
+
+    return Meter(grow=grow, advance=bar.update)
 
 
 class _Lines:
@@ -36,6 +57,10 @@ class _LogBar(tqdm):
     `6/6` line twice)."""
 
     _shown: tuple[Any, ...] | None = None
+
+    def moveto(self, n: int) -> None:
+        """Nothing: a bar below another (a download bar under a conversion's) moves the cursor there on a
+        terminal; in a log that is a stray escape code, and each line is simply the next."""
 
     def display(self, msg: str | None = None, pos: int | None = None) -> Any:
         shown = super().display(msg, pos)

@@ -9,12 +9,15 @@ import offline_rl  # noqa: F401
 # isort: split
 
 import ast
+import http.server
 import importlib.util
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +345,38 @@ def record_minari_dataset(
             dataset_id, episodes, env=env.spec, eval_env=eval_env, algorithm_name="random", **metadata
         )
     return episodes
+
+
+CUT_AFTER = 1000
+"""Bytes the server sends of a `/cut/...` file before closing the connection."""
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder; `/cut/NAME` announces NAME's whole length and sends its first bytes only."""
+
+    def log_message(self, *_: object) -> None:  # no request lines among the test's output
+        pass
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/cut/"):
+            return super().do_GET()
+        body = Path(self.directory, self.path.removeprefix("/cut/")).read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:CUT_AFTER])
+        self.close_connection = True
+        return None
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real HTTP server on this machine: its root URL and the folder it serves (a mirror for downloads)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, directory=str(served)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", served
+    httpd.shutdown()
+    httpd.server_close()

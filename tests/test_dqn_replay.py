@@ -7,13 +7,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tqdm import tqdm
 
 from conftest import run_in_process, run_repo_script
 from offline_rl.data import dataset_info, load_buffer, load_buffers
 from offline_rl.data.frame_padding import frame_padding_of
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.dqn_replay import convert_checkpoint, sampled_slots
-from offline_rl.dqn_replay.sources import array_file, checkpoint_label, checkpoints_in, file_url, recorded_task
+from offline_rl.dqn_replay.sources import (
+    array_file,
+    checkpoint_files,
+    checkpoint_label,
+    checkpoints_in,
+    file_url,
+    folder_url,
+    recorded_task,
+)
 from offline_rl.dqn_replay.testing import DopamineReplay, step_frame
 from offline_rl.errors import DatasetError
 
@@ -145,7 +154,7 @@ def test_checkpoint_files_are_found_and_named_as_in_the_bucket(tmp_path: Path, m
     assert recorded_task(folder) == "ALE/Pong-v5" and recorded_task(tmp_path) is None
     assert checkpoint_label(folder, 7) == "Pong/1/ckpt.7"
     monkeypatch.delenv("DQN_REPLAY_MIRROR", raising=False)
-    assert file_url("Pong", 1, "$store$_observation_ckpt.0.gz") == (
+    assert file_url(folder_url("Pong", 1), "$store$_observation_ckpt.0.gz") == (
         "https://storage.googleapis.com/atari-replay-datasets/dqn/Pong/1/replay_logs/%24store%24_observation_ckpt.0.gz"
     )
 
@@ -269,6 +278,50 @@ def test_a_damaged_checkpoint_among_workers_fails_alone_and_leaves_no_partial_fi
     assert again.stdout.count("already converted, skipped") == 2 and again.returncode == 2
 
 
+def test_whole_checkpoints_download_in_their_workers_and_one_missing_on_the_mirror_fails_alone(
+    tmp_path: Path, http_server: tuple[str, Path]
+) -> None:
+    """Each worker fetches its own checkpoint's files over HTTP, so downloads run side by side and
+    overlap conversions; their bytes go to one download bar. A file the mirror lacks fails its
+    checkpoint alone, naming its URL; the checkpoints whose files came are converted."""
+    root, served = http_server
+    mirror = served / "Pong" / "1" / "replay_logs"
+    three_checkpoints(mirror)
+    (mirror / array_file("reward", 1)).unlink()
+    home = tmp_path / "home"
+    flags = ("--task", "Pong", "--checkpoint", "0", "1", "2", "--workers", "2")
+    done = run_in_process(
+        "converters/dqn_replay_atari.py", *flags, cwd=tmp_path, env_extra={"DQN_REPLAY_MIRROR": root, "HOME": str(home)}
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: dataset not found at ") and last.count("failed") == 1
+    assert f"{root}/Pong/1/replay_logs/%24store%24_reward_ckpt.1.gz failed (File not found)" in last
+    buffers = home / ".dqn_replay" / "buffers" / "Pong" / "1"
+    assert sorted(p.name for p in buffers.iterdir()) == ["ckpt_0.hdf5", "ckpt_2.hdf5"]
+    for checkpoint in (0, 2):
+        convert_checkpoint(mirror, checkpoint, tmp_path / f"local-{checkpoint}.hdf5")
+        assert_same_buffer(buffers / f"ckpt_{checkpoint}.hdf5", tmp_path / f"local-{checkpoint}.hdf5")
+    stored = home / ".dqn_replay" / "datasets" / "Pong" / "1" / "replay_logs"
+    assert checkpoints_in(stored) == [0, 2]
+    fetched = sorted(p.name for p in stored.iterdir())  # ckpt 1's files up to the missing one; no temporary
+    assert fetched == sorted([*checkpoint_files(0), *checkpoint_files(2), *checkpoint_files(1)[:2]])
+    download_lines = [line for line in done.stderr.splitlines() if line.startswith("download")]
+    assert download_lines and download_lines[-1].startswith("download: 100%")  # one bar, not one per file
+    size = tqdm.format_sizeof(sum((stored / name).stat().st_size for name in fetched))
+    assert f" {size}/{size} " in download_lines[-1]
+    three_checkpoints(mirror)  # the mirror mended (the same files again): only ckpt 1's 3 missing files come
+    again = run_in_process(
+        "converters/dqn_replay_atari.py", *flags, cwd=tmp_path, env_extra={"DQN_REPLAY_MIRROR": root, "HOME": str(home)}
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("already converted, skipped") == 2 and checkpoints_in(stored) == [0, 1, 2]
+    rest = tqdm.format_sizeof(sum((stored / name).stat().st_size for name in checkpoint_files(1)[2:]))
+    assert f" {rest}/{rest} " in [line for line in again.stderr.splitlines() if line.startswith("download")][-1]
+    convert_checkpoint(mirror, 1, tmp_path / "local-1.hdf5")
+    assert_same_buffer(buffers / "ckpt_1.hdf5", tmp_path / "local-1.hdf5")
+
+
 def test_ray_tasks_stream_each_checkpoints_first_slots_from_the_mirror(tmp_path: Path, ray_address: str) -> None:
     mirror = tmp_path / "mirror"
     three_checkpoints(mirror / "Pong" / "1" / "replay_logs")
@@ -308,25 +361,34 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, args: list[str], message:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_no_network_names_the_url_and_where_to_put_the_file(tmp_path: Path) -> None:
-    missing = tmp_path / "mirror-that-does-not-exist"
+@pytest.mark.parametrize("reachable", [True, False])
+def test_no_network_names_the_url_and_where_to_put_the_file(tmp_path: Path, reachable: bool) -> None:
+    """A mirror without the file, and one whose host cannot be reached: the latter is found before any
+    worker starts, rather than by each checkpoint's download waiting out its timeout."""
+    mirror = (tmp_path / "mirror-that-does-not-exist").as_uri() if reachable else "http://127.0.0.1:9/dqn"
     done = run_in_process(
         "converters/dqn_replay_atari.py",
         "--task",
         "Pong",
         "--checkpoint",
         "4",
+        "5",
         "--dataset-dir",
         str(tmp_path / "data"),
         "--buffer-dir",
         str(tmp_path / "buffers"),
         cwd=tmp_path,
-        env_extra={"DQN_REPLAY_MIRROR": missing.as_uri()},
+        env_extra={"DQN_REPLAY_MIRROR": mirror},
     )
     assert done.returncode == 2, done.stderr
-    assert f"{missing.as_uri()}/Pong/1/replay_logs/%24store%24_observation_ckpt.4.gz" in done.stderr
-    assert "--replay-dir" in done.stderr
-    assert not (tmp_path / "buffers" / "Pong" / "1" / "ckpt_4.hdf5").exists()
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"{mirror}/Pong/1/replay_logs/%24store%24_observation_ckpt.4.gz" in last
+    assert "--replay-dir" in last
+    if reachable:  # each checkpoint tried its download
+        assert last.endswith("(1 more failed)")
+    else:
+        assert "cannot reach 127.0.0.1" in last and "convert" not in done.stderr
+    assert not [path for path in (tmp_path / "buffers").rglob("*") if path.is_file()]
 
 
 def test_downloads_from_the_mirror_then_converts(tmp_path: Path) -> None:

@@ -47,10 +47,61 @@ def work(job: Job, progress: Progress) -> Done:
     return Done(job.number, os.getpid())
 
 
-def final_count(stderr: str) -> tuple[float, float]:
-    """The last `n/total` the bar showed (a log's plain lines: stderr is no terminal here)."""
-    done, total = re.findall(r"([\d.]+)/([\d.]+)", stderr)[-1]
-    return float(done), float(total)
+def final_count(stderr: str, desc: str = "convert") -> tuple[float, float]:
+    """The last `n/total` the bar `desc` showed (a log's plain lines: stderr is no terminal here)."""
+    scale = {"": 1, "k": 1e3, "M": 1e6}
+    done, done_scale, total, total_scale = re.findall(
+        rf"^{desc}: .*?([\d.]+)([kM]?)/([\d.]+)([kM]?)", stderr, flags=re.MULTILINE
+    )[-1]
+    return float(done) * scale[done_scale], float(total) * scale[total_scale]
+
+
+@dataclass(frozen=True)
+class Download:
+    """A job with an input to fetch first, of `size` bytes in `chunks` pieces, then `frames` to convert;
+    with a `folder`, its fetch and its work wait for each other there (see the pipeline test)."""
+
+    number: int
+    size: int
+    chunks: int
+    frames: int
+    folder: Path | None = None
+    fails: bool = False
+
+
+def wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise DatasetError(f"{path.name} never came: the downloads and the work did not overlap")
+        time.sleep(0.01)
+
+
+def fetch_download(job: Download, progress: Progress) -> Download:
+    if job.folder is not None and job.number > 0:  # job 1 is fetched only while job 0 is being worked on
+        wait_for(job.folder / "working-0")
+    if job.fails:
+        raise DatasetError(f"job {job.number}: not on the mirror")
+    progress.download.grow(job.size)
+    for _ in range(job.chunks):
+        progress.download.advance(job.size // job.chunks)
+    if job.folder is not None:
+        (job.folder / f"fetched-{job.number}").touch()
+    return job
+
+
+def fetch_then_die(job: Download, progress: Progress) -> Download:
+    if job.number == 1:
+        time.sleep(1)  # for job 0's message to leave: a killed process loses what its queue still holds
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+    return job
+
+
+def work_after_download(job: Download, progress: Progress) -> Done:
+    if job.folder is not None and job.number == 0:  # ... and job 0's work ends only once job 1 is fetched
+        (job.folder / "working-0").touch()
+        wait_for(job.folder / "fetched-1")
+    return work(Job(job.number, job.frames), progress)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -63,6 +114,40 @@ def test_summaries_come_in_job_order_each_printed_once_and_the_bar_sums_every_jo
     captured = capsys.readouterr()
     assert sorted(captured.out.splitlines()) == ["job 0 done", "job 1 done", "job 2 done"]
     assert final_count(captured.err) == (15, 15)
+    assert "download" not in captured.err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_jobs_downloads_are_counted_on_one_bar_of_their_own(workers: int, capsys) -> None:
+    """All jobs' bytes go to one download bar, their work to the jobs' bar. Runs that download nothing
+    never show a download bar (the test above). A job whose download fails fails alone."""
+    jobs = [Download(0, 3000, 3, 4), Download(1, 500, 1, 2, fails=True), Download(2, 2000, 4, 6)]
+    with pytest.raises(OfflineRLError, match=r"^job 1: not on the mirror$"):
+        run_jobs(work_after_download, jobs, workers=workers, fetch=fetch_download, desc="convert", unit="frame")
+    captured = capsys.readouterr()
+    assert sorted(captured.out.splitlines()) == ["job 0 done", "job 2 done"]
+    assert final_count(captured.err, "download") == (5000, 5000)
+    assert final_count(captured.err, "convert") == (10, 10)
+    assert "\x1b" not in captured.err  # a log gets lines, not a terminal's cursor moves between the two bars
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_next_job_downloads_while_one_is_worked_on(workers: int, tmp_path: Path) -> None:
+    """A pipeline, even with one worker: job 0's work waits until job 1 is fetched, and job 1's fetch
+    until job 0's work has started. Downloading everything first, or each job's inputs in its worker
+    before its work, never gets there (each waits 30 s, then fails)."""
+    jobs = [Download(n, 100, 1, 2, folder=tmp_path) for n in range(3)]
+    summaries = run_jobs(work_after_download, jobs, workers=workers, fetch=fetch_download, desc="convert", unit="frame")
+    assert [summary.number for summary in summaries] == [0, 1, 2]
+    assert os.getpid() not in {summary.pid for summary in summaries}  # a worker, not this process, did the work
+
+
+def test_a_download_process_killed_from_outside_is_one_error_not_a_hang(capsys) -> None:
+    jobs = [Download(n, 1, 1, 1) for n in range(3)]
+    message = r"^the download process stopped \(exit status -9\), 2 job\(s\) unfetched$"
+    with pytest.raises(OfflineRLError, match=message):
+        run_jobs(work_after_download, jobs, workers=2, fetch=fetch_then_die, desc="convert", unit="frame")
+    assert capsys.readouterr().out.splitlines() == ["job 0 done"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -88,7 +173,7 @@ from offline_rl.apps.cli import run_main
 from offline_rl.atomic import atomic_path
 from offline_rl.parallel_jobs import run_jobs
 
-folder = Path(sys.argv[1])
+folder, downloads = Path(sys.argv[1]), sys.argv[2] == "with-downloads"
 
 @dataclass(frozen=True)
 class Written:
@@ -103,29 +188,41 @@ def work(number, progress):
         time.sleep(0 if number == 0 else 600)
     return Written(number)
 
-run_main(lambda argv: run_jobs(work, [int(n) for n in sys.argv[2:]], workers=2, desc="jobs", unit="job") and 0)
+def fetch(number, progress):  # jobs 100 and up download (for ever); the others have their inputs
+    if number >= 100:
+        (folder / f"started-{number}").touch()
+        with atomic_path(folder / f"input-{number}") as tmp:
+            tmp.write_text("partial")
+            time.sleep(600)
+    return number
+
+jobs = [int(n) for n in sys.argv[3:]]
+run_main(
+    lambda argv: run_jobs(work, jobs, workers=2, fetch=fetch if downloads else None, desc="jobs", unit="job") and 0
+)
 """
 
 
 @pytest.mark.parametrize(
-    ("jobs", "running"),
+    ("mode", "jobs", "running"),
     [
-        ([1, 2, 3, 4, 5, 6], {1, 2}),  # more jobs than workers: the ones queued behind must not start
-        ([0, 1], {0, 1}),  # job 0 is done and its worker idle when the signal comes
+        ("plain", [1, 2, 3, 4, 5, 6], {1, 2}),  # more jobs than workers: the ones queued behind must not start
+        ("plain", [0, 1], {0, 1}),  # job 0 is done and its worker idle when the signal comes
+        ("with-downloads", [1, 101, 2], {1, 101}),  # job 1 at work, job 101 downloading, job 2 waiting for it
     ],
 )
 def test_sigterm_to_the_parent_stops_every_worker_now_and_leaves_no_temporary(
-    jobs: list[int], running: set[int], tmp_path: Path
+    mode: str, jobs: list[int], running: set[int], tmp_path: Path
 ) -> None:
     """As Kubernetes does, to the first process alone: it passes the signal on. Jobs that were running
     stop (their temporaries removed), none queued starts, an idle worker exits without a traceback,
-    and what had finished is kept."""
+    and what had finished is kept. A download in progress stops too, its temporary removed."""
     script = tmp_path / "stoppable.py"
     script.write_text(STOPPABLE)
     folder = tmp_path / "jobs"
     folder.mkdir()
     process = subprocess.Popen(
-        [sys.executable, str(script), str(folder), *map(str, jobs)],
+        [sys.executable, str(script), str(folder), mode, *map(str, jobs)],
         cwd=tmp_path, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tqdm import tqdm
 
 from conftest import run_in_process, run_repo_script, script_env
 from offline_rl.data import load_buffer
@@ -392,6 +393,36 @@ def test_a_failing_shard_among_workers_leaves_no_partial_file(tmp_path: Path) ->
     result = run_converter("--shard-file", str(good), str(bad), "--output", str(out), "--workers", "2", cwd=tmp_path)
     assert result.returncode == 2 and "missing feature 'a_t'" in result.stderr and "Traceback" not in result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["good.hdf5"]
+
+
+def test_missing_shards_download_in_their_workers_and_the_bars_count_them(
+    tmp_path: Path, http_server: tuple[str, Path]
+) -> None:
+    """Each worker fetches its own shard from the mirror, so one shard downloads while another converts:
+    the download bar counts every shard's bytes, and the conversion bar's total grows by each."""
+    root, served = http_server
+    mirror = served / "Pong"
+    mirror.mkdir()
+    shards = [
+        write_fields(mirror / f"run_1-0000{i}-of-00100", shuffled_records(episodes(30 + i, [(6, True), (4, False)])))
+        for i in range(3)
+    ]
+    datasets, buffers = tmp_path / "datasets", tmp_path / "buffers"
+    (datasets / "Pong").mkdir(parents=True)
+    (datasets / "Pong" / shards[1].name).hardlink_to(shards[1])  # already on disk: converted, not fetched
+    flags = ["--task", "Pong", "--shard-id", "0", "1", "2", "--workers", "2"]
+    flags += ["--dataset-dir", str(datasets), "--buffer-dir", str(buffers)]
+    result = run_converter(*flags, cwd=tmp_path, env_extra={"RL_UNPLUGGED_MIRROR": root})
+    assert result.returncode == 0, result.stderr
+    for shard in shards:
+        assert (datasets / "Pong" / shard.name).read_bytes() == shard.read_bytes()
+        assert buffer_multiset(load_buffer(buffers / "Pong" / f"{shard.name}.hdf5")) == reference_multiset(shard)
+    fetched = tqdm.format_sizeof(shards[0].stat().st_size + shards[2].stat().st_size)
+    read = tqdm.format_sizeof(sum(shard.stat().st_size for shard in shards))
+    lines = result.stderr.splitlines()
+    assert f" {fetched}/{fetched} " in [line for line in lines if line.startswith("download: ")][-1]
+    assert f" {read}/{read} " in [line for line in lines if line.startswith("convert 3 shards: ")][-1]
+    assert not list(datasets.rglob("*.part"))
 
 
 def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path) -> None:

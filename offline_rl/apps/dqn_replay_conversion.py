@@ -6,7 +6,8 @@
 
 Each checkpoint becomes one buffer file; `atari_cql.py --load-buffer-name` takes several at once.
 Several checkpoints convert in parallel (`--workers` processes here, or Ray tasks with
-`--ray-address`). Checkpoints whose buffer already exists are skipped unless `--overwrite`, so
+`--ray-address`). Missing files are downloaded in checkpoint order while the checkpoints already
+downloaded convert. Checkpoints whose buffer already exists are skipped unless `--overwrite`, so
 re-running an interrupted batch finishes it.
 """
 
@@ -29,7 +30,7 @@ from offline_rl.apps.conversion_settings import (
 )
 from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
-from offline_rl.download import download_file
+from offline_rl.download import check_reachable, download_file
 from offline_rl.dqn_replay.sources import (
     CHECKPOINTS,
     RUNS,
@@ -38,6 +39,7 @@ from offline_rl.dqn_replay.sources import (
     checkpoints_in,
     default_root,
     file_url,
+    folder_url,
     game_name,
     replay_folder,
 )
@@ -52,6 +54,7 @@ PROG = "converters/dqn_replay_atari.py"
 DESCRIPTION = "Convert DQN Replay checkpoints (Dopamine replays, the CQL paper's Atari data) to atari_cql.py buffers."
 FROM_BUCKET = "checkpoints from the DQN Replay bucket (downloaded when missing)"
 ON_DISK = "a replay folder already on disk"
+DOWNLOAD_HINT = "or point --replay-dir at a copy"
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,9 @@ class CheckpointJob:
     checkpoint: int
     output: Path
     options: CheckpointOptions = CheckpointOptions()
-    game: str | None = None
-    run: int | None = None
+    mirror_folder: str | None = None
+    """The folder on the mirror that missing files are downloaded from (none: all must be on disk). Read
+    from `$DQN_REPLAY_MIRROR` where the command runs, for a Ray task's environment may not have it."""
     frames_url: str | None = None
     """Where the frame file is read from as it downloads (set by `fetch_missing` for a fraction)."""
 
@@ -172,26 +176,28 @@ def jobs_for_tasks(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
             folder = replay_folder(config.datasets_folder(), game, run)
             for checkpoint in checkpoints:
                 output = config.buffers_folder() / game / str(run) / config.buffer_name(checkpoint)
-                jobs.append(CheckpointJob(folder, checkpoint, output, config.options(), game, run))
+                jobs.append(CheckpointJob(folder, checkpoint, output, config.options(), folder_url(game, run)))
     return jobs
 
 
-def fetch_missing(job: CheckpointJob) -> CheckpointJob:
-    """Download the files of a bucket checkpoint that are not on disk yet (each atomically). When only a
-    fraction is kept, the frame file (99% of the bytes) is not downloaded: the job gets its URL, for
-    the converter to read its first slots as they arrive."""
-    if job.game is None or job.run is None:
-        return job
+def missing_files(job: CheckpointJob) -> list[tuple[str, Path]]:
+    """The URL and the path of each file of a bucket checkpoint that is not on disk yet."""
+    if job.mirror_folder is None:
+        return []
+    paths = [job.replay_dir / name for name in checkpoint_files(job.checkpoint)]
+    return [(file_url(job.mirror_folder, path.name), path) for path in paths if not path.exists()]
+
+
+def fetch_missing(job: CheckpointJob, progress: Progress) -> CheckpointJob:
+    """Download the files of a bucket checkpoint that are not on disk yet (each atomically), counting
+    the bytes on the download bar. When only a fraction is kept, the frame file (99% of the bytes) is
+    not downloaded: the job gets its URL, for the converter to read its first slots as they arrive."""
     frames_url = None
-    for name in checkpoint_files(job.checkpoint):
-        path = job.replay_dir / name
-        if path.exists():
-            continue
-        url = file_url(job.game, job.run, name)
-        if job.options.fraction < 1.0 and name == array_file("observation", job.checkpoint):
+    for url, path in missing_files(job):
+        if job.options.fraction < 1.0 and path.name == array_file("observation", job.checkpoint):
             frames_url = url
         else:
-            download_file(url, path, hint="or point --replay-dir at a copy")
+            download_file(url, path, hint=DOWNLOAD_HINT, meter=progress.download)
     return replace(job, frames_url=frames_url)
 
 
@@ -233,7 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for job in todo:  # before any download or conversion
         check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
-    todo = [fetch_missing(job) for job in todo]
+    downloads = [file for job in todo for file in missing_files(job)]
+    if downloads:
+        check_reachable(*downloads[0], hint=DOWNLOAD_HINT)  # at once, not once per checkpoint after its timeout
+    fetch = fetch_missing if downloads else None
     # only now: converting needs h5py and Tianshou (seconds to import); --help and a mistyped flag need neither
     import offline_rl.dqn_replay.converter  # noqa: F401  (imported once here; forked workers inherit it)
     from offline_rl.parallel_jobs import run_jobs, run_jobs_on_ray
@@ -242,9 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     cluster = ray_cluster(config.ray_address)
     if cluster:
-        summaries = run_jobs_on_ray(convert_job, todo, cluster, desc=f"{label} on Ray", unit="checkpoint")
+        summaries = run_jobs_on_ray(convert_job, todo, cluster, fetch=fetch, desc=f"{label} on Ray", unit="checkpoint")
     else:
         workers = worker_count(config.workers, len(todo))
-        summaries = run_jobs(convert_job, todo, workers=workers, desc=label, unit="frame")
+        summaries = run_jobs(convert_job, todo, workers=workers, fetch=fetch, desc=label, unit="frame")
     print(total_line(summaries, time.perf_counter() - started))
     return 0

@@ -28,13 +28,12 @@ from offline_rl.apps.conversion_settings import (
 )
 from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
-from offline_rl.download import download_file
+from offline_rl.download import check_reachable
 from offline_rl.errors import OfflineRLError
 from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
 from offline_rl.settings import check_ranges, setting
 
 if TYPE_CHECKING:
-    from offline_rl.rl_unplugged.parallel import ConversionJob
     from offline_rl.rl_unplugged.shard_converter import ShardSummary
 
 PROG = "converters/rl_unplugged_atari.py"
@@ -125,11 +124,9 @@ def _pairs_for_tasks(
     return jobs
 
 
-def _fetch_missing(jobs: Sequence[ConversionJob]) -> None:
-    for job in jobs:
-        if not job.shard.exists():
-            game = job.shard.parent.name
-            download_file(shard_url(game, job.shard.name), job.shard, hint="or pass it with --shard-file")
+def _url(shard: Path) -> str:
+    """A bucket shard's URL, from where `_pairs_for_tasks` puts it (`<dataset dir>/<Game>/<name>`)."""
+    return shard_url(shard.parent.name, shard.name)
 
 
 def total_line(summaries: Sequence[ShardSummary], seconds: float) -> str:
@@ -154,10 +151,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = _pairs_for_tasks(config.task, config.run_id, config.shard_id, *folders)
     # only now: converting needs torch and Tianshou (seconds to import), --help and a mistyped flag,
     # game or file need neither and answer at once
-    from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
+    from offline_rl.rl_unplugged.parallel import (
+        DOWNLOAD_HINT,
+        ConversionJob,
+        ConversionOptions,
+        convert_shards,
+        convert_shards_on_ray,
+        needs_download,
+    )
 
     options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
-    jobs = [ConversionJob(shard, output, options) for shard, output in pairs]
+    bucket = config.shard_file is None  # shards named by --task are downloaded when missing
+    jobs = [ConversionJob(shard, output, options, _url(shard) if bucket else None) for shard, output in pairs]
     todo = []
     for job in jobs:
         if job.output.exists() and not config.overwrite:
@@ -168,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for job in todo:  # before any download or conversion
         check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
-    _fetch_missing(todo)
+    if downloads := [(job.url, job.shard) for job in todo if job.url is not None and needs_download(job)]:
+        check_reachable(*downloads[0], hint=DOWNLOAD_HINT)  # at once, not once per shard after its timeout
     started = time.perf_counter()
     cluster = ray_cluster(config.ray_address)
     if cluster:

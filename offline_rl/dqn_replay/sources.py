@@ -55,10 +55,15 @@ def checkpoint_files(checkpoint: int) -> list[str]:
     return [array_file(name, checkpoint) for name in (*STORE_ARRAYS, ADD_COUNT)]
 
 
-def file_url(game: str, run: int, name: str) -> str:
-    """A checkpoint file's URL on the public mirror, or under `$DQN_REPLAY_MIRROR` (a local copy, a proxy)."""
+def folder_url(game: str, run: int) -> str:
+    """A run's replay folder on the public mirror, or under `$DQN_REPLAY_MIRROR` (a local copy, a proxy)."""
     mirror = os.environ.get("DQN_REPLAY_MIRROR") or MIRROR
-    return f"{mirror.rstrip('/')}/{game}/{run}/replay_logs/{urllib.parse.quote(name)}"
+    return f"{mirror.rstrip('/')}/{game}/{run}/replay_logs"
+
+
+def file_url(folder: str, name: str) -> str:
+    """The URL of the file `name` in the mirror folder `folder` (`folder_url`)."""
+    return f"{folder}/{urllib.parse.quote(name)}"
 
 
 def replay_folder(root: Path, game: str, run: int) -> Path:

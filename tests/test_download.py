@@ -1,0 +1,78 @@
+"""Downloads (`offline_rl.download`) from a real HTTP server on this machine: the bytes, the bars they
+are counted on, a body cut short, and a host that cannot be reached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CUT_AFTER
+from offline_rl.download import check_reachable, download_file
+from offline_rl.errors import DownloadError
+from offline_rl.progress import Meter
+
+
+def served_file(folder: Path, name: str = "data.bin", size: int = 3 * (1 << 20) + 17) -> bytes:
+    content = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    (folder / name).write_bytes(content)
+    return content
+
+
+def test_a_download_lands_whole_with_its_own_bar(http_server: tuple[str, Path], tmp_path: Path, capsys) -> None:
+    root, served = http_server
+    content = served_file(served)
+    destination = tmp_path / "out" / "data.bin"
+    destination.parent.mkdir()
+    download_file(f"{root}/data.bin", destination)
+    assert destination.read_bytes() == content
+    assert [p.name for p in destination.parent.iterdir()] == ["data.bin"]  # no temporary left
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("download data.bin: 100%") and "3.15M/3.15M" in last
+
+
+def test_a_download_counted_on_a_shared_meter_draws_no_bar(
+    http_server: tuple[str, Path], tmp_path: Path, capsys
+) -> None:
+    """Worker processes count their downloads on the parent's one bar: the size once, then each chunk."""
+    root, served = http_server
+    content = served_file(served)
+    grown: list[int] = []
+    advanced: list[int] = []
+    download_file(f"{root}/data.bin", tmp_path / "data.bin", meter=Meter(grow=grown.append, advance=advanced.append))
+    assert (tmp_path / "data.bin").read_bytes() == content
+    assert grown == [len(content)] and sum(advanced) == len(content) and len(advanced) == 4  # 1 MiB chunks
+    assert capsys.readouterr().err == ""
+
+
+def test_a_body_cut_short_is_one_error_and_leaves_nothing(http_server: tuple[str, Path], tmp_path: Path) -> None:
+    """The server announced more bytes than it sent: the file must not appear as if complete."""
+    root, served = http_server
+    served_file(served)
+    destination = tmp_path / "data.bin"
+    with pytest.raises(DownloadError) as error:
+        download_file(f"{root}/cut/data.bin", destination, hint="or set X_DIR")
+    message = str(error.value)
+    assert f"{root}/cut/data.bin" in message and str(destination) in message and "(or set X_DIR)" in message
+    assert f"the connection closed after {CUT_AFTER} of its {3 * (1 << 20) + 17} bytes" in message
+    assert list(tmp_path.iterdir()) == [served]  # neither the file nor a temporary
+
+
+def test_a_missing_file_names_the_url_and_where_to_put_a_copy(http_server: tuple[str, Path], tmp_path: Path) -> None:
+    root, _ = http_server
+    with pytest.raises(DownloadError, match=r"download from .*/absent\.bin failed \(File not found\); copy the file"):
+        download_file(f"{root}/absent.bin", tmp_path / "absent.bin")
+    assert not (tmp_path / "absent.bin").exists()
+
+
+def test_an_unreachable_host_fails_before_any_download(http_server: tuple[str, Path], tmp_path: Path) -> None:
+    """A closed port answers at once; the message is the one the download itself would give."""
+    root, _ = http_server
+    check_reachable(f"{root}/data.bin", tmp_path / "data.bin")  # up: nothing to say
+    check_reachable((tmp_path / "mirror" / "data.bin").as_uri(), tmp_path / "data.bin")  # a folder: no host
+    with pytest.raises(DownloadError) as error:
+        check_reachable("http://127.0.0.1:9/mirror/data.bin", tmp_path / "data.bin", hint="or set X_DIR")
+    message = str(error.value)
+    assert message.startswith(f"dataset not found at {tmp_path / 'data.bin'} and the download from ")
+    assert "http://127.0.0.1:9/mirror/data.bin failed (cannot reach 127.0.0.1:" in message
+    assert message.endswith("copy the file to that path (or set X_DIR) and run again")
