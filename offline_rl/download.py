@@ -1,32 +1,64 @@
-"""Fetch a dataset file over HTTP(S) with a progress bar, atomically.
+"""Fetch a dataset file over HTTP(S) with a progress bar, atomically, once.
 
 Downloads are large (GBs) and are the step most likely to be cut short; the file appears at its
 final path only once complete, so a later run never trusts half a file. Without network the error
-names the URL and where to put a copy made elsewhere.
+names the URL and where to put a copy made elsewhere. Processes that need the same missing file at
+the same time (a sweep's seeds of one dataset, started together) download it once: the first holds
+a lock beside the file, the others wait for it and then find the file there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import DownloadError
+from offline_rl.file_lock import FileLock
 from offline_rl.progress import Meter, bar_meter, progress_bar
 
 
 def download_file(
     url: str, destination: Path, *, hint: str = "", timeout_s: float = 30.0, meter: Meter | None = None
 ) -> None:
-    """Fetch `url` to `destination`; `hint` ends the error message (e.g. an environment variable to set).
-    The bytes are counted on a bar of the download's own, or on `meter` (a bar shared by several
-    downloads, in worker processes too)."""
+    """Fetch `url` to `destination` unless another process has meanwhile; `hint` ends the error message
+    (e.g. an environment variable to set). The bytes are counted on a bar of the download's own, or on
+    `meter` (a bar shared by several downloads, in worker processes too)."""
+    with _first_to_download(destination) as needed:
+        if needed:
+            _fetch(url, destination, hint, timeout_s, meter)
+
+
+@contextlib.contextmanager
+def _first_to_download(destination: Path) -> Iterator[bool]:
+    """Hold the file's download lock; yields whether the file is still missing. The lock file is removed
+    by whoever holds it last: a process still waiting on it finds the file, and one arriving later
+    takes a new lock and finds the file too."""
+    lock = FileLock(destination.with_name(f".{destination.name}.download-lock"))
+    try:
+        if not lock.acquire(wait=False):
+            print(f"{destination}: another process is downloading it; waiting for it", flush=True)
+            lock.acquire(wait=True)
+    except OSError:  # a folder that cannot be written: the download says so, naming the file
+        lock = None
+    try:
+        yield not destination.exists()
+    finally:
+        if lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                lock.path.unlink()
+            lock.release()
+
+
+def _fetch(url: str, destination: Path, hint: str, timeout_s: float, meter: Meter | None) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             size = int(response.headers.get("Content-Length") or 0)

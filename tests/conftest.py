@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -349,24 +350,41 @@ def record_minari_dataset(
 
 CUT_AFTER = 1000
 """Bytes the server sends of a `/cut/...` file before closing the connection."""
+SLOW_CHUNK, SLOW_PAUSE_S = 1 << 16, 0.02
+"""A `/slow/...` file is sent a chunk at a time with a pause between: 3 MiB take about a second."""
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder; `/cut/NAME` announces NAME's whole length and sends its first bytes only."""
+    """Serves a folder and notes each path asked for (`paths_served`). `/cut/NAME` announces NAME's
+    whole length and sends its first bytes only; `/slow/NAME` sends it whole, slowly."""
+
+    paths_served: list[str]
 
     def log_message(self, *_: object) -> None:  # no request lines among the test's output
         pass
 
     def do_GET(self) -> None:
-        if not self.path.startswith("/cut/"):
+        self.paths_served.append(self.path)
+        if not self.path.startswith(("/cut/", "/slow/")):
             return super().do_GET()
-        body = Path(self.directory, self.path.removeprefix("/cut/")).read_bytes()
+        cut = self.path.startswith("/cut/")
+        body = Path(self.directory, self.path.split("/", 2)[2]).read_bytes()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body[:CUT_AFTER])
-        self.close_connection = True
+        if cut:
+            self.wfile.write(body[:CUT_AFTER])
+            self.close_connection = True
+            return None
+        for start in range(0, len(body), SLOW_CHUNK):
+            self.wfile.write(body[start : start + SLOW_CHUNK])
+            time.sleep(SLOW_PAUSE_S)
         return None
+
+
+def paths_served() -> list[str]:
+    """The paths the `http_server` of the running test was asked for, in order."""
+    return _Handler.paths_served
 
 
 @pytest.fixture
@@ -374,6 +392,7 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real HTTP server on this machine: its root URL and the folder it serves (a mirror for downloads)."""
     served = tmp_path / "served"
     served.mkdir()
+    _Handler.paths_served = []
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, directory=str(served)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -3,11 +3,13 @@ are counted on, a body cut short, and a host that cannot be reached."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import CUT_AFTER
+from conftest import CUT_AFTER, paths_served
 from offline_rl.download import check_reachable, download_file
 from offline_rl.errors import DownloadError
 from offline_rl.progress import Meter
@@ -76,3 +78,27 @@ def test_an_unreachable_host_fails_before_any_download(http_server: tuple[str, P
     assert message.startswith(f"dataset not found at {tmp_path / 'data.bin'} and the download from ")
     assert "http://127.0.0.1:9/mirror/data.bin failed (cannot reach 127.0.0.1:" in message
     assert message.endswith("copy the file to that path (or set X_DIR) and run again")
+
+
+def test_processes_that_need_one_file_at_once_download_it_once(
+    http_server: tuple[str, Path], tmp_path: Path, capsys
+) -> None:
+    """As a sweep's seeds of one dataset do when they start together: the second waits for the first's
+    download, then finds the file, and the lock beside it is gone."""
+    root, served = http_server
+    content = served_file(served)
+    destination = tmp_path / "data.bin"
+    first = threading.Thread(target=download_file, args=(f"{root}/slow/data.bin", destination))
+    first.start()  # a thread opens the lock file on its own, so its lock excludes this one's as a process's would
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob(".data.bin.*.part")):  # the first is downloading
+        assert time.monotonic() < deadline and first.is_alive()
+        time.sleep(0.01)
+    download_file(f"{root}/slow/data.bin", destination)
+    first.join()
+    assert destination.read_bytes() == content
+    assert paths_served() == ["/slow/data.bin"]
+    assert capsys.readouterr().out == f"{destination}: another process is downloading it; waiting for it\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin", "served"]
+    download_file(f"{root}/data.bin", destination)  # there already: nothing is asked for
+    assert paths_served() == ["/slow/data.bin"]
