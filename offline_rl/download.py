@@ -2,9 +2,11 @@
 
 Downloads are large (GBs) and are the step most likely to be cut short; the file appears at its
 final path only once complete, so a later run never trusts half a file. Without network the error
-names the URL and where to put a copy made elsewhere. Processes that need the same missing file at
-the same time (a sweep's seeds of one dataset, started together) download it once: the first holds
-a lock beside the file, the others wait for it and then find the file there.
+names the URL and where to put a copy made elsewhere. A download that stops (Ctrl-C, a dropped
+connection) resumes where it stopped the next time (`offline_rl.partial_download`). Processes that
+need the same missing file at the same time (a sweep's seeds of one dataset, started together)
+download it once: the first holds a lock beside the file, the others wait for it and then find the
+file there.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import BinaryIO
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import DownloadError
 from offline_rl.file_lock import FileLock
+from offline_rl.partial_download import PartialDownload
 from offline_rl.progress import Meter, bar_meter, progress_bar
 
 
@@ -39,9 +42,10 @@ def download_file(
 
 @contextlib.contextmanager
 def _first_to_download(destination: Path) -> Iterator[bool]:
-    """Hold the file's download lock; yields whether the file is still missing. The lock file is removed
-    by whoever holds it last: a process still waiting on it finds the file, and one arriving later
-    takes a new lock and finds the file too."""
+    """Hold the file's download lock; yields whether the file is still missing. The lock file is then
+    removed by whoever holds it: a process still waiting on it finds the file (or downloads it), and one
+    arriving later takes a new lock. Except while a stopped download's bytes are kept: the next ones,
+    resuming from them, must take turns on the same lock."""
     lock = FileLock(destination.with_name(f".{destination.name}.download-lock"))
     try:
         if not lock.acquire(wait=False):
@@ -53,35 +57,70 @@ def _first_to_download(destination: Path) -> Iterator[bool]:
         yield not destination.exists()
     finally:
         if lock is not None:
-            with contextlib.suppress(FileNotFoundError):
-                lock.path.unlink()
+            if destination.exists() or not PartialDownload(destination).data.exists():
+                with contextlib.suppress(FileNotFoundError):
+                    lock.path.unlink()
             lock.release()
 
 
 def _fetch(url: str, destination: Path, hint: str, timeout_s: float, meter: Meter | None) -> None:
+    partial = PartialDownload(destination)
+    resume = partial.resume_point(url)
+    kept = 0
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            size = int(response.headers.get("Content-Length") or 0)
-            with atomic_path(destination) as tmp, open(tmp, "wb") as out:
-                if meter is not None:
-                    received = _copy(response, out, meter, size)
+        response = urllib.request.urlopen(_request(url, partial.request_headers(resume)), timeout=timeout_s)
+        offset = partial.offset_sent(resume, getattr(response, "status", None), response.headers)
+        if offset is None:  # the rest of another version (a server that ignores If-Range): ask for it whole
+            response.close()
+            response, offset = urllib.request.urlopen(_request(url, {}), timeout=timeout_s), 0
+        with response:
+            length = int(response.headers.get("Content-Length") or 0)
+            size = offset + length if length else 0
+            with atomic_path(destination) as tmp:
+                if offset:
+                    partial.continue_in(tmp)
                 else:
-                    desc = f"download {destination.name}"
-                    with progress_bar(total=size or None, unit="B", unit_scale=True, desc=desc) as bar:
-                        received = _copy(response, out, bar_meter(bar), 0)
-                if size and received != size:  # http.client ends a body cut short quietly, as if complete
-                    raise _CutShort(f"the connection closed after {received} of its {size} bytes")
+                    partial.discard()
+                try:
+                    received = offset + _receive(response, tmp, destination, meter, size, offset)
+                    if size and received != size:  # http.client ends a body cut short quietly, as if complete
+                        raise _CutShort(f"the connection closed after {received} of its {size} bytes")
+                except BaseException as error:
+                    kept = partial.keep(tmp, url, response.headers, size, error)
+                    raise
+            partial.discard()
     except (urllib.error.URLError, OSError, http.client.HTTPException, _CutShort) as error:
-        raise download_error(url, destination, getattr(error, "reason", None) or error, hint) from None
+        reason = getattr(error, "reason", None) or error
+        raise download_error(url, destination, reason, hint, kept=kept) from None
+    except KeyboardInterrupt:
+        if kept:
+            print(f"{destination}: download stopped after {_megabytes(kept)}; the next run resumes it", flush=True)
+        raise
+
+
+def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
+    return urllib.request.Request(url, headers=headers)
 
 
 class _CutShort(Exception):
     pass
 
 
-def _copy(response: BinaryIO, out: BinaryIO, meter: Meter, size: int) -> int:
-    if size:  # unknown without a Content-Length
-        meter.grow(size)
+def _receive(response: BinaryIO, tmp: Path, destination: Path, meter: Meter | None, size: int, offset: int) -> int:
+    """Append the response's bytes to `tmp`, counted on `meter` or on a bar of their own; how many came."""
+    with open(tmp, "ab") as out:
+        if meter is not None:
+            if size:  # unknown without a Content-Length
+                meter.grow(size)
+            if offset:
+                meter.advance(offset)
+            return _copy(response, out, meter)
+        desc = f"download {destination.name}"
+        with progress_bar(total=size or None, initial=offset, unit="B", unit_scale=True, desc=desc) as bar:
+            return _copy(response, out, bar_meter(bar))
+
+
+def _copy(response: BinaryIO, out: BinaryIO, meter: Meter) -> int:
     received = 0
     while chunk := response.read(1 << 20):
         out.write(chunk)
@@ -90,8 +129,14 @@ def _copy(response: BinaryIO, out: BinaryIO, meter: Meter, size: int) -> int:
     return received
 
 
-def download_error(url: str, destination: Path, reason: object, hint: str = "") -> DownloadError:
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
+
+
+def download_error(url: str, destination: Path, reason: object, hint: str = "", kept: int = 0) -> DownloadError:
     where = f"copy the file to that path{f' ({hint})' if hint else ''} and run again"
+    if kept:
+        where = f"run again to resume from the {_megabytes(kept)} received, or {where.replace(' and run again', '')}"
     return DownloadError(f"dataset not found at {destination} and the download from {url} failed ({reason}); {where}")
 
 

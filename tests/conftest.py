@@ -12,11 +12,14 @@ import ast
 import http.server
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -349,37 +352,56 @@ def record_minari_dataset(
 
 
 CUT_AFTER = 1000
-"""Bytes the server sends of a `/cut/...` file before closing the connection."""
+"""Bytes a `/cut/...` response sends before closing the connection (the first `/flaky/...` one too)."""
 SLOW_CHUNK, SLOW_PAUSE_S = 1 << 16, 0.02
 """A `/slow/...` file is sent a chunk at a time with a pause between: 3 MiB take about a second."""
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder and notes each path asked for (`paths_served`). `/cut/NAME` announces NAME's
-    whole length and sends its first bytes only; `/slow/NAME` sends it whole, slowly."""
+    """Serves a folder as a dataset mirror does (an ETag per file; `Range`, with `If-Range`), noting each
+    path asked for (`paths_served`) and each `Range` (`ranges_asked`). Each `/cut/NAME` response
+    announces the rest of NAME and sends its next `CUT_AFTER` bytes only; `/flaky/NAME` does so the
+    first time it is asked for, then sends it whole; `/rangeonly/NAME` is `/flaky/` from a server that
+    ignores `If-Range`; `/slow/NAME` sends it slowly."""
 
     paths_served: list[str]
+    ranges_asked: list[str | None]
 
     def log_message(self, *_: object) -> None:  # no request lines among the test's output
         pass
 
     def do_GET(self) -> None:
+        first_time = self.path not in self.paths_served
         self.paths_served.append(self.path)
-        if not self.path.startswith(("/cut/", "/slow/")):
-            return super().do_GET()
-        cut = self.path.startswith("/cut/")
-        body = Path(self.directory, self.path.split("/", 2)[2]).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
+        self.ranges_asked.append(self.headers.get("Range"))
+        kind, _, name = self.path.lstrip("/").partition("/")
+        if kind not in ("cut", "flaky", "rangeonly", "slow"):
+            kind, name = "", self.path.lstrip("/")
+        file = Path(self.directory, urllib.parse.unquote(name))
+        if not file.is_file():
+            self.send_error(404, "File not found")
+            return
+        body = file.read_bytes()
+        version = f'"{zlib.crc32(body):08x}"'
+        asked = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+        same = self.headers.get("If-Range", version) == version or kind == "rangeonly"
+        start = int(asked.group(1)) if asked and same else 0
+        self.send_response(206 if start else 200)
+        self.send_header("ETag", version)
+        self.send_header("Content-Length", str(len(body) - start))
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         self.end_headers()
-        if cut:
-            self.wfile.write(body[:CUT_AFTER])
+        rest = body[start:]
+        if kind == "cut" or (kind in ("flaky", "rangeonly") and first_time):
+            self.wfile.write(rest[:CUT_AFTER])
             self.close_connection = True
-            return None
-        for start in range(0, len(body), SLOW_CHUNK):
-            self.wfile.write(body[start : start + SLOW_CHUNK])
-            time.sleep(SLOW_PAUSE_S)
-        return None
+        elif kind == "slow":
+            for offset in range(0, len(rest), SLOW_CHUNK):
+                self.wfile.write(rest[offset : offset + SLOW_CHUNK])
+                time.sleep(SLOW_PAUSE_S)
+        else:
+            self.wfile.write(rest)
 
 
 def paths_served() -> list[str]:
@@ -387,12 +409,17 @@ def paths_served() -> list[str]:
     return _Handler.paths_served
 
 
+def ranges_asked() -> list[str | None]:
+    """The `Range` header of each request to the `http_server` (None: the whole file), in order."""
+    return _Handler.ranges_asked
+
+
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real HTTP server on this machine: its root URL and the folder it serves (a mirror for downloads)."""
     served = tmp_path / "served"
     served.mkdir()
-    _Handler.paths_served = []
+    _Handler.paths_served, _Handler.ranges_asked = [], []
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, directory=str(served)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CUT_AFTER, paths_served
+from conftest import CUT_AFTER, paths_served, ranges_asked
 from offline_rl.download import check_reachable, download_file
 from offline_rl.errors import DownloadError
 from offline_rl.progress import Meter
@@ -47,17 +47,86 @@ def test_a_download_counted_on_a_shared_meter_draws_no_bar(
     assert capsys.readouterr().err == ""
 
 
-def test_a_body_cut_short_is_one_error_and_leaves_nothing(http_server: tuple[str, Path], tmp_path: Path) -> None:
-    """The server announced more bytes than it sent: the file must not appear as if complete."""
+def test_a_body_cut_short_is_an_error_and_the_next_run_asks_only_for_the_rest(
+    http_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The server announced more bytes than it sent: the file must not appear as if complete. What came
+    is kept aside, and each run asks for what is still missing, of the same version of the file."""
+    root, served = http_server
+    content = served_file(served)
+    destination = tmp_path / "data.bin"
+    for run in (1, 2):
+        with pytest.raises(DownloadError) as error:
+            download_file(f"{root}/cut/data.bin", destination, hint="or set X_DIR")
+        message = str(error.value)
+        assert f"{root}/cut/data.bin" in message and str(destination) in message and "X_DIR" in message
+        assert f"the connection closed after {run * CUT_AFTER} of its {len(content)} bytes" in message
+        assert f"run again to resume from the {run * CUT_AFTER / 1e6:.1f} MB received" in message
+        assert not destination.exists()
+        assert (tmp_path / ".data.bin.partial").read_bytes() == content[: run * CUT_AFTER]
+    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-"]
+
+
+def test_a_stopped_download_resumes_where_it_stopped(http_server: tuple[str, Path], tmp_path: Path) -> None:
+    root, served = http_server
+    content = served_file(served)
+    destination = tmp_path / "data.bin"
+    with pytest.raises(DownloadError):
+        download_file(f"{root}/flaky/data.bin", destination)  # the first answer stops after CUT_AFTER bytes
+    download_file(f"{root}/flaky/data.bin", destination)
+    assert destination.read_bytes() == content
+    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin", "served"]  # nothing kept aside any more
+
+
+def test_ctrl_c_keeps_what_came_and_the_next_run_resumes(http_server: tuple[str, Path], tmp_path: Path, capsys) -> None:
+    root, served = http_server
+    content = served_file(served)
+    destination = tmp_path / "data.bin"
+
+    def interrupt_after_the_first_chunk(count: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        meter = Meter(grow=lambda _: None, advance=interrupt_after_the_first_chunk)
+        download_file(f"{root}/data.bin", destination, meter=meter)
+    assert capsys.readouterr().out == f"{destination}: download stopped after 1.0 MB; the next run resumes it\n"
+    grown: list[int] = []
+    advanced: list[int] = []
+    download_file(f"{root}/data.bin", destination, meter=Meter(grow=grown.append, advance=advanced.append))
+    assert destination.read_bytes() == content
+    assert ranges_asked() == [None, f"bytes={1 << 20}-"]
+    assert grown == [len(content)] and advanced[0] == 1 << 20 and sum(advanced) == len(content)  # the bar starts there
+
+
+def test_a_file_changed_on_the_server_is_fetched_again_whole(http_server: tuple[str, Path], tmp_path: Path) -> None:
+    """The kept bytes are of the old version (another ETag): `If-Range` makes the server send the new one whole."""
     root, served = http_server
     served_file(served)
     destination = tmp_path / "data.bin"
-    with pytest.raises(DownloadError) as error:
-        download_file(f"{root}/cut/data.bin", destination, hint="or set X_DIR")
-    message = str(error.value)
-    assert f"{root}/cut/data.bin" in message and str(destination) in message and "(or set X_DIR)" in message
-    assert f"the connection closed after {CUT_AFTER} of its {3 * (1 << 20) + 17} bytes" in message
-    assert list(tmp_path.iterdir()) == [served]  # neither the file nor a temporary
+    with pytest.raises(DownloadError):
+        download_file(f"{root}/flaky/data.bin", destination)
+    changed = served_file(served, size=2 * (1 << 20) + 5)
+    download_file(f"{root}/flaky/data.bin", destination)
+    assert destination.read_bytes() == changed
+    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-"]  # asked for the rest; got the whole new file
+    assert not (tmp_path / ".data.bin.partial").exists()
+
+
+def test_the_rest_of_a_changed_file_from_a_server_that_ignores_if_range_is_not_appended(
+    http_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The server sends the rest of the new version (its total tells): asked for again whole, not
+    appended to the old version's start."""
+    root, served = http_server
+    served_file(served)
+    destination = tmp_path / "data.bin"
+    with pytest.raises(DownloadError):
+        download_file(f"{root}/rangeonly/data.bin", destination)
+    changed = served_file(served, size=2 * (1 << 20) + 5)
+    download_file(f"{root}/rangeonly/data.bin", destination)
+    assert destination.read_bytes() == changed
+    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-", None]
 
 
 def test_a_missing_file_names_the_url_and_where_to_put_a_copy(http_server: tuple[str, Path], tmp_path: Path) -> None:
