@@ -99,34 +99,27 @@ def test_ctrl_c_keeps_what_came_and_the_next_run_resumes(http_server: tuple[str,
     assert grown == [len(content)] and advanced[0] == 1 << 20 and sum(advanced) == len(content)  # the bar starts there
 
 
-def test_a_file_changed_on_the_server_is_fetched_again_whole(http_server: tuple[str, Path], tmp_path: Path) -> None:
-    """The kept bytes are of the old version (another ETag): `If-Range` makes the server send the new one whole."""
-    root, served = http_server
-    served_file(served)
-    destination = tmp_path / "data.bin"
-    with pytest.raises(DownloadError):
-        download_file(f"{root}/flaky/data.bin", destination)
-    changed = served_file(served, size=2 * (1 << 20) + 5)
-    download_file(f"{root}/flaky/data.bin", destination)
-    assert destination.read_bytes() == changed
-    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-"]  # asked for the rest; got the whole new file
-    assert not (tmp_path / ".data.bin.partial").exists()
-
-
-def test_the_rest_of_a_changed_file_from_a_server_that_ignores_if_range_is_not_appended(
-    http_server: tuple[str, Path], tmp_path: Path
+@pytest.mark.parametrize(
+    ("server", "asked_again"),
+    [
+        ("flaky", []),  # `If-Range` with another version: the server sends the new one whole
+        ("rangeonly", [None]),  # it sends the rest of the new one (its total tells): asked for whole
+    ],
+)
+def test_a_file_changed_on_the_server_is_fetched_again_whole(
+    server: str, asked_again: list[None], http_server: tuple[str, Path], tmp_path: Path
 ) -> None:
-    """The server sends the rest of the new version (its total tells): asked for again whole, not
-    appended to the old version's start."""
+    """The kept bytes are of the old version (another ETag, another size): never the start of the new one."""
     root, served = http_server
     served_file(served)
     destination = tmp_path / "data.bin"
     with pytest.raises(DownloadError):
-        download_file(f"{root}/rangeonly/data.bin", destination)
+        download_file(f"{root}/{server}/data.bin", destination)
     changed = served_file(served, size=2 * (1 << 20) + 5)
-    download_file(f"{root}/rangeonly/data.bin", destination)
+    download_file(f"{root}/{server}/data.bin", destination)
     assert destination.read_bytes() == changed
-    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-", None]
+    assert ranges_asked() == [None, f"bytes={CUT_AFTER}-", *asked_again]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin", "served"]
 
 
 def test_a_missing_file_names_the_url_and_where_to_put_a_copy(http_server: tuple[str, Path], tmp_path: Path) -> None:
