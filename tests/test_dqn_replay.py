@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tqdm import tqdm
 
-from conftest import run_in_process, run_repo_script
+from conftest import modules_imported_by, run_in_process, run_repo_script
 from offline_rl.data import dataset_info, load_buffer, load_buffers
 from offline_rl.data.frame_padding import frame_padding_of
 from offline_rl.data.frame_pool import FramePoolBuffer
@@ -388,6 +388,10 @@ def test_no_network_names_the_url_and_where_to_put_the_file(tmp_path: Path, reac
         assert last.endswith("(1 more failed)")
     else:
         assert "cannot reach 127.0.0.1" in last and "convert" not in done.stderr
+        flags = ["--task", "Pong", "--dataset-dir", str(tmp_path / "data"), "--buffer-dir", str(tmp_path / "buffers")]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DQN_REPLAY_MIRROR", mirror)
+            assert modules_imported_by("converters/dqn_replay_atari.py", flags, watched=("tianshou", "torch")) == []
     assert not [path for path in (tmp_path / "buffers").rglob("*") if path.is_file()]
 
 

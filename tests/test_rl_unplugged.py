@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from tqdm import tqdm
 
-from conftest import run_in_process, run_repo_script, script_env
+from conftest import modules_imported_by, run_in_process, run_repo_script, script_env
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.errors import OfflineRLError
@@ -425,7 +425,8 @@ def test_missing_shards_download_in_their_workers_and_the_bars_count_them(
     assert not list(datasets.rglob("*.part"))
 
 
-def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path) -> None:
+def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mirror that cannot be reached is found before torch and Tianshou are imported: at once."""
     result = run_converter(
         "--task",
         "BreakoutNoFrameskip-v4",
@@ -442,6 +443,9 @@ def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path) -> No
     line = result.stderr.strip().splitlines()[-1]
     assert "http://127.0.0.1:9/rl_unplugged/atari/Breakout/run_2-00003-of-00100" in line
     assert str(tmp_path / "datasets" / "Breakout" / "run_2-00003-of-00100") in line
+    monkeypatch.setenv("RL_UNPLUGGED_MIRROR", "http://127.0.0.1:9/rl_unplugged/atari")
+    flags = ["--task", "Breakout", "--dataset-dir", str(tmp_path / "datasets"), "--buffer-dir", str(tmp_path / "b")]
+    assert modules_imported_by("converters/rl_unplugged_atari.py", flags, watched=("tianshou", "torch")) == []
     unknown = run_converter("--task", "Breakot", cwd=tmp_path)
     assert unknown.returncode == 2 and "not an RL Unplugged Atari game" in unknown.stderr
 

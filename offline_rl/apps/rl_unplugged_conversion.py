@@ -30,7 +30,7 @@ from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
 from offline_rl.download import check_reachable
 from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.sources import default_root, game_name, shard_name, shard_url
+from offline_rl.rl_unplugged.sources import DOWNLOAD_HINT, default_root, game_name, shard_name, shard_url
 from offline_rl.settings import check_ranges, setting
 
 if TYPE_CHECKING:
@@ -149,37 +149,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert config.task is not None  # validate(): one of the two
         folders = config.shards_folder(), config.buffers_folder()
         pairs = _pairs_for_tasks(config.task, config.run_id, config.shard_id, *folders)
-    # only now: converting needs torch and Tianshou (seconds to import), --help and a mistyped flag,
-    # game or file need neither and answer at once
-    from offline_rl.rl_unplugged.parallel import (
-        DOWNLOAD_HINT,
-        ConversionJob,
-        ConversionOptions,
-        convert_shards,
-        convert_shards_on_ray,
-        needs_download,
-    )
-
-    options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
-    bucket = config.shard_file is None  # shards named by --task are downloaded when missing
-    jobs = [ConversionJob(shard, output, options, _url(shard) if bucket else None) for shard, output in pairs]
     todo = []
-    for job in jobs:
-        if job.output.exists() and not config.overwrite:
-            print(f"{job.output}: already converted, skipped (--overwrite converts it again)")
+    for shard, output in pairs:
+        if output.exists() and not config.overwrite:
+            print(f"{output}: already converted, skipped (--overwrite converts it again)")
         else:
-            todo.append(job)
+            todo.append((shard, output))
     if not todo:
         return 0
-    for job in todo:  # before any download or conversion
-        check_output(job.output, flag="--output" if config.output is not None else "--buffer-dir")
-    if downloads := [(job.url, job.shard) for job in todo if job.url is not None and needs_download(job)]:
-        check_reachable(*downloads[0], hint=DOWNLOAD_HINT)  # at once, not once per shard after its timeout
+    for _, output in todo:  # before any download or conversion
+        check_output(output, flag="--output" if config.output is not None else "--buffer-dir")
+    bucket = config.shard_file is None  # shards named by --task are downloaded when missing
+    if bucket and (missing := [shard for shard, _ in todo if not shard.exists()]):
+        check_reachable(_url(missing[0]), missing[0], hint=DOWNLOAD_HINT)  # at once, not once per shard
+    # only now: converting needs torch and Tianshou (seconds to import); --help, a mistyped flag, game or
+    # file, and no network need neither and answer at once
+    from offline_rl.rl_unplugged.parallel import ConversionJob, ConversionOptions, convert_shards, convert_shards_on_ray
+
+    options = ConversionOptions(skip_corrupt=config.skip_corrupt, compression=config.compression)
+    jobs = [ConversionJob(shard, output, options, _url(shard) if bucket else None) for shard, output in todo]
     started = time.perf_counter()
     cluster = ray_cluster(config.ray_address)
     if cluster:
-        summaries = convert_shards_on_ray(todo, cluster)
+        summaries = convert_shards_on_ray(jobs, cluster)
     else:
-        summaries = convert_shards(todo, workers=worker_count(config.workers, len(todo)))
+        summaries = convert_shards(jobs, workers=worker_count(config.workers, len(jobs)))
     print(total_line(summaries, time.perf_counter() - started))
     return 0

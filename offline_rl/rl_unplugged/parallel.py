@@ -11,6 +11,7 @@ from pathlib import Path
 from offline_rl.download import download_file
 from offline_rl.parallel_jobs import Progress, run_jobs, run_jobs_on_ray
 from offline_rl.rl_unplugged.shard_converter import ShardSummary, convert_shard
+from offline_rl.rl_unplugged.sources import DOWNLOAD_HINT
 
 
 @dataclass(frozen=True)
@@ -26,9 +27,6 @@ class ConversionJob:
     options: ConversionOptions = ConversionOptions()
     url: str | None = None
     """Where the shard is downloaded from if it is not on disk when its job starts."""
-
-
-DOWNLOAD_HINT = "or pass it with --shard-file"
 
 
 def needs_download(job: ConversionJob) -> bool:

@@ -16,6 +16,8 @@ from offline_rl.errors import OfflineRLError
 
 MIRROR = "https://storage.googleapis.com/rl_unplugged/atari"
 SHARDS_PER_RUN = 100
+DOWNLOAD_HINT = "or pass it with --shard-file"
+"""How a download error ends: where a shard copied by other means goes instead."""
 RUNS = range(1, 6)
 
 # The 45 games of DeepMind's rl_unplugged/atari.py: 9 tuning games and 36 testing games.
