@@ -48,9 +48,7 @@ def _first_to_download(destination: Path) -> Iterator[bool]:
     resuming from them, must take turns on the same lock."""
     lock = FileLock(destination.with_name(f".{destination.name}.download-lock"))
     try:
-        if not lock.acquire(wait=False):
-            print(f"{destination}: another process is downloading it; waiting for it", flush=True)
-            lock.acquire(wait=True)
+        lock.acquire_after(f"{destination}: another process is downloading it; waiting for it")
     except OSError:  # a folder that cannot be written: the download says so, naming the file
         lock = None
     try:
@@ -68,11 +66,13 @@ def _fetch(url: str, destination: Path, hint: str, timeout_s: float, meter: Mete
     resume = partial.resume_point(url)
     kept = 0
     try:
-        response = urllib.request.urlopen(_request(url, partial.request_headers(resume)), timeout=timeout_s)
+        response = urllib.request.urlopen(
+            urllib.request.Request(url, headers=partial.request_headers(resume)), timeout=timeout_s
+        )
         offset = partial.offset_sent(resume, getattr(response, "status", None), response.headers)
         if offset is None:  # the rest of another version (a server that ignores If-Range): ask for it whole
             response.close()
-            response, offset = urllib.request.urlopen(_request(url, {}), timeout=timeout_s), 0
+            response, offset = urllib.request.urlopen(url, timeout=timeout_s), 0
         with response:
             length = int(response.headers.get("Content-Length") or 0)
             size = offset + length if length else 0
@@ -96,10 +96,6 @@ def _fetch(url: str, destination: Path, hint: str, timeout_s: float, meter: Mete
         if kept:
             print(f"{destination}: download stopped after {_megabytes(kept)}; the next run resumes it", flush=True)
         raise
-
-
-def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
-    return urllib.request.Request(url, headers=headers)
 
 
 class _CutShort(Exception):

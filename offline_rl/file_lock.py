@@ -45,6 +45,13 @@ class FileLock:
         self._fd = fd
         return True
 
+    def acquire_after(self, waiting: str) -> None:
+        """Take the lock, printing `waiting` first if another process holds it (so a run that seems to
+        hang says what it waits for)."""
+        if not self.acquire(wait=False):
+            print(waiting, flush=True)
+            self.acquire(wait=True)
+
     def release(self) -> None:
         """Give the lock back (closing the file does); safe to call when it is not held."""
         if self._fd is not None:

@@ -96,7 +96,8 @@ def _queued_progress() -> Progress:
     return Progress(grow=sender("grow"), advance=sender("advance"), download=download)
 
 
-def _run_in_worker(work: Work[JobT, SummaryT], job: JobT) -> SummaryT:
+def _run_in_worker(work: Callable[[JobT, Progress], Any], job: JobT) -> Any:
+    """A job's work (or its fetch) in a worker process, which a signal stops inside it as the command."""
     global _job_running
     try:
         _job_running = True
@@ -112,18 +113,12 @@ def _fetch_in_order(fetch: Fetch[JobT], jobs: Sequence[JobT], progress: multipro
     """The fetcher process: every job's inputs in the jobs' order, each job sent back as `("fetched",
     index, job)` once they are on disk, or with the user-facing error that stopped it (the job fails
     alone, the next one is fetched)."""
-    global _job_running
     _init_worker(progress)
     for index, job in enumerate(jobs):
         try:
-            _job_running = True
-            ready: Any = fetch(job, _queued_progress())
+            ready: Any = _run_in_worker(fetch, job)
         except OfflineRLError as error:
             ready = error
-        except KeyboardInterrupt as interrupt:  # its temporary file removed; nothing more is fetched
-            os._exit(exit_status(interrupt))
-        finally:
-            _job_running = False
         progress.put(("fetched", index, ready))
 
 

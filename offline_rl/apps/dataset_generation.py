@@ -580,9 +580,7 @@ def _generate_once(path: Path, config: CollectConfig) -> bool:
         hint = "give --dataset, or set OFFLINE_RL_CACHE_DIR to a folder you can write"
         raise OfflineRLError(f"{error}; {hint}") from None
     lock = FileLock(path.with_name(f".{path.name}.lock"))
-    if not lock.acquire(wait=False):
-        print(f"no dataset given: another run is generating {path}; waiting for it")
-        lock.acquire(wait=True)
+    lock.acquire_after(f"no dataset given: another run is generating {path}; waiting for it")
     try:
         if path.exists():
             return False
