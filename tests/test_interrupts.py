@@ -111,7 +111,7 @@ def test_a_training_run_ended_by_sigterm_says_how_to_resume_and_resumes(tmp_path
     line = next(line for line in out.splitlines() if line.startswith("interrupted after"))
     checkpoint = line.split("--resume-path ")[1]
     assert Path(checkpoint).is_file() and "Traceback" not in err
-    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
     assert not [path for path in Path(checkpoint).parent.iterdir() if path.name.startswith(".")][1:]  # the lock only
     resumed = subprocess.run(
         [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), "--resume-path", checkpoint, "--epoch", "3"],
@@ -129,7 +129,7 @@ def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: P
     assert collection.returncode == EXIT_TERMINATED, err
     assert "kept in" in out and "run the same command again to continue" in out, out
     assert (tmp_path / "cartpole.hdf5.parts").is_dir() and not output.exists()
-    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
 
 
 @pytest.mark.parametrize("code", [130, 143])
@@ -169,7 +169,7 @@ def test_a_conversion_sigterm_reaches_its_workers_which_stop_their_shards(tmp_pa
     conversion.send_signal(signal.SIGTERM)  # to the converter alone
     _, err = conversion.communicate(timeout=120)
     assert conversion.returncode == EXIT_TERMINATED, err
-    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
     assert list(output.iterdir()) == []  # neither finished shards nor temporaries
 
 

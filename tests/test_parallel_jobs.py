@@ -236,7 +236,7 @@ def test_sigterm_to_the_parent_stops_every_worker_now_and_leaves_no_temporary(
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)  # a job left running would sleep for 600 s
     assert process.returncode == EXIT_TERMINATED, err
-    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): nothing partial was written"
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
     assert "Traceback" not in err
     assert started() == running
     kept = sorted(path.name for path in folder.iterdir() if not path.name.startswith("started-"))

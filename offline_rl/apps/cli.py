@@ -63,7 +63,7 @@ def _exit_status(main: Callable[[Sequence[str] | None], Any], argv: Sequence[str
         return EXIT_USER_ERROR
     except KeyboardInterrupt as interrupt:
         stopped = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
-        sys.stderr.write(f"{stopped}: nothing partial was written\n")
+        sys.stderr.write(f"{stopped}: no output was left half-written\n")
         return exit_status(interrupt)
     except OSError as error:
         if error.errno not in MACHINE_ERRNOS:
