@@ -50,12 +50,11 @@ from tf_agents_baseline import TFAgentsCQL, tf_agents_version
 from tf_agents_baseline import modes_from as tf_agents_modes_from
 from tianshou.algorithm import CQL
 from tianshou.data import Batch, ReplayBuffer
-from timing import matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
+from timing import cpu_products_line, matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_version
 
 from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
-from offline_rl.cpu_products import describe_cpu_products
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.perf import tune_cpu_allocator
@@ -241,7 +240,7 @@ def main() -> None:
         + (f", {tf_agents_version()}" if tf_agents_modes else "")
     )
     if args.device == "cpu":
-        print(f"offline_rl eager: {describe_cpu_products()}")
+        print(cpu_products_line())
     print_rates("tianshou CQL:", theirs_rates)
     for label, rates in peer_rates.items():
         print_rates(f"{label}:", rates)

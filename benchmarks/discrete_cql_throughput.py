@@ -53,7 +53,7 @@ from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.net.common import Net
-from timing import matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
+from timing import cpu_products_line, matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 
 from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
 from offline_rl.data.frame_stack import FrameStackBuffer
@@ -291,6 +291,8 @@ def main() -> None:
         f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions, "
         f"float32 matmul precision {args.matmul_precision}" + (f", {d3rlpy_version()}" if d3rlpy_runs else "")
     )
+    if args.device == "cpu":
+        print(cpu_products_line())
     if args.network == "nature-cnn":  # the two frame-stack buffers; the MLP's is one and the same
         sampling_theirs = statistics.median(sampling_ms(theirs_buffer, 200) for _ in range(3))
         sampling_ours = statistics.median(sampling_ms(ours_buffer, 200) for _ in range(3))

@@ -16,12 +16,13 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from offline_rl.cpu_products import use_cpu_products
+from offline_rl.cpu_products import describe_cpu_products, use_cpu_products
 
 
 def products_of(path: str) -> str:
     """The library of our networks' CPU products on a benchmark path: `eager-blas` is the eager path
-    with torch's BLAS (`--cpu-products blas`), every other path uses the default, oneDNN."""
+    with torch's BLAS (`--cpu-products blas`), every other path uses oneDNN (`--cpu-products onednn`,
+    the default on AMD processors)."""
     return "blas" if path == "eager-blas" else "onednn"
 
 
@@ -50,12 +51,21 @@ def updates_per_second(
 ) -> float:
     """Gradient updates per second through `algorithm.update(buffer, batch_size)`, as Tianshou's
     offline trainer calls it; CUDA work is synchronised before the clock is read. Our networks'
-    CPU products run in `cpu_products` (`offline_rl.cpu_products`) while timed, oneDNN after."""
+    CPU products run in `cpu_products` (`offline_rl.cpu_products`) while timed, as a run picks them after."""
     use_cpu_products(cpu_products)
     try:
         return _timed_updates(algorithm, buffer, batch_size, updates, device, warmup)
     finally:
-        use_cpu_products("onednn")
+        use_cpu_products("auto")
+
+
+def cpu_products_line() -> str:
+    """What the eager path multiplies with (oneDNN unless its check failed), and what a run on this
+    processor picks by default (`--cpu-products auto`), which may be the other path."""
+    use_cpu_products("onednn")
+    eager = describe_cpu_products()
+    use_cpu_products("auto")
+    return f"offline_rl eager: {eager}\na run on this processor (--cpu-products auto): {describe_cpu_products()}"
 
 
 def _timed_updates(algorithm: Any, buffer: Any, batch_size: int, updates: int, device: str, warmup: int) -> float:

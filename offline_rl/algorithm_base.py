@@ -230,9 +230,11 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
             return f"updates: captured as one CUDA graph{fused}, replayed each step (--no-compile: eager){precision}"
         line = f"updates: eager ({blocker})"
         if self.device.type == "cpu" and any(getattr(m, "USES_CPU_PRODUCTS", False) for m in self.modules()):
-            from offline_rl.cpu_products import describe_cpu_products
+            from offline_rl.cpu_products import bf16_products_hint, describe_cpu_products
 
             line += f"; {describe_cpu_products()}"
+            if any(getattr(m, "BF16_PRODUCTS_GAIN", False) for m in self.modules()):
+                line += bf16_products_hint()
         return line
 
     def run_step(self, step: Callable[[], dict[str, torch.Tensor]], key: Hashable, *, eager: bool = False) -> Any:

@@ -9,6 +9,11 @@ through oneDNN made the whole CPU update ~1.5x faster. The actor's and the discr
 (`offline_rl.mlp.ReluMLP`) take the same path. The arithmetic is the same float32 FMA
 (only the summation order differs); `--cpu-products blas` restores torch's default.
 
+On Intel processors MKL takes its own fast path, and there the same update ran faster through torch's
+BLAS than through oneDNN (a 2-core Xeon, Sapphire Rapids: CQL-SAC 18.6 against 14.4 updates/s at
+2×256, 11.1 against 9.1 at 3×256; discrete CQL alike). So `auto`, the default, picks oneDNN on AMD
+processors only, where it was measured faster, and torch's BLAS everywhere else.
+
 The forward product and the input gradient go through `torch.ops.mkldnn._linear_pointwise` (an
 operator torch exposes for its own compiler), the weight gradient through it or through
 `aten.mkldnn_linear_backward_weights`, whichever measured faster for the shape. Both are private,
@@ -23,12 +28,15 @@ per-call setup outweighs its arithmetic (a CartPole network, the actor's first a
 from __future__ import annotations
 
 import functools
+import platform
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-CHOICES = ("onednn", "blas")
+from offline_rl.apps.run_config import CPU_PRODUCTS
+
 # Layers whose product has fewer multiply-adds (rows × inputs × outputs) stay with torch's BLAS: a oneDNN
 # call costs ~15 µs of setup, more than its faster arithmetic saves on a small layer. Measured on
 # CPU-2, forward and backward: 32×4×64 92 µs in oneDNN against 37 in BLAS, 256×17×256 164 against 114,
@@ -39,15 +47,16 @@ SMALL_PRODUCT = 4_000_000
 # takes the oneDNN path, so there "never compiling" is safe.
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _is_exporting = getattr(torch.compiler, "is_exporting", lambda: False)
-_state: dict[str, str] = {"choice": "onednn"}
+_state: dict[str, str] = {"choice": "auto"}
+PROC_CPUINFO = Path("/proc/cpuinfo")
 
 
 def use_cpu_products(choice: str) -> None:
-    """Select the library of the networks' CPU products for this process ('onednn' or 'blas').
+    """Select the library of the networks' CPU products for this process ('auto', 'onednn' or 'blas').
 
     Process-wide, as torch's own `set_float32_matmul_precision` is: runs set it once at start."""
-    if choice not in CHOICES:
-        raise ValueError(f"cpu products must be one of {CHOICES}, got {choice!r}")
+    if choice not in CPU_PRODUCTS:
+        raise ValueError(f"cpu products must be one of {CPU_PRODUCTS}, got {choice!r}")
     _state["choice"] = choice
 
 
@@ -62,12 +71,48 @@ def describe_cpu_products() -> str:
     blocker = _blocker()
     if blocker is not None:
         return f"matrix products: torch's BLAS ({blocker})"
+    if _state["choice"] == "auto":
+        return "matrix products: oneDNN (an AMD processor; --cpu-products blas: torch's BLAS)"
     return "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
 
 
+def bf16_products_hint() -> str:
+    """For a CPU run's start line, where float32 products leave the processor's AMX units idle: how to
+    use them. Said by the CQL-SAC critics (`BF16_PRODUCTS_GAIN`); discrete CQL's update is its
+    convolutions', which `--matmul-precision` leaves in float32, and ran no faster in bf16."""
+    if torch.get_float32_matmul_precision() != "highest" or not _has_amx():
+        return ""
+    return "; float32 products (--matmul-precision medium: bf16 on this processor's AMX units, ~1.4x faster)"
+
+
+def _has_amx() -> bool:
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)  # torch >= 2.3
+    return bool(probe is not None and probe())
+
+
+@functools.cache
+def cpu_vendor(cpuinfo: Path = PROC_CPUINFO) -> str:
+    """'AMD', 'Intel', or '' where the processor's maker cannot be told (read once per process)."""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as lines:
+            text = lines.read(8192)  # the first processor's block names the vendor
+    except OSError:
+        text = platform.processor()  # Windows: "AMD64 Family 25 Model 17 Stepping 1, AuthenticAMD"
+    for name, vendor in (("AuthenticAMD", "AMD"), ("GenuineIntel", "Intel")):
+        if name in text:
+            return vendor
+    return ""
+
+
 def _blocker() -> str | None:
-    if _state["choice"] == "blas":
+    choice = _state["choice"]
+    if choice == "blas":
         return "--cpu-products blas"
+    if choice == "auto" and cpu_vendor() != "AMD":
+        why = {"Intel": "an Intel processor, where MKL multiplies faster"}.get(
+            cpu_vendor(), "oneDNN was measured faster on AMD processors only"
+        )
+        return f"{why}; --cpu-products onednn: oneDNN"
     precision = torch.get_float32_matmul_precision()
     if precision != "highest":
         return f"--matmul-precision {precision}"

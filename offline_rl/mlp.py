@@ -13,7 +13,7 @@ from offline_rl.cpu_products import dense
 
 class ReluMLP(nn.Sequential):
     """Linear, ReLU, ..., Linear, as `nn.Sequential` holds and saves them; each Linear with the ReLU
-    after it runs as one `offline_rl.cpu_products.dense` layer (oneDNN on CPU, `F.linear` elsewhere)."""
+    after it runs as one `offline_rl.cpu_products.dense` layer (oneDNN on AMD CPUs, `F.linear` elsewhere)."""
 
     USES_CPU_PRODUCTS = True
 

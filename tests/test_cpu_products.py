@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import copy
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -19,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from offline_rl import cpu_products
 from offline_rl.apps.run_config import TorchConfig, resolve_matmul_precision
 from offline_rl.apps.training import configure_torch
-from offline_rl.cpu_products import dense, describe_cpu_products, onednn_blocker, use_cpu_products
+from offline_rl.cpu_products import cpu_vendor, dense, describe_cpu_products, onednn_blocker, use_cpu_products
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.discrete_cql.networks import QuantileNatureCNN
@@ -32,11 +33,14 @@ DEFAULT_SMALL_PRODUCT = cpu_products.SMALL_PRODUCT
 
 @pytest.fixture(autouse=True)
 def restore_the_process_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every layer of these tests, however small, takes oneDNN unless a test says otherwise."""
+    """Every layer of these tests, however small, takes oneDNN unless a test says otherwise: the
+    processor reads as an AMD one, where `auto` picks oneDNN, whatever machine runs the tests."""
     monkeypatch.setattr(cpu_products, "SMALL_PRODUCT", 0)
+    monkeypatch.setattr(cpu_products, "cpu_vendor", lambda: "AMD")
     precision = torch.get_float32_matmul_precision()
-    yield
     use_cpu_products("onednn")
+    yield
+    use_cpu_products("auto")
     torch.set_float32_matmul_precision(precision)
 
 
@@ -158,6 +162,74 @@ def test_lower_matmul_precision_is_left_to_torch() -> None:
     assert describe_cpu_products() == "matrix products: torch's BLAS (--matmul-precision medium)"
 
 
+@pytest.mark.parametrize(
+    ("vendor", "line"),
+    [
+        ("AMD", "matrix products: oneDNN (an AMD processor; --cpu-products blas: torch's BLAS)"),
+        (
+            "Intel",
+            "matrix products: torch's BLAS (an Intel processor, where MKL multiplies faster; "
+            "--cpu-products onednn: oneDNN)",
+        ),
+        (
+            "",
+            "matrix products: torch's BLAS (oneDNN was measured faster on AMD processors only; "
+            "--cpu-products onednn: oneDNN)",
+        ),
+    ],
+)
+def test_auto_takes_onednn_on_amd_processors_only(monkeypatch: pytest.MonkeyPatch, vendor: str, line: str) -> None:
+    """On Intel processors MKL's own path beat oneDNN on the same update (BENCHMARKS.md, "an Intel Xeon")."""
+    monkeypatch.setattr(cpu_products, "cpu_vendor", lambda: vendor)
+    configure_torch("cpu", TorchConfig(threads=1), seed=0)
+    assert TorchConfig().cpu_products == "auto"
+    assert describe_cpu_products() == line
+    seen = set(operators_of(lambda: layer_with_gradients(64, rows=2100)))
+    onednn_ran, blas_ran = seen >= ONEDNN_OPS, not seen & ONEDNN_OPS and "aten.addmm" in seen
+    assert (onednn_ran, blas_ran) == ((True, False) if vendor == "AMD" else (False, True))
+    use_cpu_products("onednn")  # an explicit choice holds on any processor
+    assert set(operators_of(lambda: layer_with_gradients(64, rows=2100))) >= ONEDNN_OPS
+    assert describe_cpu_products() == "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
+
+
+@pytest.mark.parametrize(
+    ("first_lines", "vendor"),
+    [
+        ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n", "AMD"),
+        ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n", "Intel"),
+        ("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n", ""),  # an Arm server's
+    ],
+)
+def test_the_vendor_comes_from_proc_cpuinfo(tmp_path: Path, first_lines: str, vendor: str) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(first_lines + "flags\t: fpu vme\n\n" * 200)
+    assert cpu_vendor.__wrapped__(cpuinfo) == vendor
+
+
+def test_without_proc_cpuinfo_the_vendor_comes_from_the_platform(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cpu_products.platform, "processor", lambda: "AMD64 Family 25 Model 17 Stepping 1, AuthenticAMD")
+    assert cpu_vendor.__wrapped__(tmp_path / "absent") == "AMD"
+    monkeypatch.setattr(cpu_products.platform, "processor", lambda: "")
+    assert cpu_vendor.__wrapped__(tmp_path / "absent") == ""
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_a_cql_sac_run_on_a_processor_with_amx_says_how_to_use_it(monkeypatch: pytest.MonkeyPatch, amx: bool) -> None:
+    """bf16 products made the CQL-SAC update ~1.4x faster on a Xeon's AMX units; discrete CQL's update
+    is its convolutions' and gained nothing, so its line stays as it was."""
+    monkeypatch.setattr(cpu_products, "_has_amx", lambda: amx)
+    hint = "; float32 products (--matmul-precision medium: bf16 on this processor's AMX units, ~1.4x faster)"
+    sac = build(small_config())
+    space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    discrete = CQLQRDQN.build(space, gym.spaces.Discrete(3), DiscreteCQLConfig(num_quantiles=8))
+    assert sac.update_path().endswith(describe_cpu_products() + (hint if amx else ""))
+    assert discrete.update_path().endswith(describe_cpu_products())
+    torch.set_float32_matmul_precision("medium")
+    assert sac.update_path().endswith("matrix products: torch's BLAS (--matmul-precision medium)")
+
+
 def test_an_unknown_choice_is_refused() -> None:
     with pytest.raises(ValueError, match="cpu products must be one of"):
         use_cpu_products("mkl")
@@ -191,7 +263,7 @@ def test_tf32_is_the_default_of_the_example_whose_learning_check_covered_it() ->
 def test_the_run_setting_selects_the_library() -> None:
     configure_torch("cpu", TorchConfig(cpu_products="blas", threads=1), seed=0)
     assert describe_cpu_products() == "matrix products: torch's BLAS (--cpu-products blas)"
-    configure_torch("cpu", TorchConfig(threads=1), seed=0)
+    configure_torch("cpu", TorchConfig(threads=1), seed=0)  # auto, on a processor read as AMD
     assert describe_cpu_products().startswith("matrix products: oneDNN")
 
 

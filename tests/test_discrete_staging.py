@@ -9,6 +9,7 @@ import pytest
 import torch
 from tianshou.data import PrioritizedReplayBuffer, ReplayBuffer
 
+from offline_rl.cpu_products import describe_cpu_products
 from offline_rl.data import FrameStackBufferBuilder
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.data.transitions import make_replay_buffer
@@ -127,8 +128,7 @@ def test_a_prioritized_buffer_is_sampled_on_the_host_and_says_so() -> None:
         algo.update(buffer, 5)
     assert algo._staged == "a prioritized buffer (its priorities are sampled on the host)"
     assert algo.update_path() == (
-        "updates: eager (a prioritized buffer (its priorities are sampled on the host)); "
-        "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
+        "updates: eager (a prioritized buffer (its priorities are sampled on the host)); " + describe_cpu_products()
     )
 
 

@@ -15,6 +15,7 @@ from test_cql_sac_training import build, narrow_band_buffer, small_config
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from offline_rl.algorithm_base import compiler_failure, stat_names
+from offline_rl.cpu_products import bf16_products_hint, describe_cpu_products
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
 from offline_rl.cuda_graphs import use_multi_tensor_kernels
@@ -64,7 +65,7 @@ def test_windows_follow_the_run_update_count_across_a_resume() -> None:
 
 def test_the_cpu_path_is_eager_and_says_why() -> None:
     algo = build(small_config())
-    products = "matrix products: oneDNN (--cpu-products blas: torch's BLAS)"
+    products = describe_cpu_products() + bf16_products_hint()  # which library; AMX's bf16 where present
     assert algo.update_path() == f"updates: eager (the device is cpu; CUDA graphs need CUDA); {products}"
     algo.capture = False
     assert algo.update_path() == f"updates: eager (--no-compile); {products}"

@@ -16,12 +16,15 @@ TORCH_MATMUL_PRECISIONS = ("highest", "high", "medium")
 """torch.set_float32_matmul_precision's values; the benchmarks take these."""
 MATMUL_PRECISIONS = ("auto", *TORCH_MATMUL_PRECISIONS)
 """A run's `--matmul-precision`: torch's values, or `auto` (`resolve_matmul_precision`)."""
+CPU_PRODUCTS = ("auto", "onednn", "blas")
+"""A run's `--cpu-products`: the library of its networks' CPU products (`offline_rl.cpu_products`)."""
 
 
 def resolve_matmul_precision(precision: str, device: str) -> str:
     """`auto`: TF32 products on CUDA (1.42x the float32 updates of d4rl_cql.py on an H100, and the same
-    learning in its check: BENCHMARKS.md, "Sixth H100 session"), float32 elsewhere (on a CPU any
-    other precision takes the products off oneDNN, ~2x slower on AMD processors)."""
+    learning in its check: BENCHMARKS.md, "Sixth H100 session"), float32 elsewhere (on an AMD CPU any
+    other precision takes the products off oneDNN, ~2x slower there; bf16 on Intel's AMX units is
+    ~1.4x faster for CQL-SAC but has had no learning check)."""
     if precision != "auto":
         return precision
     return "high" if device.startswith("cuda") else "highest"
@@ -43,16 +46,17 @@ class TorchConfig:
     matmul_precision: str = setting(
         "highest",
         "torch.set_float32_matmul_precision: highest (float32 products), high (TF32 tensor cores on GPUs), "
-        "medium (bf16 where the processor has it, GPUs and some CPUs), or auto (high on CUDA, highest on CPU, "
-        "where oneDNN's float32 products are the fast ones)",
+        "medium (bf16 where the processor has it: GPUs, and CPUs with AMX, ~1.4x CQL-SAC's updates there), or auto "
+        "(high on CUDA, highest on CPU)",
         choices=MATMUL_PRECISIONS,
         per_invocation=True,
     )
     cpu_products: str = setting(
-        "onednn",
+        "auto",
         "library of the networks' CPU matrix products: onednn (~2x torch's default on AMD CPUs, same float32 "
-        "arithmetic) or blas (torch's default, MKL in PyPI's wheels)",
-        choices=("onednn", "blas"),
+        "arithmetic), blas (torch's default, MKL in PyPI's wheels, the faster on Intel CPUs), or auto (onednn "
+        "on AMD processors, blas elsewhere)",
+        choices=CPU_PRODUCTS,
         per_invocation=True,
     )
     compile: bool | None = setting(

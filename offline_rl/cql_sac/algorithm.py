@@ -34,8 +34,8 @@ update; a prioritized buffer draws indices by its priorities and gets new ones b
 are summed on the device and read once per logging window. On CUDA the whole step — sampling,
 losses, backward pass, every optimiser, the target update — is recorded once and replayed as one
 CUDA graph (`CountedOfflineAlgorithm.run_step`); CPU runs, prioritized buffers and optimisers
-given by Tianshou factories run it eagerly, on CPU with the networks' products in oneDNN
-(`offline_rl.cpu_products`).
+given by Tianshou factories run it eagerly, on CPU with the networks' products in the library measured faster
+there (`offline_rl.cpu_products`: oneDNN on AMD processors, torch's BLAS elsewhere).
 
 This module is longer than most here on purpose: one algorithm's mathematics reads top to bottom in
 one file, as in CORL and CleanRL, with each equation above a short method of its own.

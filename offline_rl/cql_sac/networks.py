@@ -140,6 +140,9 @@ class EnsembleCritic(nn.Module):
     """
 
     USES_CPU_PRODUCTS = True  # its hidden layers run through offline_rl.cpu_products.dense
+    # Its products are most of a CQL-SAC update: in bf16 on a Xeon's AMX units the update ran 1.37x (2x256)
+    # and 1.47x (3x256) faster (BENCHMARKS.md, "an Intel Xeon"), so a CPU run's start line says how.
+    BF16_PRODUCTS_GAIN = True
 
     def __init__(
         self,
@@ -185,7 +188,7 @@ class EnsembleCritic(nn.Module):
         45% of the update; 2-D products get cuBLAS's split-K kernels, and the update ran 1.42×
         faster), and the scalar output layer is a matrix-vector product, whose backward is an
         outer product rather than a degenerate K = 1 matrix product. On CPU the hidden layers'
-        products go through oneDNN (`offline_rl.cpu_products`).
+        products go through `offline_rl.cpu_products` (oneDNN on AMD processors).
         """
         batch, samples = actions.shape[0], actions.shape[1]
         inputs = state_action_rows(obs, actions)
