@@ -61,8 +61,14 @@ def use_cpu_products(choice: str) -> None:
 
 
 def onednn_products_active() -> bool:
-    """Whether CPU float32 `dense` layers run through oneDNN in this process."""
-    return _blocker() is None
+    """Whether CPU float32 `dense` layers run through oneDNN in this process. Asked by every `dense`
+    call, so it tests the conditions without composing `_blocker`'s reason."""
+    choice = _state["choice"]
+    return (
+        (choice == "onednn" or (choice == "auto" and cpu_vendor() == "AMD"))
+        and torch.get_float32_matmul_precision() == "highest"
+        and onednn_blocker() is None
+    )
 
 
 def describe_cpu_products() -> str:
