@@ -35,7 +35,7 @@ from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
 from critic_variants import VARIANTS, use_critic_variant
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
+from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
 
 
 def timed(run, repeats: int) -> float:

@@ -54,7 +54,7 @@ from timing import cpu_products_line, matrix_gflop_per_update, products_of, refu
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_version
 
-from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
+from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.perf import tune_cpu_allocator

@@ -55,7 +55,7 @@ from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.net.common import Net
 from timing import cpu_products_line, matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 
-from offline_rl.apps.run_config import TORCH_MATMUL_PRECISIONS
+from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig

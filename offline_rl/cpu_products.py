@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from offline_rl.apps.run_config import CPU_PRODUCTS
+from offline_rl.arithmetic_choices import CPU_PRODUCTS
 
 # Layers whose product has fewer multiply-adds (rows × inputs × outputs) stay with torch's BLAS: a oneDNN
 # call costs ~15 µs of setup, more than its faster arithmetic saves on a small layer. Measured on

@@ -9,15 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from offline_rl.arithmetic_choices import CPU_PRODUCTS, MATMUL_PRECISIONS
 from offline_rl.ope.config import FQEConfig
 from offline_rl.settings import SEED_RANGE, check_ranges, require, setting
-
-TORCH_MATMUL_PRECISIONS = ("highest", "high", "medium")
-"""torch.set_float32_matmul_precision's values; the benchmarks take these."""
-MATMUL_PRECISIONS = ("auto", *TORCH_MATMUL_PRECISIONS)
-"""A run's `--matmul-precision`: torch's values, or `auto` (`resolve_matmul_precision`)."""
-CPU_PRODUCTS = ("auto", "onednn", "blas")
-"""A run's `--cpu-products`: the library of its networks' CPU products (`offline_rl.cpu_products`)."""
 
 
 def resolve_matmul_precision(precision: str, device: str) -> str:
