@@ -2,7 +2,7 @@
 
     python benchmarks/discrete_cql_throughput.py [--transitions 50000] [--updates 40] [--rounds 3]
         [--paths eager,eager-blas,captured,compiled,host-fed[+sorted|+pairwise]] [--network nature-cnn|mlp]
-        [--matmul-precision highest|high|medium]
+        [--matmul-precision highest|high|medium] [--cnn nature|dopamine]
 
 Same synthetic frame-stacked data for both (84×84 uint8 frames, stacks of 4, 6 actions, episodes of
 1000 steps): Tianshou's in its own Atari buffer (`ReplayBuffer(stack_num=4, ignore_obs_next=True,
@@ -18,6 +18,10 @@ default: with its layers' products in oneDNN (`eager`) and in torch's BLAS (`eag
 A path with `+sorted` or `+pairwise` appended computes the quantile-Huber loss in that form
 (`offline_rl/discrete_cql/quantile_loss.py`) instead of the device's default (sorted on CPU,
 pairwise on GPUs), e.g. `--paths captured,captured+sorted` on a GPU.
+
+`--cnn dopamine` builds our network as Dopamine builds it (the CQL authors' Atari presets: 'same'
+padding, 7744 features into the 512-unit layer instead of 3136); Tianshou's stays its own Nature CNN,
+so its column is then the machine's yardstick rather than the same arithmetic.
 
 `--network mlp` times the vector-task configuration instead (Tianshou's own CartPole QR-DQN and
 discrete CQL tests, `configs/discrete_cql/CartPole-v1.yaml`): 4-dimensional observations, 2 actions,
@@ -60,6 +64,7 @@ from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.transitions import make_replay_buffer
 from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.discrete_cql import algorithm as discrete_algorithm
+from offline_rl.discrete_cql.config import CNN_VARIANTS
 from offline_rl.discrete_cql.quantile_loss import pairwise_quantile_huber_loss, sorted_quantile_huber_loss
 from offline_rl.perf import tune_cpu_allocator
 
@@ -148,7 +153,7 @@ def build_tianshou(device: str, network: str = "nature-cnn") -> TianshouDiscrete
     ).to(device)
 
 
-def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
+def build_ours(device: str, path: str, network: str = "nature-cnn", cnn: str = "nature") -> CQLQRDQN:
     """`path`: eager (eager-blas: with torch's BLAS on CPU), captured (one CUDA graph per update),
     compiled (torch.compile, then captured), or host-fed (captured, with the dataset kept in host
     memory and each batch copied one update ahead, as when it does not fit in GPU memory)."""
@@ -161,6 +166,7 @@ def build_ours(device: str, path: str, network: str = "nature-cnn") -> CQLQRDQN:
         target_update_freq=500,
         hidden_sizes=VECTOR_HIDDEN,  # the MLP's; the Nature CNN has its own layers
         n_step=n_step,
+        cnn=cnn,
     )
     algorithm = CQLQRDQN.build(obs_space, act_space, config, device=device)
     algorithm.capture = path not in ("eager", "eager-blas")
@@ -244,6 +250,12 @@ def main() -> None:
         help="nature-cnn: Atari frames (default); mlp: the CartPole configuration",
     )
     parser.add_argument(
+        "--cnn",
+        choices=CNN_VARIANTS,
+        default="nature",
+        help="our network on frames: nature (Tianshou's build, default) or dopamine (the CQL authors' presets)",
+    )
+    parser.add_argument(
         "--d3rlpy",
         default=None,
         help="comma-separated d3rlpy modes: eager, compiled (CUDA only), or none (default: eager on CPU, both on "
@@ -266,7 +278,7 @@ def main() -> None:
     else:
         theirs_buffer, ours_buffer = synthetic_buffers(args.transitions)
     theirs = build_tianshou(args.device, args.network)
-    ours = {path: build_ours(args.device, base, args.network) for path, (base, _) in parts.items()}
+    ours = {path: build_ours(args.device, base, args.network, args.cnn) for path, (base, _) in parts.items()}
     d3rlpy_runs = {mode: build_d3rlpy(args.device, mode, args.network) for mode in d3rlpy_modes}
     for algorithm in d3rlpy_runs.values():
         algorithm.process_buffer(ours_buffer)
@@ -288,7 +300,9 @@ def main() -> None:
             ours_rates[path].append(rate)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
     print(
-        f"device: {device_name}, torch {torch.__version__}, {args.network}, {len(ours_buffer)} transitions, "
+        f"device: {device_name}, torch {torch.__version__}, {args.network}"
+        + (f" (ours: --cnn {args.cnn})" if args.network == "nature-cnn" else "")
+        + f", {len(ours_buffer)} transitions, "
         f"float32 matmul precision {args.matmul_precision}" + (f", {d3rlpy_version()}" if d3rlpy_runs else "")
     )
     if args.device == "cpu":
@@ -315,7 +329,7 @@ def main() -> None:
         rounds = ", ".join(f"{r:.2f}" for r in rates)
         print(f"offline_rl CQLQRDQN, {path}: {statistics.median(rates):7.2f} updates/s  (rounds: {rounds})")
     ours_rate = max(statistics.median(rates) for rates in ours_rates.values())
-    ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager", args.network), ours_buffer, BATCH)
+    ours_gflop = matrix_gflop_per_update(build_ours(args.device, "eager", args.network, args.cnn), ours_buffer, BATCH)
     theirs_gflop = matrix_gflop_per_update(theirs, theirs_buffer, BATCH)
     d3rlpy_gflop = ""
     if d3rlpy_runs:

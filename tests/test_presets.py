@@ -45,7 +45,9 @@ def test_there_is_one_preset_per_corl_dataset() -> None:
     assert sorted(p.stem for p in PRESETS) == sorted(LOCOMOTION + ANTMAZE + ADROIT + MAZE2D)
 
 
-AUTHORS_PRESETS = sorted((REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"))
+AUTHORS_FILES = sorted((REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"))
+AUTHORS_PRESETS = [path for path in AUTHORS_FILES if not path.stem.startswith("atari")]  # d4rl_cql.py's
+AUTHORS_ATARI_PRESETS = [path for path in AUTHORS_FILES if path.stem.startswith("atari")]  # atari_cql.py's
 
 
 def assert_loads_as_written(path: Path) -> d4rl_cql.D4RLCQLConfig:
@@ -73,7 +75,7 @@ def test_a_cql_authors_preset_loads_with_exactly_the_values_in_its_file(path: Pa
 def test_the_cql_authors_presets_hold_their_codes_values() -> None:
     """aviralkumar2907/CQL's README commands with `cql_mujoco_new.py`'s / `cql_antmaze_new.py`'s and
     rlkit CQLTrainer's defaults."""
-    assert sorted(path.stem for path in AUTHORS_PRESETS) == ["antmaze", "mujoco"]
+    assert sorted(path.stem for path in AUTHORS_FILES) == ["antmaze", "atari-10pct", "atari-1pct", "mujoco"]
     configs = {path.stem: d4rl_cql.config_from_args(["--config", str(path)]) for path in AUTHORS_PRESETS}
     for config in configs.values():
         algo = config.algorithm
@@ -89,6 +91,35 @@ def test_the_cql_authors_presets_hold_their_codes_values() -> None:
     assert (antmaze.lagrange_multiplier_init, antmaze.lagrange_lr) == (1.0, 3e-4)
     assert (antmaze.lagrange_multiplier_min, antmaze.lagrange_multiplier_max) == (0.0, 1e6)
     assert (antmaze.reward_scale, antmaze.reward_bias) == (4.0, -2.0)  # (r − 0.5) · 4
+
+
+@pytest.mark.parametrize("path", AUTHORS_ATARI_PRESETS, ids=lambda p: p.stem)
+def test_a_cql_authors_atari_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
+    from offline_rl.apps import atari_cql
+
+    values = field_values(atari_cql.config_from_args(["--config", str(path)]))
+    for key, expected in load_preset(path).items():
+        assert values[key] == (pytest.approx(expected) if isinstance(expected, float) else expected), key
+
+
+def test_the_cql_authors_atari_presets_hold_their_codes_values() -> None:
+    """aviralkumar2907/CQL's atari/batch_rl/fixed_replay/configs/quantile.gin, in updates where it counts
+    agent steps (an update every 4), and its README's weights: 4 for 1% of the data, 1 for 10%."""
+    from offline_rl.apps import atari_cql
+
+    configs = {path.stem: atari_cql.config_from_args(["--config", str(path)]) for path in AUTHORS_ATARI_PRESETS}
+    assert sorted(configs) == ["atari-10pct", "atari-1pct"]
+    for config in configs.values():
+        algo, run = config.algorithm, config.run
+        assert (algo.lr, algo.adam_eps) == (0.00005, 0.0003125)  # tf.train.AdamOptimizer's
+        assert algo.num_quantiles == 200 and algo.gamma == 0.99 and algo.n_step == 1  # update_horizon
+        assert algo.target_update_freq == 8000 // 4  # target_update_period (agent steps) / update_period
+        assert run.step_per_epoch == 250_000 // 4 and run.epoch == 200  # training_steps; num_iterations
+        assert run.batch_size == 32 and algo.eps_test == 0.001  # WrappedFixedReplayBuffer; epsilon_eval
+        assert config.eval_env == "sticky" and config.task is None  # sticky_actions; the buffer's game
+        assert algo.cnn == "dopamine" and algo.kappa == 1.0 and not algo.double_q and algo.reward_clip
+    assert configs["atari-1pct"].algorithm.cql_weight == 4.0
+    assert configs["atari-10pct"].algorithm.cql_weight == 1.0
 
 
 DISCRETE_PRESETS = {"qrdqn": "atari_qrdqn", "discrete_cql": "atari_cql"}

@@ -153,7 +153,9 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         num_actions = int(action_space.n)
         model: torch.nn.Module
         if len(shape) == 3:
-            model = QuantileNatureCNN(shape, num_actions, config.num_quantiles, scale_obs=config.scale_obs)
+            model = QuantileNatureCNN(
+                shape, num_actions, config.num_quantiles, scale_obs=config.scale_obs, variant=config.cnn
+            )
         else:
             model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
         policy = QRDQNPolicy(

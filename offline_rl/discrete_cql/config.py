@@ -8,6 +8,11 @@ from typing import ClassVar
 
 from offline_rl.settings import check_ranges, setting
 
+CNN_VARIANTS = ("nature", "dopamine")
+"""How the Nature CNN's layers are built (`networks.QuantileNatureCNN`): as Tianshou and most PyTorch
+code build them, or as Dopamine (TensorFlow) built them for the DQN Replay agents and the CQL paper's
+Atari agent."""
+
 
 @dataclass
 class DiscreteCQLConfig:
@@ -15,8 +20,8 @@ class DiscreteCQLConfig:
 
     Loss per batch: quantile-Huber TD loss + w·mean(logsumexp_a Q(s, a) − Q(s, a_data)), with
     w = `cql_weight` and Q the mean over quantiles. Defaults match Tianshou's classic Atari CQL
-    example. The CQL paper's Atari settings are `lr 5e-5, adam_eps 3.125e-4, target_update_freq
-    2000` with w = 4 (1% of the data) or 1 (10%).
+    example. The CQL authors' Atari settings (`lr 5e-5, adam_eps 3.125e-4, target_update_freq 2000`,
+    Dopamine's network, w = 4 for 1% of the data or 1 for 10%) are `configs/cql_authors/atari-*.yaml`.
     """
 
     FLAG_GROUP: ClassVar[str] = "discrete CQL"
@@ -38,6 +43,14 @@ class DiscreteCQLConfig:
         "(default none: on for image observations, i.e. Atari, off for vector ones)",
     )
     hidden_sizes: list[int] = setting([128, 128], "MLP hidden layers (vector observations only)", minimum=1)
+    cnn: str = setting(
+        "nature",
+        "the Nature CNN of image observations as built by Tianshou (nature: unpadded convolutions, torch's "
+        "initialisation) or by Dopamine for the DQN Replay agents and the CQL authors' Atari code (dopamine: "
+        "TensorFlow's 'same' padding, 7744 features into the 512-unit layer instead of 3136; Dopamine's "
+        "initialisation)",
+        choices=CNN_VARIANTS,
+    )
     scale_obs: bool = setting(True, "divide uint8 frames by 255 inside the network (image observations)")
     eps_test: float = setting(0.001, "ε of the ε-greedy evaluation policy", minimum=0, maximum=1)
 
