@@ -52,6 +52,8 @@
 #   bash benchmarks/gpu_session.sh concurrent-mps concurrent      (float32)
 #   bash benchmarks/gpu_session.sh concurrent-mps-shares          (45, 50, 55%: over 215 s)
 #   bash benchmarks/gpu_session.sh small-workspace discrete-tf32  (312 + ~35 s)
+#   bash benchmarks/gpu_session.sh discrete-dopamine   (the CQL authors' Atari network, captured, float32 and TF32: ~2 min;
+#                                                       its CPU cost: BENCHMARKS.md, "Dopamine's network")
 #   bash benchmarks/gpu_session.sh autotune                       (~330 s: a 235 s compile)
 #   bash benchmarks/gpu_session.sh end-to-end
 #   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
@@ -110,7 +112,8 @@ for part in "$@"; do
       ;;
     tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter, FQE
       check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
-        tests/test_discrete_staging.py tests/test_update_paths.py -k "captured or cuda or checkpoint"
+        tests/test_discrete_staging.py tests/test_update_paths.py tests/test_cnn_variants.py \
+        -k "captured or cuda or checkpoint"
       check cuda_export 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_policy_export.py -k gpu
       check cuda_q_filter 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_q_filter.py -k cuda
       check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
@@ -198,6 +201,12 @@ for part in "$@"; do
       check discrete_cql_throughput_tf32 180 python3 benchmarks/discrete_cql_throughput.py --device cuda \
         --paths captured --updates 300 --rounds 2 --transitions 20000 --matmul-precision high
       ;;
+    discrete-dopamine)  # the CQL authors' Atari network (--cnn dopamine, their presets): captured, both precisions
+      for precision in highest high; do
+        check "discrete_dopamine_$precision" 180 python3 benchmarks/discrete_cql_throughput.py --device cuda \
+          --paths captured --updates 300 --rounds 2 --transitions 20000 --cnn dopamine --matmul-precision "$precision"
+      done
+      ;;
     end-to-end)  # d4rl_cql inside Tianshou's trainer: 120 000 updates, TF32 then float32
       for precision in high highest; do
         check "d4rl_cql_$precision" 270 python3 examples/d4rl_cql.py --task HalfCheetah-v4 --dataset-size 20000 \
@@ -205,7 +214,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32 or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
       exit 2
       ;;
   esac

@@ -96,3 +96,52 @@ def test_the_setting_reaches_the_algorithms_network_and_its_checkpoint() -> None
     assert algo.model.head[0].in_features == 3136
     with pytest.raises(ValueError, match="nature"):
         QuantileNatureCNN((4, 84, 84), 4, 3, variant="keras")
+
+
+def atari_sized_buffer():
+    """Two short episodes of random 84×84 frames, stacked by 4 (the Atari observation)."""
+    from offline_rl.data import FrameStackBufferBuilder
+
+    rng = np.random.default_rng(0)
+    builder = FrameStackBufferBuilder(frame_shape=(84, 84), max_frames=24)
+    for length, terminal in ((6, True), (9, False)):
+        stack = np.repeat(rng.integers(0, 256, (1, 84, 84), dtype=np.uint8), 4, axis=0)
+        for step in range(length):
+            following = np.concatenate([stack[1:], rng.integers(0, 256, (1, 84, 84), dtype=np.uint8)])
+            last = step == length - 1
+            builder.add(
+                stack, int(rng.integers(4)), float(rng.normal()), terminal and last, last and not terminal, following
+            )
+            stack = following
+    return builder.build()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("cnn", ["nature", "dopamine"])
+def test_captured_and_eager_updates_agree_with_either_network(cnn: str) -> None:
+    """The Dopamine network's padding layer and padded convolutions replay in a CUDA graph as they run
+    eagerly: ten updates from the same state give the same losses and parameters."""
+    import copy
+
+    from test_discrete_staging import assert_ten_updates_agree
+
+    obs_space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    config = DiscreteCQLConfig(cnn=cnn, num_quantiles=8, target_update_freq=4)
+    torch.manual_seed(0)
+    captured = CQLQRDQN.build(obs_space, gym.spaces.Discrete(4), config, device="cuda")
+    eager = copy.deepcopy(captured)
+    captured.capture, captured.compile_update, eager.capture = True, False, False
+    assert_ten_updates_agree(captured, eager, atari_sized_buffer())
+
+
+def test_the_dopamine_network_learns_through_the_algorithms_update() -> None:
+    from tianshou.algorithm.algorithm_base import policy_within_training_step
+
+    obs_space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    torch.manual_seed(0)
+    algo = CQLQRDQN.build(obs_space, gym.spaces.Discrete(4), DiscreteCQLConfig(cnn="dopamine", num_quantiles=8))
+    before = [p.detach().clone() for p in algo.model.parameters()]
+    with policy_within_training_step(algo.policy):
+        losses = [algo.update(atari_sized_buffer(), 8).loss for _ in range(3)]
+    assert all(np.isfinite(losses))
+    assert all(not torch.equal(b, a) for b, a in zip(before, algo.model.parameters(), strict=True))
