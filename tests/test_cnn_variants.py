@@ -99,21 +99,10 @@ def test_the_setting_reaches_the_algorithms_network_and_its_checkpoint() -> None
 
 
 def atari_sized_buffer():
-    """Two short episodes of random 84×84 frames, stacked by 4 (the Atari observation)."""
-    from offline_rl.data import FrameStackBufferBuilder
+    """Two short episodes of random 84×84 frames, stacked by 4 (the Atari observation), 4 actions."""
+    from test_discrete_staging import frame_stack_buffer
 
-    rng = np.random.default_rng(0)
-    builder = FrameStackBufferBuilder(frame_shape=(84, 84), max_frames=24)
-    for length, terminal in ((6, True), (9, False)):
-        stack = np.repeat(rng.integers(0, 256, (1, 84, 84), dtype=np.uint8), 4, axis=0)
-        for step in range(length):
-            following = np.concatenate([stack[1:], rng.integers(0, 256, (1, 84, 84), dtype=np.uint8)])
-            last = step == length - 1
-            builder.add(
-                stack, int(rng.integers(4)), float(rng.normal()), terminal and last, last and not terminal, following
-            )
-            stack = following
-    return builder.build()
+    return frame_stack_buffer((84, 84), ((6, True), (9, False)), actions=4)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")

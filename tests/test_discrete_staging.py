@@ -20,17 +20,27 @@ from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 N_STEP, GAMMA = 3, 0.9
 
 
-def frame_stack_buffer() -> ReplayBuffer:
-    """Episodes of 5, 1 and 7 steps of small random frames (episode starts are padded)."""
+def frame_stack_buffer(
+    frame_shape: tuple[int, int] = (6, 6),
+    episodes: tuple[tuple[int, bool], ...] = ((5, True), (1, False), (7, False)),
+    actions: int = 3,
+) -> ReplayBuffer:
+    """Episodes (length, terminated) of random frames, by default 5, 1 and 7 steps of small ones (episode
+    starts are padded); Atari-sized frames for the networks that need them."""
     rng = np.random.default_rng(0)
-    builder = FrameStackBufferBuilder(frame_shape=(6, 6), max_frames=8)
-    for length, terminal in ((5, True), (1, False), (7, False)):
-        stack = np.repeat(rng.integers(0, 256, (1, 6, 6), dtype=np.uint8), 4, axis=0)
+    builder = FrameStackBufferBuilder(frame_shape=frame_shape, max_frames=8)
+    for length, terminal in episodes:
+        stack = np.repeat(rng.integers(0, 256, (1, *frame_shape), dtype=np.uint8), 4, axis=0)
         for step in range(length):
-            following = np.concatenate([stack[1:], rng.integers(0, 256, (1, 6, 6), dtype=np.uint8)])
+            following = np.concatenate([stack[1:], rng.integers(0, 256, (1, *frame_shape), dtype=np.uint8)])
             last = step == length - 1
             builder.add(
-                stack, int(rng.integers(3)), float(rng.normal()), terminal and last, last and not terminal, following
+                stack,
+                int(rng.integers(actions)),
+                float(rng.normal()),
+                terminal and last,
+                last and not terminal,
+                following,
             )
             stack = following
     return builder.build()
