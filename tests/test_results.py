@@ -289,3 +289,33 @@ def test_fitted_q_estimates_add_a_column_and_the_setting_they_pick(tmp_path: Pat
 def test_without_fitted_q_estimates_the_table_is_as_before(logs: Path) -> None:
     table = write_results([logs], logs / "out", reps=200)["table"]
     assert "FQE" not in table and table.splitlines()[-1].startswith("| walker2d-medium-v2 |")
+
+
+def test_atari_runs_are_scored_and_labelled_by_the_human_normalized_score(tmp_path: Path) -> None:
+    """An Atari run's normalised score is the human-normalised one (0 random, 100 human), so its row and
+    its panel say so; D4RL's runs beside it keep their label. Every game's DQN Replay files are named
+    alike, so a run's data is named after its game too: Pong's runs are not averaged with Breakout's."""
+    from offline_rl.results.plots import score_figure
+
+    files = [f"/data/{{game}}/1/ckpt_{index}-first_0.01.hdf5" for index in range(51)]
+    for game, final in (("Pong", 20.0), ("Breakout", 60.0)):
+        for seed in range(2):
+            write_run(
+                tmp_path / game / f"s{seed}",
+                dataset=None,
+                seed=seed,
+                scores=[10.0, final],
+                normalized=True,
+                config_update={"task": f"ALE/{game}-v5", "load_buffer_name": [f.format(game=game) for f in files]},
+            )
+    write_run(tmp_path / "hopper" / "s0", dataset="hopper-medium-v2", seed=0, scores=[5.0], normalized=True)
+    result = write_results([tmp_path], tmp_path, reps=100)
+    rows = {row.dataset: (row.score_name, row.runs, row.final.mean) for row in result["rows"]}
+    assert rows == {
+        "Breakout/ckpt_{0-50}-first_0.01.hdf5": ("human-normalized score", 2, 60.0),
+        "Pong/ckpt_{0-50}-first_0.01.hdf5": ("human-normalized score", 2, 20.0),
+        "hopper-medium-v2": ("normalized score", 1, 5.0),
+    }
+    labels = {ax.get_title(): ax.get_ylabel() for ax in score_figure(read_runs([tmp_path])).axes}
+    assert labels["Pong/ckpt_{0-50}-first_0.01.hdf5"] == "human-normalised score"
+    assert labels["hopper-medium-v2"] == "D4RL normalised score"

@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     `offline-rl-atari-cql`."""
     # 1. Settings: flags and an optional preset file, merged into the config dataclasses.
     config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
-    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.evaluation import EvaluationReporter, human_normalised
     from offline_rl.apps.training import evaluate_or_train, start_session
     from offline_rl.data import dataset_info
     from offline_rl.discrete_cql import CQLQRDQN
@@ -294,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         buffer,
         lambda **kwargs: make_evaluation_env(config, task, padding, spec, **kwargs),
         config.run,
-        lambda writer: EvaluationReporter(writer=writer, start_values=algorithm.start_values),
+        lambda writer: EvaluationReporter(writer=writer, start_values=algorithm.start_values, **human_normalised(task)),
         task=task,
         algo_name="cql",
         saved={"config": asdict(config), "dataset_info": info},

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.evaluation import EvaluationReporter, human_normalised
 from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.envs import is_atari_game, make_discrete_env
@@ -205,7 +205,7 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
         task=config.task,
         episodes=config.run.test_num,
         render=config.run.render,
-        reporter=EvaluationReporter(),
+        reporter=EvaluationReporter(**human_normalised(config.task)),
         source=config.run.resume_path or "an untrained policy",
     )
 
@@ -256,7 +256,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     folder = RunFolder.open(
         algorithm,
         run,
-        lambda writer: EvaluationReporter(writer=writer),
+        lambda writer: EvaluationReporter(writer=writer, **human_normalised(config.task)),
         task=config.task,
         algo_name="qrdqn",
         saved={"config": asdict(config)},

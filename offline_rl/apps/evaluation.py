@@ -1,12 +1,13 @@
-"""Evaluation reporting shared by the examples: mean ± std return, D4RL's normalised score, and where an
-algorithm can say it, its critics' estimate of the episodes' discounted return beside that return."""
+"""Evaluation reporting shared by the examples: mean ± std return, the normalised score (D4RL's, or Atari's
+human-normalised one), and where an algorithm can say it, its critics' estimate of the episodes'
+discounted return beside that return."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +17,20 @@ if TYPE_CHECKING:
     from tianshou.data import CollectStats
 
     from offline_rl.value_check import StartValues
+
+
+def human_normalised(task: str) -> dict[str, Any]:
+    """`EvaluationReporter`'s score settings for an Atari game: its human-normalised score, 0 at a random
+    agent's mean return and 100 at a professional tester's (`offline_rl.scores.ATARI_REFERENCE_SCORES`),
+    which Atari results are compared by; none for other tasks."""
+    from offline_rl.envs import is_atari_game
+    from offline_rl.scores import atari_reference_scores
+
+    scores = atari_reference_scores(task) if is_atari_game(task) else None
+    if scores is None:
+        return {}
+    return {"ref_min": scores[0], "ref_max": scores[1], "score_name": "human-normalized score"}
+
 
 StartValuesOf = Callable[[np.ndarray, Sequence[np.ndarray]], "StartValues | None"]
 """(first observations, rewards per episode) -> the critics' estimates and the discounted returns
@@ -36,6 +51,7 @@ class EvaluationReporter:
 
     ref_min: float | None = None
     ref_max: float | None = None
+    score_name: str = "normalized score"  # what 0 and 100 are: D4RL's random and expert; Atari's random and human
     writer: object | None = None  # a tensorboard SummaryWriter
     history: list[dict[str, float]] = field(default_factory=list)
     first_index: int = 0  # trained evaluations a resumed run had already made
@@ -60,11 +76,10 @@ class EvaluationReporter:
             record["normalized_score_std"] = 100.0 * std / (self.ref_max - self.ref_min)
         return record
 
-    @staticmethod
-    def format(record: dict[str, float]) -> str:
+    def format(self, record: dict[str, float]) -> str:
         text = f"return {record['return_mean']:.2f} ± {record['return_std']:.2f}"
         if "normalized_score" in record:
-            text += f", normalized score {record['normalized_score']:.1f} ± {record['normalized_score_std']:.1f}"
+            text += f", {self.score_name} {record['normalized_score']:.1f} ± {record['normalized_score_std']:.1f}"
         return text
 
     def value_check(self, stats: CollectStats) -> dict[str, float]:

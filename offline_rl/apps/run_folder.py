@@ -251,8 +251,8 @@ class RunFolder:
         summary = {**summary, "last": last, "best_optimistic": best, "log_path": str(self.log_path)}
         write_json(self.log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
         self._finish_wandb(0, plain(summary))
-        best_text = EvaluationReporter.format(best) if best else "n/a"
-        last_text = EvaluationReporter.format(last) if last else "n/a"
+        best_text = self.reporter.format(best) if best else "n/a"
+        last_text = self.reporter.format(last) if last else "n/a"
         print(
             f"{headline}; last evaluation {last_text} (policy_last.pth); best (optimistic) {best_text} "
             f"(policy.pth); checkpoints in {self.log_path}; "

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from offline_rl.atomic import atomic_path
-from offline_rl.results.runs import CONSERVATISM_TAGS, Run
+from offline_rl.results.runs import CONSERVATISM_TAGS, Run, score_name
 from offline_rl.results.statistics import mean_curve_interval
 
 _LINE_STYLES = {"q_data": "-", "q_random": "--", "q_policy": ":"}
@@ -73,11 +73,19 @@ def _finish(figure: Any, ax_labels: list[tuple[Any, str, str]], title: str) -> A
     return figure
 
 
+SCORE_LABELS = {
+    "normalized score": "D4RL normalised score",
+    "human-normalized score": "human-normalised score",
+    "return": "return",
+}
+"""A score's axis label, by `score_name`."""
+
+
 def score_figure(runs: list[Run]) -> Any:
     figure, panels = _panel_per_dataset(runs)
     labels = []
     for ax, dataset, groups in panels:
-        normalized = all(run.normalized for _, group in groups for run in group)
+        panel_runs = [run for _, group in groups for run in group]
         for setting, group in groups:
             steps, values = _aligned([[(e.updates, e.score) for e in run.evaluations] for run in group])
             if len(steps) == 0:
@@ -87,7 +95,7 @@ def score_figure(runs: list[Run]) -> Any:
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
         if ax.get_lines():
             ax.legend(fontsize="small", title="mean, 95% CI", title_fontsize="small")
-        labels.append((ax, dataset, "D4RL normalised score" if normalized else "return"))
+        labels.append((ax, dataset, SCORE_LABELS[score_name(panel_runs)]))
     return _finish(figure, labels, "Evaluation score during training")
 
 

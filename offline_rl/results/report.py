@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_rl.atomic import atomic_path
-from offline_rl.results.runs import Run, groups
+from offline_rl.results.runs import Run, groups, score_name
 from offline_rl.results.statistics import DEFAULT_REPS, Aggregate, aggregate, rank_correlation
 
 CSV_COLUMNS = (
@@ -70,7 +70,7 @@ def group_rows(runs: list[Run], *, last_k: int = 1, reps: int = DEFAULT_REPS) ->
             GroupRow(
                 dataset=dataset,
                 setting=setting,
-                score_name="normalized score" if all(r.normalized for r in scored) else "return",
+                score_name=score_name(scored),
                 final=aggregate(np.array([final_score(r, last_k) for r in scored]), reps=reps) if scored else None,
                 best=aggregate(np.array([best_score(r) for r in scored]), reps=reps) if scored else None,
                 updates=min(r.evaluations[-1].updates for r in scored) if scored else None,
@@ -103,8 +103,9 @@ def markdown_table(rows: Sequence[GroupRow], *, last_k: int = 1) -> str:
     estimated = any(row.fqe for row in rows)  # the FQE column only where some run was estimated
     lines = [
         f"Final score: the {final} of each run; mean ± std over seeds, and the interquartile mean with its "
-        "95% stratified-bootstrap CI (rliable). Score: D4RL normalised score where the dataset has "
-        "reference returns, else the return. Best: the best evaluation during training (optimistic).",
+        "95% stratified-bootstrap CI (rliable). Score: the normalised score where the task has reference "
+        "returns (D4RL's: 0 random, 100 expert; an Atari game's human-normalized: 0 random, 100 human), else "
+        "the return. Best: the best evaluation during training (optimistic).",
         *(
             ["Runs whose training diverged (stopped on NaN or inf) are counted, and left out of the scores."]
             if any(row.diverged for row in rows)

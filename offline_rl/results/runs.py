@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_rl.atari_names import game_in
+from offline_rl.data.names import combined_label
 from offline_rl.errors import OfflineRLError
+from offline_rl.scores import ATARI_REFERENCE_SCORES, atari_reference_scores
 
 RUN_SETTINGS_FILE = "run.json"
 """A run's settings and dataset (JSON), written by the training loop when it starts: readable without torch."""
@@ -64,7 +67,8 @@ class Evaluation:
 
     @property
     def score(self) -> float:
-        """D4RL's normalised score where the dataset has reference returns, else the return."""
+        """The normalised score where the task has reference returns (D4RL's, or an Atari game's
+        human-normalised score), else the return."""
         return self.normalized_score if self.normalized_score is not None else self.return_mean
 
 
@@ -93,6 +97,20 @@ class Run:
     def normalized(self) -> bool:
         return bool(self.evaluations) and all(e.normalized_score is not None for e in self.evaluations)
 
+    @property
+    def human_normalized(self) -> bool:
+        """Whether its normalised score is an Atari game's human-normalised one rather than D4RL's."""
+        return self.normalized and atari_reference_scores(str(self.settings.get("task") or "")) is not None
+
+
+def score_name(runs: Iterable[Run]) -> str:
+    """The name of the score runs are compared by (`Evaluation.score`): `normalized score` (D4RL's),
+    `human-normalized score` (an Atari game's), or `return` where some run has no reference returns."""
+    runs = list(runs)
+    if not all(run.normalized for run in runs):
+        return "return"
+    return "human-normalized score" if all(run.human_normalized for run in runs) else "normalized score"
+
 
 def flatten(config: dict[str, Any]) -> dict[str, Any]:
     """Leaf settings of a nested config dict, by their (unique) field names."""
@@ -106,11 +124,20 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def dataset_of(settings: dict[str, Any], info: dict[str, Any]) -> str:
-    for key in ("dataset", "load_buffer_name"):
-        value = settings.get(key)
-        if value:
-            names = value if isinstance(value, list | tuple) else [value]
-            return " ".join(Path(str(name)).name for name in names)
+    """The name a run's data goes by in tables: its `--dataset`, or its buffer files as the run's own lines
+    name them (`ckpt_{0-50}-first_0.01.hdf5` for a DQN Replay run's 51), after the Atari game they were
+    played on where their names do not say it: every game's DQN Replay and RL Unplugged files are named
+    alike, and Pong's runs must not be averaged with Breakout's."""
+    dataset = settings.get("dataset")
+    if dataset:
+        names = dataset if isinstance(dataset, list | tuple) else [dataset]
+        return " ".join(Path(str(name)).name for name in names)
+    buffers = settings.get("load_buffer_name")
+    if buffers:
+        names = buffers if isinstance(buffers, list | tuple) else [buffers]
+        label = combined_label([Path(str(name)).name for name in names], joiner=" ")
+        game = game_in(str(settings.get("task") or ""), tuple(ATARI_REFERENCE_SCORES))
+        return f"{game}/{label}" if game and game.lower() not in label.lower() else label
     return str(info.get("name") or settings.get("task") or "unknown")
 
 
