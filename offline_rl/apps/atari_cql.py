@@ -9,6 +9,7 @@ checkpoints, `--resume-path`, `--watch` and the summary line behave as in `examp
 
 from __future__ import annotations
 
+import glob
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -63,7 +64,8 @@ class AtariCQLConfig:
         ("expert.hdf5",),
         "the offline buffer (.hdf5); several RL Unplugged shards or DQN Replay checkpoints (converted), or "
         "atari_qrdqn.py collections, are combined; "
-        "or one D4RL-format file or Minari dataset (id or directory) with discrete actions",
+        "or one D4RL-format file or Minari dataset (id or directory) with discrete actions; a glob pattern "
+        "(ckpt_*.hdf5) stands for its files, as in sweep and preset files",
     )
     buffer_from_rl_unplugged: bool = setting(False, "the buffer was made by converters/rl_unplugged_atari.py")
     eval_env: str = setting(
@@ -104,6 +106,24 @@ def create_buffer_command(task: str, path: str, from_rl_unplugged: bool = False)
 
 SINGLE_SOURCE_FORMATS = {"d4rl": "D4RL-format file", "minari": "Minari dataset", "d3rlpy": "d3rlpy dataset file"}
 """Formats read by `load_dataset` as one buffer each; only Tianshou frame buffers are combined."""
+
+
+def buffer_files(names: Sequence[str]) -> tuple[str, ...]:
+    """`--load-buffer-name` with its glob patterns expanded as a shell would (sorted), for the sweep files
+    and presets no shell reads: `~/.dqn_replay/buffers/Pong/1/ckpt_*-first_0.01.hdf5` names a DQN Replay
+    run's 51 converted files. A name that exists or holds no pattern stays as given (a Minari id, a file
+    whose name has brackets); a pattern that matches nothing is a one-line error."""
+    files: list[str] = []
+    for name in names:
+        path = Path(name).expanduser()
+        if path.exists() or not any(character in name for character in "*?["):
+            files.append(name)
+            continue
+        matches = sorted(glob.glob(str(path)))
+        if not matches:
+            raise OfflineRLError(f"--load-buffer-name {name}: no file matches this pattern")
+        files += matches
+    return tuple(files)
 
 
 def load_atari_buffer(config: AtariCQLConfig) -> Any:
@@ -249,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # 2. The data (not needed to only watch or export a trained policy), and the env it is evaluated on: --task,
     #    else the one the buffer records. Loading draws nothing from the run's generators.
+    if config.run.needs_data:  # patterns a sweep or a preset gives (no shell expands them), as files
+        config = replace(config, load_buffer_name=buffer_files(config.load_buffer_name))
     names = config.buffers_label()
     # A --task that cannot work (continuous actions, an unknown id) is named before any data is read.
     task_given = bool(config.task)

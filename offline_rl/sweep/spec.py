@@ -70,11 +70,18 @@ class SweepSpec:
         if self.config:
             fixed_arguments = ["--config", self.config, *fixed_arguments]
         trials = []
-        for combination in itertools.product(*(values for _, values in axes)):
-            chosen = [(name, value, arguments) for (name, _), (value, arguments) in zip(axes, combination, strict=True)]
-            trial_id = "__".join(f"{name}={_slug(value)}" for name, value, _ in chosen)
-            arguments = [*fixed_arguments, *(a for _, _, args in chosen for a in args)]
-            trials.append(Trial(trial_id, tuple(arguments), tuple((name, value) for name, value, _ in chosen)))
+        # each axis's values, with the folder-name piece of each
+        named_axes = [
+            (name, list(zip(values, _slugs([value for value, _ in values]), strict=True))) for name, values in axes
+        ]
+        for combination in itertools.product(*(values for _, values in named_axes)):
+            chosen = [
+                (name, value, arguments, slug)
+                for (name, _), ((value, arguments), slug) in zip(named_axes, combination, strict=True)
+            ]
+            trial_id = "__".join(f"{name}={slug}" for name, _, _, slug in chosen)
+            arguments = [*fixed_arguments, *(a for _, _, args, _ in chosen for a in args)]
+            trials.append(Trial(trial_id, tuple(arguments), tuple((name, value) for name, value, _, _ in chosen)))
         parsed = check_with_example(self.example, trials, self.source)
         trials = [
             dataclasses.replace(trial, arguments=(*trial.arguments, *self._wandb_naming(settings, trial.id)))
@@ -159,11 +166,24 @@ def _resolved_axis(default: Any, key: str, values: list[Any], source: str) -> li
     return [(value, as_arguments(setting, value)) for value in coerced]
 
 
-def _slug(value: Any) -> str:
+def _slug(value: Any, depth: int = 1) -> str:
+    """A value as a piece of a folder name; of a path, its last `depth` parts."""
     text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     if "/" in text:
-        text = Path(text).name
+        text = "-".join(Path(text).parts[-depth:])
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "none"
+
+
+def _slugs(values: list[Any]) -> list[str]:
+    """An axis's values as folder-name pieces: of paths, their file names where those tell them apart,
+    else as many of their last parts as do (every game's DQN Replay files are named alike, so
+    `.../Pong/1/ckpt_*-first_0.01.hdf5` becomes `Pong-1-ckpt_-first_0.01.hdf5`)."""
+    deepest = max(len(Path(str(value)).parts) for value in values)
+    for depth in range(1, deepest + 1):
+        slugs = [_slug(value, depth) for value in values]
+        if len(set(slugs)) == len(slugs):
+            return slugs
+    return [_slug(value, deepest) for value in values]
 
 
 def check_axes(spec: SweepSpec) -> None:
