@@ -24,6 +24,7 @@ import multiprocessing.queues
 import os
 import queue
 import signal
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -61,6 +62,8 @@ Fetch = Callable[[JobT, Progress], JobT]
 """What a job downloads before its work, counted on `Progress.download`: returns the job as its work
 needs it (e.g. with where to stream from). Also a module-level function."""
 
+LAST_COUNTS_WAIT_S = 10.0
+"""How long the parent waits, once every job has ended, for counts still on their way from the workers."""
 _QUIET = Progress(grow=_IDLE.grow, advance=_IDLE.advance)
 _progress_queue: multiprocessing.queues.Queue | None = None  # set in each worker by _init_worker
 _job_running = False  # in a worker: whether a signal finds it inside a job
@@ -107,6 +110,17 @@ def _run_in_worker(work: Callable[[JobT, Progress], Any], job: JobT) -> Any:
         os._exit(exit_status(interrupt))
     finally:
         _job_running = False
+
+
+def _work_in_worker(work: Callable[[JobT, Progress], Any], job: JobT, index: int) -> Any:
+    """`_run_in_worker`, then an ("ended", index) message after the job's progress counts: the result
+    comes back through the pool's own pipe, which can overtake the progress queue, and the bar must not
+    close before the job's last counts are drawn on it (a queue keeps one process's messages in order)."""
+    try:
+        return _run_in_worker(work, job)
+    finally:
+        if _progress_queue is not None:
+            _progress_queue.put(("ended", index))
 
 
 def _fetch_in_order(fetch: Fetch[JobT], jobs: Sequence[JobT], progress: multiprocessing.queues.Queue) -> None:
@@ -229,19 +243,23 @@ def _run_in_workers(
     )
     running: dict[Future[SummaryT], int] = {}
     outcomes: dict[int, SummaryT | OfflineRLError] = {}
+    worked: set[int] = set()  # the jobs given to the workers
+    ended: set[int] = set()  # those whose progress counts have all come (`_work_in_worker`)
     fetched = 0
     try:
         if fetcher is None:
-            running = {executor.submit(_run_in_worker, work, job): index for index, job in enumerate(jobs)}
+            running = {executor.submit(_work_in_worker, work, job, index): index for index, job in enumerate(jobs)}
+            worked.update(running.values())
         while len(outcomes) < len(jobs):
             done: set[Future[SummaryT]] = set()
             if running:
                 done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
-            for index, ready in _drain(progress, bars, wait_s=0.0 if running else 0.2):
+            for index, ready in _drain(progress, bars, ended, wait_s=0.0 if running else 0.2):
                 if isinstance(ready, OfflineRLError):
                     outcomes[index] = ready
                 else:
-                    running[executor.submit(_run_in_worker, work, ready)] = index
+                    running[executor.submit(_work_in_worker, work, ready, index)] = index
+                    worked.add(index)
                 fetched += 1
                 if fetched == len(jobs):
                     bars.close()
@@ -254,7 +272,10 @@ def _run_in_workers(
                 if missing:  # killed from outside (the OOM killer): its jobs would never come
                     stopped = f"the download process stopped (exit status {fetcher.exitcode})"
                     raise OfflineRLError(f"{stopped}, {missing} job(s) unfetched")
-        _drain(progress, bars)
+        deadline = time.monotonic() + LAST_COUNTS_WAIT_S  # a worker killed from outside sends nothing more
+        while not worked <= ended and time.monotonic() < deadline:
+            _drain(progress, bars, ended, wait_s=0.05)
+        _drain(progress, bars, ended)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):  # Ctrl-C reaches the workers too; a SIGTERM may not
             for worker in multiprocessing.active_children():
@@ -278,9 +299,12 @@ def _outcome(future: Future[SummaryT]) -> SummaryT | OfflineRLError:
     raise error
 
 
-def _drain(progress: multiprocessing.queues.Queue, bars: _Bars, wait_s: float = 0.0) -> list[tuple[int, Any]]:
-    """Counts the workers sent, drawn on the bars; the jobs the fetcher has readied, returned (`wait_s`:
-    how long to wait for the first message when none is there yet)."""
+def _drain(
+    progress: multiprocessing.queues.Queue, bars: _Bars, ended: set[int], wait_s: float = 0.0
+) -> list[tuple[int, Any]]:
+    """Counts the workers sent, drawn on the bars, and the jobs whose counts are all in, added to `ended`;
+    the jobs the fetcher has readied, returned (`wait_s`: how long to wait for the first message when
+    none is there yet)."""
     fetched = []
     while True:
         try:
@@ -290,6 +314,8 @@ def _drain(progress: multiprocessing.queues.Queue, bars: _Bars, wait_s: float = 
         wait_s = 0.0
         if message[0] == "fetched":
             fetched.append(message[1:])
+        elif message[0] == "ended":
+            ended.add(message[1])
         else:
             bars.count(*message)
 

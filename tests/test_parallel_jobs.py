@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import script_env
+from offline_rl import parallel_jobs
 from offline_rl.errors import DatasetError, OfflineRLError
 from offline_rl.interrupts import EXIT_TERMINATED
 from offline_rl.parallel_jobs import Progress, run_jobs
@@ -115,6 +116,45 @@ def test_summaries_come_in_job_order_each_printed_once_and_the_bar_sums_every_jo
     assert sorted(captured.out.splitlines()) == ["job 0 done", "job 1 done", "job 2 done"]
     assert final_count(captured.err) == (15, 15)
     assert "download" not in captured.err
+
+
+class LateQueue:
+    """A worker's progress queue whose messages leave 0.5 s late, in order: as when the queue's pipe
+    lags behind the pool's, which brings a job's result back at once."""
+
+    def __init__(self, queue) -> None:
+        import threading
+
+        self.queue, self.pending, self.lock = queue, [], threading.Lock()
+        threading.Thread(target=self._forward, daemon=True).start()
+
+    def put(self, item) -> None:
+        with self.lock:
+            self.pending.append(item)
+
+    def _forward(self) -> None:
+        time.sleep(0.5)
+        while True:
+            with self.lock:
+                items, self.pending = self.pending, []
+            for item in items:
+                self.queue.put(item)
+            time.sleep(0.01)
+
+
+ORIGINAL_INIT_WORKER = parallel_jobs._init_worker
+
+
+def init_worker_with_a_late_queue(progress) -> None:
+    ORIGINAL_INIT_WORKER(LateQueue(progress))
+
+
+def test_the_bar_gets_every_count_even_when_the_results_come_back_first(monkeypatch, capsys) -> None:
+    """A job's result reaches the parent before its progress counts: the bar still ends at the total."""
+    monkeypatch.setattr(parallel_jobs, "_init_worker", init_worker_with_a_late_queue)
+    summaries = run_jobs(work, [Job(0, 5), Job(1, 7), Job(2, 3)], workers=2, desc="convert", unit="frame")
+    assert [summary.number for summary in summaries] == [0, 1, 2]
+    assert final_count(capsys.readouterr().err) == (15, 15)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
