@@ -63,12 +63,7 @@ def use_cpu_products(choice: str) -> None:
 def onednn_products_active() -> bool:
     """Whether CPU float32 `dense` layers run through oneDNN in this process. Asked by every `dense`
     call, so it tests the conditions without composing `_blocker`'s reason."""
-    choice = _state["choice"]
-    return (
-        (choice == "onednn" or (choice == "auto" and cpu_vendor() == "AMD"))
-        and torch.get_float32_matmul_precision() == "highest"
-        and onednn_blocker() is None
-    )
+    return _onednn_chosen() and torch.get_float32_matmul_precision() == "highest" and onednn_blocker() is None
 
 
 def describe_cpu_products() -> str:
@@ -110,11 +105,16 @@ def cpu_vendor(cpuinfo: Path = PROC_CPUINFO) -> str:
     return ""
 
 
-def _blocker() -> str | None:
+def _onednn_chosen() -> bool:
+    """Whether the choice (`use_cpu_products`) asks for oneDNN on this processor: `auto` does on AMD's."""
     choice = _state["choice"]
-    if choice == "blas":
-        return "--cpu-products blas"
-    if choice == "auto" and cpu_vendor() != "AMD":
+    return choice == "onednn" or (choice == "auto" and cpu_vendor() == "AMD")
+
+
+def _blocker() -> str | None:
+    if not _onednn_chosen():
+        if _state["choice"] == "blas":
+            return "--cpu-products blas"
         why = {"Intel": "an Intel processor, where MKL multiplies faster"}.get(
             cpu_vendor(), "oneDNN was measured faster on AMD processors only"
         )
