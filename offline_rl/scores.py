@@ -128,8 +128,13 @@ def normalized_score(episode_return: float, ref_min: float, ref_max: float) -> f
     return 100.0 * (episode_return - ref_min) / (ref_max - ref_min)
 
 
+def scored_atari_game(task: str) -> str | None:
+    """The game of the 57 that `task` plays (`PongNoFrameskip-v4`, `ALE/Pong-v5`, `pong`: `Pong`), as
+    `ATARI_REFERENCE_SCORES` spells it, or None when it names none of them."""
+    return game_in(task, tuple(ATARI_REFERENCE_SCORES))
+
+
 def atari_reference_scores(task: str) -> tuple[float, float] | None:
-    """(random, human) returns of the Atari game `task` plays (`PongNoFrameskip-v4`, `ALE/Pong-v5`,
-    `pong`), or None when it names none of the 57."""
-    game = game_in(task, tuple(ATARI_REFERENCE_SCORES))
+    """(random, human) returns of the Atari game `task` plays, or None when it names none of the 57."""
+    game = scored_atari_game(task)
     return ATARI_REFERENCE_SCORES[game] if game is not None else None

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_rl.atari_names import game_in
 from offline_rl.data.names import combined_label
 from offline_rl.errors import OfflineRLError
-from offline_rl.scores import ATARI_REFERENCE_SCORES, atari_reference_scores
+from offline_rl.scores import atari_reference_scores, scored_atari_game
 
 RUN_SETTINGS_FILE = "run.json"
 """A run's settings and dataset (JSON), written by the training loop when it starts: readable without torch."""
@@ -136,7 +135,7 @@ def dataset_of(settings: dict[str, Any], info: dict[str, Any]) -> str:
     if buffers:
         names = buffers if isinstance(buffers, list | tuple) else [buffers]
         label = combined_label([Path(str(name)).name for name in names], joiner=" ")
-        game = game_in(str(settings.get("task") or ""), tuple(ATARI_REFERENCE_SCORES))
+        game = scored_atari_game(str(settings.get("task") or ""))
         return f"{game}/{label}" if game and game.lower() not in label.lower() else label
     return str(info.get("name") or settings.get("task") or "unknown")
 
