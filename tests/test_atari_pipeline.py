@@ -146,8 +146,13 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     config = atari_cql.config_from_args(["--task", "CartPole-v1", "--load-buffer-name", str(buffer_path)])
     assert not clips_rewards(config.algorithm, gym.make("CartPole-v1").observation_space)
     budget = ["--epoch", "1", "--update-per-epoch", "50", "--test-num", "2", "--num-quantiles", "8"]
-    result = atari_cql.main(["--load-buffer-name", str(buffer_path), *budget, "--logdir", str(tmp_path / "log")])
+    evaluation = ["--test-steps", "700"]  # whole episodes on the 2 envs until 700 steps are played
+    result = atari_cql.main(
+        ["--load-buffer-name", str(buffer_path), *budget, *evaluation, "--logdir", str(tmp_path / "log")]
+    )
     assert result["updates"] == 50 and result["last"] is not None
+    steps = result["last"]["return_mean"] * result["last"]["episodes"]  # CartPole pays 1 a step
+    assert 700 <= steps < 700 + 2 * 500 and result["last"]["episodes"] >= 2  # at most 2 episodes run past it
     assert result["task"] == "CartPole-v1"  # the buffer's own task, not the default Pong
     last = result["last"]  # the value check: CartPole's +1 per step, discounted at γ = 0.99, beside the critics'
     assert 0 < last["discounted_return"] < last["return_mean"] and np.isfinite(last["value_estimate"])

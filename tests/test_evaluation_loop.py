@@ -140,3 +140,92 @@ def test_the_reset_that_ends_an_evaluation_waits_until_it_is_needed() -> None:
     assert results[True] == results[False]
     assert results[True][0] == results[True][1] == results[True][2]
     assert counts == {True: 3, False: 5}
+
+
+def budget_evaluation(policy: Any, num_envs: int, min_steps: int, seed: int = 10_000) -> Any:
+    collector = EvaluationCollector(policy, make_envs("CartPole-v1", num_envs, False), seed=seed, min_steps=min_steps)
+    try:
+        collector.reset(reset_stats=False)
+        return collector.collect(n_episode=num_envs)  # as the trainer asks: the budget replaces the count
+    finally:
+        collector.close()
+
+
+def test_a_step_budget_on_one_env_plays_dopamines_loop() -> None:
+    """Dopamine's runner plays whole episodes while fewer than the budget's steps are played, then
+    averages them: the first episodes of the same seeded env, up to the one that reaches the budget."""
+    policy = cartpole_policy(0.5)
+    sequence = EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=10_000, own_loop=False)
+    sequence.reset(reset_stats=False)
+    reference = sequence.collect(n_episode=12)  # Tianshou's loop, one episode after another
+    ends = np.cumsum(reference.lens)
+    for budget in (1, int(ends[2]), int(ends[2]) + 1, int(ends[6]) - 5):
+        played = budget_evaluation(policy, 1, budget)
+        count = int(np.searchsorted(ends, budget)) + 1  # episodes until the steps reach the budget
+        assert played.n_collected_episodes == count, budget
+        np.testing.assert_array_equal(played.returns, reference.returns[:count])
+        np.testing.assert_array_equal(played.lens, reference.lens[:count])
+        assert played.n_collected_steps == ends[count - 1] >= budget
+        assert count == 1 or ends[count - 2] < budget  # the last episode began before the budget was spent
+    assert len(set(reference.lens[:7].tolist())) > 1  # episodes of different lengths: the cut points differ
+
+
+def per_env_episodes(policy: Any, num_envs: int, seed: int, count: int) -> list[list[tuple[float, int]]]:
+    """Each env's episodes, played on its own from its seed: (return, length), in order."""
+    episodes = []
+    for index in range(num_envs):
+        single = EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=seed + index, own_loop=False)
+        single.reset(reset_stats=False)
+        stats = single.collect(n_episode=count)
+        episodes.append(list(zip(stats.returns.tolist(), stats.lens.tolist(), strict=True)))
+        single.close()
+    return episodes
+
+
+def budget_schedule(episodes: list[list[tuple[float, int]]], min_steps: int) -> list[tuple[float, int]]:
+    """The budget's rule, tick by tick on lockstepped envs: an env that ends an episode starts its next
+    one only while fewer than `min_steps` steps are played in all; episodes in the order they end."""
+    next_episode = [0] * len(episodes)
+    left = [episode[0][1] for episode in episodes]
+    playing, steps, ended = list(range(len(episodes))), 0, []
+    while playing:
+        steps += len(playing)
+        for env in playing:
+            left[env] -= 1
+        for env in [env for env in playing if left[env] == 0]:
+            ended.append(episodes[env][next_episode[env]])
+            next_episode[env] += 1
+            if steps < min_steps:
+                left[env] = episodes[env][next_episode[env]][1]
+            else:
+                playing.remove(env)
+    return ended
+
+
+@pytest.mark.parametrize("budget", [50, 400, 1000])
+def test_several_envs_share_a_step_budget(budget: int) -> None:
+    """On several envs each plays whole episodes of its own seeded sequence, and starts another only
+    while the budget is not spent; a greedy policy makes each env's sequence its own."""
+    policy = cartpole_policy(0.0)
+    num_envs = 3
+    played = budget_evaluation(policy, num_envs, budget)
+    expected = budget_schedule(per_env_episodes(policy, num_envs, 10_000, 60), budget)
+    assert played.returns.tolist() == [episode[0] for episode in expected]
+    assert played.lens.tolist() == [episode[1] for episode in expected]
+    assert played.n_collected_steps == sum(played.lens) >= budget
+    assert played.n_collected_episodes == len(expected) >= num_envs  # every env ends the episode it began
+
+
+def test_a_step_budget_scores_the_same_weights_the_same_and_needs_the_own_loop() -> None:
+    policy = cartpole_policy(0.5)
+    collector = EvaluationCollector(policy, make_envs("CartPole-v1", 2, False), seed=10_000, min_steps=300)
+    first, second = [], []
+    for results in (first, second):
+        collector.reset(reset_stats=False)
+        results.extend(collector.collect(n_episode=2).returns.tolist())
+    assert first == second and sum(first) >= 300  # CartPole's +1 a step: the returns sum the steps
+    with pytest.raises(ValueError, match="budget of steps cannot be played here"):
+        collector.collect(n_episode=2, render=1e-9)  # rendering is Tianshou's loop
+    collector.close()
+    with pytest.raises(ValueError, match="own loop only"):
+        EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=0, own_loop=False, min_steps=10)

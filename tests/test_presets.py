@@ -116,6 +116,7 @@ def test_the_cql_authors_atari_presets_hold_their_codes_values() -> None:
         assert algo.target_update_freq == 8000 // 4  # target_update_period (agent steps) / update_period
         assert run.step_per_epoch == 250_000 // 4 and run.epoch == 200  # training_steps; num_iterations
         assert run.batch_size == 32 and algo.eps_test == 0.001  # WrappedFixedReplayBuffer; epsilon_eval
+        assert run.test_steps == 125_000  # evaluation_steps: whole games until that many agent steps
         assert config.eval_env == "sticky" and config.task is None  # sticky_actions; the buffer's game
         assert algo.cnn == "dopamine" and algo.kappa == 1.0 and not algo.double_q and algo.reward_clip
     assert configs["atari-1pct"].algorithm.cql_weight == 4.0

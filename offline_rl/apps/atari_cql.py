@@ -238,7 +238,7 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
     if not is_atari_game(task):
         print(
             f"{config.buffers_label()}: {len(buffer)} transitions; each evaluation plays "
-            f"{config.run.test_num} episode(s) of {task}",
+            f"{config.run.evaluation_plan()} of {task}",
             flush=True,
         )
         return
@@ -247,7 +247,7 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
         protocol = "as the dataset records it, its screens as 84×84 grayscale frames"
     print(
         f"{config.buffers_label()}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
-        f"{padding}-padded at episode starts; each evaluation plays {config.run.test_num} whole game(s) of "
+        f"{padding}-padded at episode starts; each evaluation plays {config.run.evaluation_plan('game')} of "
         f"{atari_game(task)} ({protocol}, up to 27 000 steps each)",
         flush=True,
     )

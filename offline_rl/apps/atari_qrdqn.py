@@ -201,7 +201,7 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
 
     return watch(
         algorithm,
-        evaluation_collector(policy, make_env, config.run.test_num, config.run.seed),
+        evaluation_collector(policy, make_env, config.run, rendering=config.run.render > 0),
         task=config.task,
         episodes=config.run.test_num,
         render=config.run.render,
@@ -270,7 +270,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
-    test_collector = evaluation_collector(policy, make_test_env, run.test_num, run.seed)
+    test_collector = evaluation_collector(policy, make_test_env, run)
     first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
     env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
 

@@ -28,6 +28,13 @@ policy's exploration draws, the statistics' types, the seeded reset that ends a 
 when the next collection needs it unless a reset comes first), so scores are the same to the last
 digit (tests compare the two); whatever it does not cover (`n_step`, random actions, rendering, hooks,
 recurrent policies) goes to Tianshou's loop.
+
+With `min_steps` (`--test-steps`), an evaluation is a budget of agent steps instead of a count of
+episodes: the Atari protocol of Dopamine, DQN Replay and the CQL paper, whose runner plays whole games
+until 125 000 agent steps are taken and averages the games played, so a game of long episodes is
+scored on fewer of them. On one env that is their loop exactly; on several, every env plays whole
+episodes and starts another only while fewer than `min_steps` steps have been taken in all. Only the
+own loop plays step budgets (the trainer's `n_episode` is then ignored).
 """
 
 from __future__ import annotations
@@ -46,10 +53,14 @@ class EvaluationCollector(Collector):
     env i with `seed + i`, at every reset (the trainer resets it before each evaluation; `--watch`
     once), and numpy's global generator with `seed` for each collection."""
 
-    def __init__(self, policy: Any, envs: Any, seed: int, *, own_loop: bool = True) -> None:
-        """`own_loop=False` plays every collection with Tianshou's loop (tests and benchmarks compare)."""
+    def __init__(self, policy: Any, envs: Any, seed: int, *, own_loop: bool = True, min_steps: int = 0) -> None:
+        """`own_loop=False` plays every collection with Tianshou's loop (tests and benchmarks compare);
+        `min_steps` > 0 makes every episode collection a budget of that many agent steps (module docstring)."""
+        if min_steps and not own_loop:
+            raise ValueError("a budget of steps is played by the own loop only")
         self.seeds = [seed + index for index in range(envs.env_num)]
         self.own_loop = own_loop
+        self.min_steps = min_steps
         self.partial_episodes = False  # a step collection may have left episodes half-counted in Tianshou's buffer
         self.reset_owed: dict[str, Any] | None = None  # the reset an episode collection ends with, until needed
         super().__init__(policy, envs, exploration_noise=True)
@@ -78,9 +89,11 @@ class EvaluationCollector(Collector):
         if self.reset_owed is not None:
             self.reset_env(self.reset_owed)
         if n_episode is not None and self._own_loop_covers(random, render):
-            stats = self._play_episodes(n_episode, gym_reset_kwargs or {})
+            stats = self._play_episodes(n_episode, gym_reset_kwargs or {}, min_steps=self.min_steps)
             if stats is not None:
                 return stats
+        if n_episode is not None and self.min_steps:
+            raise ValueError("a budget of steps cannot be played here (rendering, hooks or a recurrent policy)")
         self.partial_episodes |= n_step is not None
         return super()._collect(
             n_step=n_step, n_episode=n_episode, random=random, render=render, gym_reset_kwargs=gym_reset_kwargs
@@ -104,14 +117,19 @@ class EvaluationCollector(Collector):
         super().reset_buffer(keep_statistics=keep_statistics)
         self.partial_episodes = False
 
-    def _play_episodes(self, n_episode: int, gym_reset_kwargs: dict[str, Any]) -> CollectStats | None:
-        """Tianshou's `Collector._collect` for `n_episode`, less the buffer and the info `Batch`es.
+    def _play_episodes(
+        self, n_episode: int, gym_reset_kwargs: dict[str, Any], *, min_steps: int = 0
+    ) -> CollectStats | None:
+        """Tianshou's `Collector._collect` for `n_episode`, less the buffer and the info `Batch`es; with
+        `min_steps` > 0, whole episodes on every env until that many steps are taken (`n_episode` unused).
 
         Returns None, having stepped no env, for a policy that returns a hidden state (recurrent
         policies: Tianshou's loop carries and resets their states)."""
         if self._pre_collect_obs_RO is None:
             raise ValueError("reset the collector (reset or reset_env) before collecting")
-        ready = np.arange(min(self.env_num, n_episode))  # the envs that play, by their index in the vector env
+        playing = self.env_num if min_steps else min(self.env_num, n_episode)
+        ready = np.arange(playing)  # the envs that play, by their index in the vector env
+        meter = step_meter(min_steps)
         observations = self._pre_collect_obs_RO[ready]
         running_return: list[Any] = [0.0] * self.env_num  # accumulated as Tianshou's buffer does, in the rewards' type
         returns: list[Any] = []
@@ -141,6 +159,7 @@ class EvaluationCollector(Collector):
             if distribution is not None:
                 action_stds.append(np.atleast_2d(to_numpy(get_stddev_from_dist(distribution))))
             steps += len(ready)
+            meter.update(len(ready))
             for local, env_id in enumerate(ready):
                 running_return[env_id] += rewards[local]
                 rewards_of[int(env_id)].append(float(rewards[local]))  # its length is the episode's
@@ -157,18 +176,25 @@ class EvaluationCollector(Collector):
                         starts.append(start_of[ended])
                     episode_rewards.append(np.asarray(rewards_of[ended]))
                     rewards_of[ended] = []
-                reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
-                observations[finished] = reset_observations
-                for position, env_id in enumerate(ready[finished]):
-                    if keeps_starts:
-                        start_of[int(env_id)] = np.array(observations[finished[position]])
-                surplus = len(ready) - (n_episode - episodes)  # Tianshou stops envs that finished, first ones first
-                if surplus > 0:
+                if min_steps and steps >= min_steps:  # the budget is spent: envs that finish stop
                     keep = np.ones(len(ready), dtype=bool)
-                    keep[finished[:surplus]] = False
+                    keep[finished] = False
                     ready, observations = ready[keep], observations[keep]
-            if episodes >= n_episode:
+                else:
+                    reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
+                    observations[finished] = reset_observations
+                    for position, env_id in enumerate(ready[finished]):
+                        if keeps_starts:
+                            start_of[int(env_id)] = np.array(observations[finished[position]])
+                    # Tianshou stops envs that finished once enough episodes are under way, first ones first
+                    surplus = 0 if min_steps else len(ready) - (n_episode - episodes)
+                    if surplus > 0:
+                        keep = np.ones(len(ready), dtype=bool)
+                        keep[finished[:surplus]] = False
+                        ready, observations = ready[keep], observations[keep]
+            if (episodes >= n_episode and not min_steps) or len(ready) == 0:
                 break
+        meter.close()
         self.collect_step += steps
         self.collect_episode += episodes
         # Tianshou's loop resets (here: reseeds) the envs now; the trainer resets them again before the next
@@ -182,6 +208,39 @@ class EvaluationCollector(Collector):
         if keeps_starts:
             stats.offline_rl_episodes = EpisodeRecord(np.stack(starts), episode_rewards)  # type: ignore[attr-defined]
         return stats
+
+
+def step_meter(min_steps: int) -> Any:
+    """A bar counting an evaluation's steps against its budget (125 000 Atari steps take minutes); it
+    shows only once an evaluation has run a few seconds, and evaluations by episodes get none."""
+    return _StepBar(min_steps) if min_steps else _NoBar()
+
+
+class _StepBar:
+    """A step budget's bar. The episodes under way when the budget is spent play on past it, and the
+    bar's total follows them rather than turning into a bare count."""
+
+    SHOW_AFTER_S = 3.0
+
+    def __init__(self, min_steps: int) -> None:
+        from offline_rl.progress import progress_bar
+
+        self.bar = progress_bar(total=min_steps, desc="evaluation", unit="step", leave=False, delay=self.SHOW_AFTER_S)
+
+    def update(self, count: int) -> None:
+        self.bar.total = max(self.bar.total, self.bar.n + count)
+        self.bar.update(count)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class _NoBar:
+    def update(self, count: int) -> None:
+        """Nothing to show."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 @dataclass(frozen=True)

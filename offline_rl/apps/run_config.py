@@ -93,7 +93,14 @@ class RunConfig:
     seed: int = setting(0, "seed of torch, numpy and the evaluation envs", **SEED_RANGE)
     epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1)
     batch_size: int = setting(256, "transitions per gradient step", minimum=1)
-    test_num: int = setting(10, "evaluation episodes (one env each)", minimum=1)
+    test_num: int = setting(10, "evaluation episodes, one env each (with --test-steps: the envs that play)", minimum=1)
+    test_steps: int = setting(
+        0,
+        "evaluate by agent steps instead: the --test-num envs play whole episodes until this many steps are "
+        "taken in all, and the score averages every episode played (Dopamine's, DQN Replay's and the CQL "
+        "paper's Atari protocol: 125000; with --render: --test-num episodes); 0: --test-num episodes",
+        minimum=0,
+    )
     logdir: str = setting("log", "root of the run folders <logdir>/<task>/<algo>/<seed>/<time>")
     render: float = setting(
         0.0, "seconds between rendered frames while evaluating (0: no rendering)", minimum=0, per_invocation=True
@@ -127,6 +134,13 @@ class RunConfig:
             "--export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
         )
         require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
+
+    def evaluation_plan(self, episode: str = "episode") -> str:
+        """What each evaluation plays, for the lines that announce a run: "10 episodes", or "whole
+        episodes for 125000 steps on 10 envs" (`episode` names them: a game, for Atari)."""
+        if self.test_steps:
+            return f"whole {episode}s for {self.test_steps} agent steps on {self.test_num} env(s)"
+        return f"{self.test_num} {episode}(s)"
 
     def output_files(self) -> dict[str, str]:
         """The single files this command writes besides a run folder, by the flag that names each:

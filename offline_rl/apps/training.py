@@ -122,16 +122,17 @@ def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool 
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
 
 
-def evaluation_collector(
-    policy: Any, make_env: Callable[[], Any], num: int, run_seed: int, *, rendering: bool = False
-) -> Any:
-    """The evaluation collector of a run: `num` envs from `make_env` (`vector_envs`), reseeded
+def evaluation_collector(policy: Any, make_env: Callable[[], Any], run: RunConfig, *, rendering: bool = False) -> Any:
+    """The evaluation collector of a run: --test-num envs from `make_env` (`vector_envs`), reseeded
     `--seed` + 10 000 + i before every evaluation (`EvaluationCollector`); the offset keeps their
-    episodes apart from the training envs an online run seeds from `--seed`."""
+    episodes apart from the training envs an online run seeds from `--seed`. Each evaluation plays
+    --test-num episodes, or whole episodes for --test-steps steps (not while rendering: a window
+    to watch needs no budget, and the own loop that plays budgets draws nothing)."""
     from offline_rl.apps.evaluation_collector import EvaluationCollector
 
-    seed = run_seed + 10_000
-    return EvaluationCollector(policy, vector_envs(make_env, num, seed, rendering=rendering), seed)
+    seed = run.seed + 10_000
+    envs = vector_envs(make_env, run.test_num, seed, rendering=rendering)
+    return EvaluationCollector(policy, envs, seed, min_steps=0 if rendering else run.test_steps)
 
 
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
@@ -280,11 +281,7 @@ def evaluate_or_train(
         return estimate_policy_value(algorithm, buffer, settings, device=str(algorithm.device))
     render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
     test_collector = evaluation_collector(
-        algorithm.policy,
-        lambda: make_test_env(**render_kwargs),
-        settings.test_num,
-        settings.seed,
-        rendering=bool(render_kwargs),
+        algorithm.policy, lambda: make_test_env(**render_kwargs), settings, rendering=bool(render_kwargs)
     )
     if settings.watch:
         return watch(
