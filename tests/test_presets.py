@@ -239,3 +239,61 @@ def test_every_shipped_sweep_expands_to_trials_its_example_accepts(path, monkeyp
     spec = load_spec(path)
     trials = spec.trials()  # each trial's flags parsed by the example
     assert spec.name == path.stem and len({trial.id for trial in trials}) == len(trials) >= 4
+
+
+def shipped_presets() -> dict[Path, str]:
+    """Every preset file under configs/ (sweep files aside), with the program it is written for."""
+    owners = {"cql": "d4rl_cql", "discrete_cql": "atari_cql", "qrdqn": "atari_qrdqn"}
+    found = {
+        path: owners[path.parent.name]
+        for path in (REPO_ROOT / "configs").glob("*/*.yaml")
+        if path.parent.name in owners
+    }
+    for path in (REPO_ROOT / "configs" / "cql_authors").glob("*.yaml"):
+        found[path] = "atari_cql" if path.stem.startswith("atari") else "d4rl_cql"
+    return found
+
+
+@pytest.mark.parametrize("other", ["d4rl_cql", "atari_cql", "atari_qrdqn"])
+def test_a_preset_given_to_another_program_names_the_program_it_is_for(other: str) -> None:
+    """An Atari preset given to d4rl_cql.py said "unknown setting 'eval_env'", as if the file had a typo;
+    now the error names the program whose settings the file holds, and the command that takes it."""
+    import importlib
+
+    from offline_rl.apps.programs import PROGRAMS
+    from offline_rl.errors import OfflineRLError
+
+    presets = shipped_presets()
+    assert len(presets) >= 48 and set(presets.values()) == set(PROGRAMS)
+    parse = importlib.import_module(PROGRAMS[other].module).config_from_args
+    refused = 0
+    for path, owner in presets.items():
+        if owner == other:
+            parse(["--config", str(path)])  # its own program takes it
+            continue
+        try:
+            parse(["--config", str(path)])
+        except OfflineRLError as error:
+            expected = f"--config {path}: a preset for {PROGRAMS[owner].command} ("
+            assert str(error).startswith(expected), str(error)
+            assert str(error).endswith(f"; python {PROGRAMS[owner].command} --config {path}")
+            assert f"no settings of {PROGRAMS[other].command})" in str(error)
+            refused += 1
+    assert refused > 0
+
+
+def test_a_preset_with_a_typo_is_still_an_unknown_setting_and_a_sweep_names_the_program(tmp_path: Path) -> None:
+    from offline_rl.errors import OfflineRLError
+    from offline_rl.sweep.spec import example_defaults
+
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("cql_weigth: 5\n")
+    with pytest.raises(
+        OfflineRLError, match=r"typo.yaml: unknown setting 'cql_weigth'; cql_weigth: did you mean --cql-weight\?$"
+    ):
+        d4rl_cql.config_from_args(["--config", str(typo)])
+    atari = REPO_ROOT / "configs" / "cql_authors" / "atari-1pct.yaml"
+    with pytest.raises(
+        OfflineRLError, match=r"a preset for examples/atari_cql.py \(eval_env, .*python examples/atari_cql.py"
+    ):
+        example_defaults("d4rl_cql", str(atari), "sweep.yaml")

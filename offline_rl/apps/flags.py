@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from offline_rl.apps.foreign_flags import foreign_flag_advice, names_of
+from offline_rl.apps.programs import PROGRAMS
 from offline_rl.errors import OfflineRLError
 from offline_rl.settings import flag_of, leaf_fields, spellings_of, validate_tree
 
@@ -354,13 +355,40 @@ def apply_settings(default: Config, values: dict[str, Any], *, source: str) -> C
     return _replace_paths(default, updates)
 
 
-def setting_named(default: Any, key: str, *, source: str) -> tuple[tuple[str, ...], dataclasses.Field, Any]:
+def apply_preset(default: Config, preset: str | Path, *, prog: str) -> Config:
+    """A copy of `default` with the preset file's settings applied. A file written for another of the
+    programs (`offline_rl.apps.programs`), e.g. an Atari preset given to d4rl_cql.py, is named as
+    that program's, with the command that takes it, rather than by its first unknown key."""
+    values = load_preset(preset)
+    source = f"{CONFIG_FLAG} {preset}"
+    unknown = [str(key) for key in values if _find_setting(default, str(key)) is None]
+    if unknown:
+        for program in PROGRAMS.values():
+            if program.command != prog and all(_find_setting(program.default_settings(), key) for key in values):
+                named = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+                raise OfflineRLError(
+                    f"{source}: a preset for {program.command} ({named}: no settings of {prog}); "
+                    f"python {program.command} {CONFIG_FLAG} {preset}"
+                )
+    return apply_settings(default, values, source=source)
+
+
+def _find_setting(default: Any, key: str) -> tuple[tuple[str, ...], dataclasses.Field, Any] | None:
     """(path, field, owner) of the setting `key` names (a field name or any flag spelling, with or
-    without dashes); a one-line error naming `source` and the key when it names none."""
+    without dashes), or None."""
     normalised = str(key).lstrip("-").replace("-", "_")
     for path, field, owner in leaf_fields(default):
         if any(spelling[2:].replace("-", "_") == normalised for spelling in spellings_of(field)):
             return path, field, owner
+    return None
+
+
+def setting_named(default: Any, key: str, *, source: str) -> tuple[tuple[str, ...], dataclasses.Field, Any]:
+    """(path, field, owner) of the setting `key` names (`_find_setting`); a one-line error naming
+    `source` and the key when it names none."""
+    found = _find_setting(default, key)
+    if found is not None:
+        return found
     known = {spelling for _, field, _ in leaf_fields(default) for spelling in spellings_of(field)}
     advice = foreign_flag_advice(str(key), known)
     raise OfflineRLError(f"{source}: unknown setting '{key}'" + (f"; {advice}" if advice else ""))
@@ -437,7 +465,7 @@ def parse_config(
     argv = list(sys.argv[1:] if argv is None else argv)
     preset = _find_preset(argv)
     if preset is not None:
-        default = apply_settings(default, load_preset(preset), source=f"{CONFIG_FLAG} {preset}")
+        default = apply_preset(default, preset, prog=prog)
     resumed = _resumed_settings(default, argv) if "-h" not in argv and "--help" not in argv else None
     if resumed is not None:
         default = resumed[0]

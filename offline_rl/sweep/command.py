@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
         return 0
     check_output(folder, flag="--logdir", directory=True)
-    return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example][0])
+    return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example].module)
 
 
 def _flag_given(trials: list[Any], flag: str) -> bool:

@@ -22,13 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_rl.apps.programs import PROGRAMS
 from offline_rl.errors import OfflineRLError
 
-EXAMPLES = {
-    "d4rl_cql": ("offline_rl.apps.d4rl_cql", "D4RLCQLConfig"),
-    "atari_cql": ("offline_rl.apps.atari_cql", "AtariCQLConfig"),
-}
-"""The examples a sweep runs, by name: the module whose `main` is the example, and its settings class."""
+EXAMPLES = {name: PROGRAMS[name] for name in ("d4rl_cql", "atari_cql")}
+"""The examples a sweep runs, by name (the offline ones: a trial is a run folder with a last evaluation)."""
 # Set by the sweep itself for every trial (its own folder), or meaningless in a grid; with what to do instead.
 RESERVED = {
     "logdir": "",
@@ -103,16 +101,13 @@ class SweepSpec:
 
 def example_defaults(example: str, config: str | None, source: str) -> Any:
     """The example's settings dataclass, with its preset file applied."""
-    import importlib
-
     if example not in EXAMPLES:
         raise OfflineRLError(f"{source}: unknown example '{example}'; expected one of {', '.join(EXAMPLES)}")
-    module_name, class_name = EXAMPLES[example]
-    settings = getattr(importlib.import_module(module_name), class_name)()
+    settings = EXAMPLES[example].default_settings()
     if config:
-        from offline_rl.apps.flags import apply_settings, load_preset
+        from offline_rl.apps.flags import apply_preset
 
-        settings = apply_settings(settings, load_preset(config), source=f"--config {config}")
+        settings = apply_preset(settings, config, prog=EXAMPLES[example].command)
     return settings
 
 
@@ -121,7 +116,7 @@ def check_with_example(example: str, trials: list[Trial], source: str) -> list[A
     Returns each trial's settings."""
     import importlib
 
-    parse = importlib.import_module(EXAMPLES[example][0]).config_from_args
+    parse = importlib.import_module(EXAMPLES[example].module).config_from_args
     parsed = []
     for trial in trials:
         try:
