@@ -455,3 +455,19 @@ def test_a_fraction_reads_only_the_start_of_the_frame_file_as_it_downloads(tmp_p
 def test_help_answers_without_importing_torch(tmp_path: Path) -> None:
     done = run_repo_script("converters/dqn_replay_atari.py", "--help", cwd=tmp_path)
     assert done.returncode == 0 and "--fraction" in done.stdout
+
+
+def test_a_part_with_no_episode_start_still_evaluates_with_dopamines_black_padding(tmp_path: Path) -> None:
+    """A small part of a checkpoint whose replay had wrapped around may hold no episode start, so its
+    stacks cannot tell how episodes begin; the evaluation then padded with repeated frames, unlike the
+    data. The converter records Dopamine's padding, which decides where the starts cannot."""
+    from offline_rl.apps.atari_cql import evaluation_padding
+
+    replay = DopamineReplay(40, (84, 84))
+    play(replay, [(100, False)], np.random.default_rng(4))  # one long episode: the store wraps around
+    replay.save(tmp_path, 0)
+    convert_checkpoint(tmp_path, 0, tmp_path / "part.hdf5", fraction=0.25)
+    part = load_buffer(tmp_path / "part.hdf5")
+    assert len(part) > 0 and frame_padding_of(part) is None  # no stack in the part tells
+    assert dataset_info(part)["frame_padding"] == "zero"
+    assert evaluation_padding(part, None) == "zero"

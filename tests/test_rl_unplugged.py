@@ -542,6 +542,7 @@ def test_shards_in_a_game_folder_record_their_game_for_atari_cql(tmp_path: Path)
     assert "task" not in dataset_info(load_buffer(outputs[2]))
     assert dataset_info(load_buffers(outputs[:2]))["task"] == "ALE/Breakout-v5"
     assert "task" not in dataset_info(load_buffers(outputs))  # the files disagree: none is claimed
+    assert dataset_info(load_buffers(outputs))["frame_padding"] == "zero"  # Dopamine's replay, in every shard
 
 
 def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:

@@ -215,13 +215,16 @@ def check_buffer_fits(config: AtariCQLConfig, task: str, buffer: Any, env: gym.E
 
 
 def evaluation_padding(buffer: Any, checkpoint: dict[str, Any] | None) -> str:
-    """How the evaluation env pads frame stacks at a game's start: as the training data does
-    (read from its episode starts), as the checkpoint's data did when only watching, else gymnasium's."""
+    """How the evaluation env pads frame stacks at a game's start: as the training data does (read
+    from its episode starts; where none tells, as its converter recorded), as the checkpoint's data
+    did when only watching, else gymnasium's."""
+    from offline_rl.data import dataset_info
     from offline_rl.data.frame_padding import frame_padding_of
 
     found = frame_padding_of(buffer) if buffer is not None else None
+    recorded = dataset_info(buffer).get("frame_padding") if buffer is not None else None
     saved = ((checkpoint or {}).get("dataset_info") or {}).get("frame_padding")
-    return found or saved or "reset"
+    return found or recorded or saved or "reset"
 
 
 def make_evaluation_env(

@@ -14,6 +14,10 @@ from typing import Any
 import numpy as np
 
 PADDINGS = ("reset", "zero")
+DOPAMINE_PADDING = "zero"
+"""Dopamine's replay pads each episode's first stack with black frames: the converters of DQN Replay
+and RL Unplugged record it in the files they write (`frame_padding`), for the buffers whose own
+starts cannot tell (a small part of a checkpoint may hold no episode start)."""
 _STARTS_INSPECTED = 64
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_rl.atomic import atomic_hdf5
+from offline_rl.data.frame_padding import DOPAMINE_PADDING
 from offline_rl.data.frame_pool import write_pool_transitions
 from offline_rl.dqn_replay.npy_stream import NpyStream, read_npy
 from offline_rl.dqn_replay.slots import episode_cuts, frame_stacks, sampled_slots
@@ -127,6 +128,7 @@ def convert_checkpoint(
             write_pool_transitions(file, obs, obs_next, transition_columns)
             file.attrs["name"] = checkpoint_label(folder, checkpoint, fraction)
             file.attrs["source"] = "DQN Replay (Dopamine replay checkpoint)"
+            file.attrs["frame_padding"] = DOPAMINE_PADDING
             file.attrs["checkpoint"] = checkpoint
             file.attrs["slots_read"] = present
             if task := recorded_task(folder):  # what atari_cql.py evaluates the buffer on by default

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from offline_rl.atomic import atomic_hdf5
+from offline_rl.data.frame_padding import DOPAMINE_PADDING
 from offline_rl.data.frame_pool import write_pool_transitions
 from offline_rl.errors import DatasetError
 from offline_rl.rl_unplugged.chains import episode_order, successors
@@ -131,6 +132,7 @@ def convert_shard(
         write_pool_transitions(file, obs_frames[order], obs_next_frames[order], transition_columns)
         file.attrs["name"] = shard_path.name
         file.attrs["source"] = "RL Unplugged Atari (DQN replay)"
+        file.attrs["frame_padding"] = DOPAMINE_PADDING
         file.attrs["corrupt_records_skipped"] = skipped
         if task := recorded_task(shard_path):  # what atari_cql.py evaluates the buffer on by default
             file.attrs["task"] = task
