@@ -4,6 +4,7 @@ known means, IQM, CI bounds, the CSV rows, and figures with the expected panels.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -319,3 +320,30 @@ def test_atari_runs_are_scored_and_labelled_by_the_human_normalized_score(tmp_pa
     labels = {ax.get_title(): ax.get_ylabel() for ax in score_figure(read_runs([tmp_path])).axes}
     assert labels["Pong/ckpt_{0-50}-first_0.01.hdf5"] == "human-normalised score"
     assert labels["hopper-medium-v2"] == "D4RL normalised score"
+
+
+def test_a_run_from_before_a_setting_existed_counts_as_its_default(tmp_path: Path) -> None:
+    """A sweep upgraded half-way: its first trials' run.json predate --test-steps and --cnn. Read at
+    their defaults (what the program did before them), they share a row with the later trials, and
+    only a run that set one of them is told apart."""
+    from offline_rl.apps import atari_cql
+    from offline_rl.apps.programs import program_recording
+
+    recorded = json.loads(json.dumps(dataclasses.asdict(atari_cql.AtariCQLConfig()), default=str))
+    older = json.loads(json.dumps(recorded))
+    del older["run"]["test_steps"], older["algorithm"]["cnn"]
+    budget = json.loads(json.dumps(recorded))
+    budget["run"]["test_steps"] = 125_000
+    for name, config in (("older", older), ("newer", recorded), ("budget", budget)):
+        folder = tmp_path / name
+        write_run(folder, dataset="pong.hdf5", seed=0, scores=[1.0], config_update=config)
+        saved = json.loads((folder / "run.json").read_text())  # as the program writes it: no top-level dataset
+        saved["config"].pop("dataset")
+        saved["config"]["load_buffer_name"] = ["pong.hdf5"]
+        (folder / "run.json").write_text(json.dumps(saved))
+    runs = {run.path.name: run for run in read_runs([tmp_path])}
+    assert runs["older"].settings["test_steps"] == 0 and runs["older"].settings["cnn"] == "nature"
+    assert runs["older"].setting == runs["newer"].setting == "test_steps=0"
+    assert runs["budget"].setting == "test_steps=125000"
+    assert program_recording({"test_steps", "cnn", "load_buffer_name"}).command == "examples/atari_cql.py"
+    assert program_recording({"test_steps", "no_such_setting"}) is None  # a setting since removed: nothing filled

@@ -1,12 +1,17 @@
 """The programs that read settings, by the command a user types: where each one's `main` and its
-settings class live. The sweep runs two of them by name, and a preset given to the wrong one is
-recognised as another's from here."""
+settings class live. The sweep runs two of them by name, a preset given to the wrong one is
+recognised as another's from here, and so is the program that wrote a run's recorded settings."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
+
+from offline_rl.settings import leaf_fields
 
 
 @dataclass(frozen=True)
@@ -18,9 +23,27 @@ class Program:
     def default_settings(self) -> Any:
         return getattr(importlib.import_module(self.module), self.settings_class)()
 
+    def default_values(self) -> dict[str, Any]:
+        """Every setting's default by its field name, in the JSON types a run's `run.json` records."""
+        return dict(_default_values(self))
+
 
 PROGRAMS = {
     "d4rl_cql": Program("examples/d4rl_cql.py", "offline_rl.apps.d4rl_cql", "D4RLCQLConfig"),
     "atari_cql": Program("examples/atari_cql.py", "offline_rl.apps.atari_cql", "AtariCQLConfig"),
     "atari_qrdqn": Program("examples/atari_qrdqn.py", "offline_rl.apps.atari_qrdqn", "AtariQRDQNConfig"),
 }
+
+
+@functools.cache
+def _default_values(program: Program) -> dict[str, Any]:
+    settings = program.default_settings()
+    defaults = {field.name: getattr(owner, field.name) for _, field, owner in leaf_fields(settings)}
+    return json.loads(json.dumps(defaults, default=str))
+
+
+def program_recording(names: Collection[str]) -> Program | None:
+    """The one program whose settings include all of `names` (those a run recorded), or None: a run of
+    an older version lacks the settings added since, never one of its program's."""
+    matching = [program for program in PROGRAMS.values() if set(names) <= set(program.default_values())]
+    return matching[0] if len(matching) == 1 else None

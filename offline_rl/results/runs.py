@@ -122,6 +122,17 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
     return leaves
 
 
+def with_settings_added_since(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A run's recorded settings, with those its program gained since the run at their defaults. A new
+    setting's default keeps what the program did before it (`--test-steps 0`: episodes, `--cnn
+    nature`), and without it a table over runs from before and after an upgrade would split one
+    setting into two rows, `test_steps=None` and `test_steps=0`."""
+    from offline_rl.apps.programs import program_recording
+
+    program = program_recording(recorded)
+    return {**program.default_values(), **recorded} if program is not None else recorded
+
+
 def dataset_of(settings: dict[str, Any], info: dict[str, Any]) -> str:
     """The name a run's data goes by in tables: its `--dataset`, or its buffer files as the run's own lines
     name them (`ckpt_{0-50}-first_0.01.hdf5` for a DQN Replay run's 51), after the Atari game they were
@@ -169,7 +180,7 @@ def read_run(run_dir: Path) -> Run:
         saved = json.loads((run_dir / RUN_SETTINGS_FILE).read_text())
     except (OSError, ValueError) as error:
         raise OfflineRLError(f"{run_dir / RUN_SETTINGS_FILE}: not a readable run record ({error})") from None
-    settings = flatten(saved.get("config") or {})
+    settings = with_settings_added_since(flatten(saved.get("config") or {}))
     scalars = _scalars(run_dir)
     normalized = dict(scalars.get("eval/normalized_score", []))
     stds = dict(scalars.get("eval/return_std", []))
