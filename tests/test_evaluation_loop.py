@@ -142,8 +142,9 @@ def test_the_reset_that_ends_an_evaluation_waits_until_it_is_needed() -> None:
     assert counts == {True: 3, False: 5}
 
 
-def budget_evaluation(policy: Any, num_envs: int, min_steps: int, seed: int = 10_000) -> Any:
-    collector = EvaluationCollector(policy, make_envs("CartPole-v1", num_envs, False), seed=seed, min_steps=min_steps)
+def budget_evaluation(policy: Any, num_envs: int, min_steps: int, subprocesses: bool = False) -> Any:
+    envs = make_envs("CartPole-v1", num_envs, subprocesses)
+    collector = EvaluationCollector(policy, envs, seed=10_000, min_steps=min_steps)
     try:
         collector.reset(reset_stats=False)
         return collector.collect(n_episode=num_envs)  # as the trainer asks: the budget replaces the count
@@ -202,13 +203,13 @@ def budget_schedule(episodes: list[list[tuple[float, int]]], min_steps: int) -> 
     return ended
 
 
-@pytest.mark.parametrize("budget", [50, 400, 1000])
-def test_several_envs_share_a_step_budget(budget: int) -> None:
+@pytest.mark.parametrize(("budget", "subprocesses"), [(50, False), (400, False), (1000, False), (400, True)], ids=str)
+def test_several_envs_share_a_step_budget(budget: int, subprocesses: bool) -> None:
     """On several envs each plays whole episodes of its own seeded sequence, and starts another only
     while the budget is not spent; a greedy policy makes each env's sequence its own."""
     policy = cartpole_policy(0.0)
     num_envs = 3
-    played = budget_evaluation(policy, num_envs, budget)
+    played = budget_evaluation(policy, num_envs, budget, subprocesses)
     expected = budget_schedule(per_env_episodes(policy, num_envs, 10_000, 60), budget)
     assert played.returns.tolist() == [episode[0] for episode in expected]
     assert played.lens.tolist() == [episode[1] for episode in expected]
