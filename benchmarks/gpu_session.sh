@@ -112,7 +112,7 @@ for part in "$@"; do
       ;;
     tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter, FQE
       check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
-        tests/test_discrete_staging.py tests/test_update_paths.py tests/test_cnn_variants.py \
+        tests/test_discrete_staging.py tests/test_update_paths.py tests/test_cnn_variants.py tests/test_batch_per_file.py \
         -k "captured or cuda or checkpoint"
       check cuda_export 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_policy_export.py -k gpu
       check cuda_q_filter 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_q_filter.py -k cuda

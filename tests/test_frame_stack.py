@@ -102,6 +102,9 @@ def test_several_collections_load_as_one_buffer(pong_rollout, tmp_path: Path) ->
     for key in ("obs", "obs_next", "act", "done"):
         np.testing.assert_array_equal(combined[indices + len(buffer)][key], buffer[indices][key], err_msg=key)
     assert combined.next(np.array([len(buffer) - 1]))[0] == len(buffer) - 1  # the first file's last episode ends
+    from offline_rl.data.transitions import source_of_index
+
+    np.testing.assert_array_equal(source_of_index(combined, indices + len(buffer) - 1), [0, 1, 1])  # --batch-per-file
 
 
 def _peak_bytes(work):

@@ -117,6 +117,7 @@ def test_the_cql_authors_atari_presets_hold_their_codes_values() -> None:
         assert run.step_per_epoch == 250_000 // 4 and run.epoch == 200  # training_steps; num_iterations
         assert run.batch_size == 32 and algo.eps_test == 0.001  # WrappedFixedReplayBuffer; epsilon_eval
         assert run.test_steps == 125_000  # evaluation_steps: whole games until that many agent steps
+        assert algo.batch_per_file  # FixedReplayBuffer: each batch from one checkpoint's replay
         assert config.eval_env == "sticky" and config.task is None  # sticky_actions; the buffer's game
         assert algo.cnn == "dopamine" and algo.kappa == 1.0 and not algo.double_q and algo.reward_clip
     assert configs["atari-1pct"].algorithm.cql_weight == 4.0
@@ -294,6 +295,7 @@ def test_a_preset_with_a_typo_is_still_an_unknown_setting_and_a_sweep_names_the_
         d4rl_cql.config_from_args(["--config", str(typo)])
     atari = REPO_ROOT / "configs" / "cql_authors" / "atari-1pct.yaml"
     with pytest.raises(
-        OfflineRLError, match=r"a preset for examples/atari_cql.py \(eval_env, .*python examples/atari_cql.py"
+        OfflineRLError,
+        match=r"a preset for examples/atari_cql.py \(.*: no settings of examples/d4rl_cql.py\); python examples/atari",
     ):
         example_defaults("d4rl_cql", str(atari), "sweep.yaml")

@@ -237,10 +237,18 @@ def make_evaluation_env(
 
 def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str, recorded: bool) -> None:
     """Whole Atari games with an untrained policy can run to the 27k-step cap: say what is happening."""
+    from offline_rl.data.transitions import source_sizes
+
     held = getattr(buffer, "nbytes", 0) / 2**30
+    files = source_sizes(buffer)
+    batches = (
+        f", each batch from one of its {len(files)} files"
+        if config.algorithm.batch_per_file and files is not None
+        else ""
+    )
     if not is_atari_game(task):
         print(
-            f"{config.buffers_label()}: {len(buffer)} transitions; each evaluation plays "
+            f"{config.buffers_label()}: {len(buffer)} transitions{batches}; each evaluation plays "
             f"{config.run.evaluation_plan()} of {task}",
             flush=True,
         )
@@ -249,7 +257,7 @@ def describe_buffer(config: AtariCQLConfig, task: str, buffer: Any, padding: str
     if recorded:
         protocol = "as the dataset records it, its screens as 84×84 grayscale frames"
     print(
-        f"{config.buffers_label()}: {len(buffer)} transitions ({held:.2f} GiB in RAM), stacks "
+        f"{config.buffers_label()}: {len(buffer)} transitions ({held:.2f} GiB in RAM){batches}, stacks "
         f"{padding}-padded at episode starts; each evaluation plays {config.run.evaluation_plan('game')} of "
         f"{atari_game(task)} ({protocol}, up to 27 000 steps each)",
         flush=True,

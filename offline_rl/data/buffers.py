@@ -20,7 +20,13 @@ from offline_rl.compat import write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.names import combined_label
-from offline_rl.data.transitions import combined_info, dataset_info, require_finite, set_dataset_info
+from offline_rl.data.transitions import (
+    combined_info,
+    dataset_info,
+    require_finite,
+    set_dataset_info,
+    set_source_sizes,
+)
 from offline_rl.errors import DatasetError
 from offline_rl.host_memory import require_memory
 
@@ -145,8 +151,9 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
     sizes = [_file_bytes(path) for path in file_paths]
     pooled = classes[0] is FramePoolBuffer  # read straight into the result; stacks load a file at a time beside it
     _require_memory(sum(sizes) + (0 if pooled else max(sizes)), combined_label(list(map(str, file_paths))))
+    transitions: list[int] = []
     if pooled:
-        buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths)
+        buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths, transitions=transitions)
     else:
         frames = sum(_frame_count(path) for path in file_paths)
         infos: list[dict[str, Any]] = []
@@ -155,9 +162,11 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
             for path in file_paths:
                 part = _load(path, FrameStackBuffer)
                 infos.append(dataset_info(part))
+                transitions.append(len(part))
                 yield part
                 del part  # copied into the result by now: no name holds a file while the next loads
 
         buffer = merge_frame_stack_buffers(loaded(), total_frames=frames)  # type: ignore[arg-type]
         set_dataset_info(buffer, combined_info(infos))
+    set_source_sizes(buffer, transitions)
     return _checked(buffer, combined_label(list(map(str, file_paths))))

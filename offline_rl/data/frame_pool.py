@@ -119,11 +119,14 @@ class FramePoolBuffer(ReplayBuffer):
         return cls.load_many([path])
 
     @classmethod
-    def load_many(cls, paths: Sequence[str | os.PathLike[str]]) -> FramePoolBuffer:
+    def load_many(
+        cls, paths: Sequence[str | os.PathLike[str]], transitions: list[int] | None = None
+    ) -> FramePoolBuffer:
         """One buffer holding the transitions of several files (e.g. several RL Unplugged shards).
 
         Frames are read straight into one preallocated pool, so memory peaks at the result's size,
         not twice it; each file's episodes stay intact. Extra keys are kept where every file has them.
+        Each file's transition count is appended to `transitions`, when given.
         """
         files = [h5py.File(path, "r") for path in paths]
         try:
@@ -136,6 +139,8 @@ class FramePoolBuffer(ReplayBuffer):
                 if size:
                     file["frames"].read_direct(frames, dest_sel=np.s_[offset : offset + size])
                 columns.setdefault("obs_frames", []).append(file["obs_frames"][()] + offset)
+                if transitions is not None:
+                    transitions.append(len(columns["obs_frames"][-1]))
                 columns.setdefault("obs_next_frames", []).append(file["obs_next_frames"][()] + offset)
                 for key in (*REQUIRED_META_KEYS, *sorted(extra_keys)):
                     columns.setdefault(key, []).append(file["_meta"][key][()])

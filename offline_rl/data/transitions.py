@@ -21,6 +21,8 @@ from offline_rl.errors import DatasetError
 
 DATASET_INFO_ATTR = "dataset_info"
 """Name of the buffer attribute holding the dataset's metadata (a dict saved with the buffer)."""
+SOURCE_SIZES_ATTR = "source_sizes"
+"""Name of the attribute of a buffer loaded from several files: their transition counts, in index order."""
 
 
 def make_replay_buffer(
@@ -76,6 +78,29 @@ def combined_info(infos: list[dict[str, Any]]) -> dict[str, Any]:
         return dict(infos[0])
     shared = {key: value for key, value in infos[0].items() if all(info.get(key) == value for info in infos[1:])}
     return {**shared, "name": combined_label([str(info.get("name", "?")) for info in infos])}
+
+
+def set_source_sizes(buffer: ReplayBuffer, sizes: list[int]) -> None:
+    """Record that `buffer` holds several files' transitions, `sizes[i]` of the i-th, one after another."""
+    if sum(sizes) != len(buffer):
+        raise ValueError(f"the files' {sum(sizes)} transitions are not the buffer's {len(buffer)}")
+    set_buffer_attribute(buffer, SOURCE_SIZES_ATTR, np.asarray(sizes, dtype=np.int64))
+
+
+def source_sizes(buffer: ReplayBuffer) -> np.ndarray | None:
+    """The transition counts of the files a buffer was loaded from (`load_buffers`), in index order;
+    None for a buffer from one file."""
+    return buffer.__dict__.get(SOURCE_SIZES_ATTR)
+
+
+def source_of_index(buffer: ReplayBuffer, indices: np.ndarray) -> np.ndarray | None:
+    """Which of its files each buffer index comes from (0, 1, ...), or None for a buffer from one
+    file. Batches can then be drawn a file at a time, as batch_rl draws each from one DQN Replay
+    checkpoint."""
+    sizes = source_sizes(buffer)
+    if sizes is None:
+        return None
+    return np.searchsorted(np.cumsum(sizes), np.asarray(indices), side="right")
 
 
 def dataset_info(buffer: ReplayBuffer) -> dict[str, Any]:

@@ -37,10 +37,12 @@ from tianshou.data import ReplayBuffer
 from offline_rl.algorithm_base import CountedOfflineAlgorithm
 from offline_rl.compat import importance_weights
 from offline_rl.data.staging import is_prioritized
+from offline_rl.data.transitions import source_of_index, source_sizes
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.discrete_cql.host_feed import HostBatchFeed
 from offline_rl.discrete_cql.quantile_loss import quantile_huber_loss
-from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
+from offline_rl.discrete_cql.staging import SourceBatches, StagedTransitions, stage_transitions
+from offline_rl.errors import OfflineRLError
 from offline_rl.perf import make_adam
 from offline_rl.value_check import StartValues, discounted_returns
 
@@ -196,6 +198,9 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
             staged = stage_transitions(
                 buffer, returns, bootstrap, indices, last, self.device, on_device=self.dataset_on_device
             )
+            sources = source_of_index(buffer, indices) if cfg.batch_per_file else None
+            if isinstance(staged, StagedTransitions) and sources is not None:
+                staged.sources = SourceBatches.of(sources, staged.act.device)
         if isinstance(staged, str) and self.device.type == "cuda" and self.capture is not False:
             print(f"updates: eager, sampled on the host ({staged})")  # instead of captured
         elif isinstance(staged, StagedTransitions) and staged.host_reason and self.device.type == "cuda":
@@ -230,6 +235,10 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         elif isinstance(staged, StagedTransitions):
             stats = self.run_step(lambda: self._learn(*staged.sample(batch_size)), (id(staged), batch_size))
         else:
+            if self.config.batch_per_file and source_sizes(buffer) is not None:
+                raise OfflineRLError(
+                    f"--batch-per-file: drawing a file at a time needs staged transitions, not {staged}"
+                )
             indices = buffer.sample_indices(batch_size)
             stats = self.run_step(lambda: self._update_at(buffer, indices), None, eager=True)
         if self.model_target is not None and self._host_updates % self.config.target_update_freq == 0:

@@ -52,6 +52,12 @@ class DiscreteCQLConfig:
         choices=CNN_VARIANTS,
     )
     scale_obs: bool = setting(True, "divide uint8 frames by 255 inside the network (image observations)")
+    batch_per_file: bool = setting(
+        False,
+        "draw each batch from one of the --load-buffer-name files, picked uniformly per batch, as batch_rl's "
+        "FixedReplayBuffer (the CQL authors' Atari code) draws each from one DQN Replay checkpoint; off: each "
+        "batch from all transitions alike",
+    )
     eps_test: float = setting(0.001, "ε of the ε-greedy evaluation policy", minimum=0, maximum=1)
 
     def validate(self) -> None:

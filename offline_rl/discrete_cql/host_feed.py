@@ -45,7 +45,7 @@ class HostBatchFeed:
 
     def draw(self) -> torch.Tensor:
         """The next batch's transition rows (host tensor), from this feed's own generator."""
-        return torch.randint(len(self.host), (self.batch_size,), generator=self.generator)
+        return self.host.draw(self.batch_size, self.generator)
 
     def prefetch(self) -> None:
         """Gather the next batch on the host and, on a GPU, start copying it to the device."""

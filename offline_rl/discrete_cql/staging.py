@@ -26,6 +26,32 @@ activations, other runs sharing the GPU)."""
 
 
 @dataclass
+class SourceBatches:
+    """Batches drawn a source file at a time: a file picked uniformly, then rows uniformly within it,
+    as batch_rl's FixedReplayBuffer draws each batch from one DQN Replay checkpoint's replay. All on
+    the tables' device, with no host read, so a captured update can draw them too."""
+
+    order: torch.Tensor  # (N,) the staged rows, grouped by file
+    starts: torch.Tensor  # (S,) where each file's rows begin in `order`
+    counts: torch.Tensor  # (S,) how many rows it has (each > 0)
+
+    @classmethod
+    def of(cls, sources: np.ndarray, device: torch.device) -> SourceBatches:
+        """Grouped from each staged row's file number (files with no sampleable transition left out)."""
+        order = np.argsort(sources, kind="stable")
+        _, starts, counts = np.unique(np.asarray(sources)[order], return_index=True, return_counts=True)
+        return cls(*(torch.as_tensor(part, dtype=torch.long).to(device) for part in (order, starts, counts)))
+
+    def draw(self, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        device = self.order.device
+        source = torch.randint(len(self.starts), (1,), device=device, generator=generator)
+        count = self.counts[source]
+        uniform = torch.rand(batch_size, dtype=torch.float64, device=device, generator=generator)
+        within = torch.minimum((uniform * count).long(), count - 1)  # float rounding never reaches `count`
+        return self.order[self.starts[source] + within]
+
+
+@dataclass
 class StagedTransitions:
     """Per-transition tables over frame tensors; `sample` draws a batch without leaving the device."""
 
@@ -38,13 +64,19 @@ class StagedTransitions:
     bootstrap: torch.Tensor  # (N,) float: γ^m·(1 − terminated)
     stacked: bool  # K frames form one observation; else K = 1 and the row is the observation
     host_reason: str | None = None  # why these tables stay in host memory rather than on the GPU
+    sources: SourceBatches | None = None  # batches a file at a time (--batch-per-file); None: all alike
 
     def __len__(self) -> int:
         return len(self.act)
 
+    def draw(self, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A batch's rows: uniform over all transitions, or over one file's (`sources`)."""
+        if self.sources is not None:
+            return self.sources.draw(batch_size, generator)
+        return torch.randint(len(self), (batch_size,), device=self.act.device, generator=generator)
+
     def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
-        rows = torch.randint(len(self), (batch_size,), device=self.act.device)
-        return self.take(rows)
+        return self.take(self.draw(batch_size))
 
     def take(self, rows: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, ...]:
         """(obs, act, returns, bootstrap, obs_next) of the given transitions, gathered into `out`
