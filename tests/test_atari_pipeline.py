@@ -153,6 +153,12 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     assert result["updates"] == 50 and result["last"] is not None
     steps = result["last"]["return_mean"] * result["last"]["episodes"]  # CartPole pays 1 a step
     assert 700 <= steps < 700 + 2 * 500 and result["last"]["episodes"] >= 2  # at most 2 episodes run past it
+    from tensorboard.backend.event_processing import event_accumulator
+
+    (run_dir,) = (tmp_path / "log" / "CartPole-v1" / "cql" / "0").iterdir()
+    events = event_accumulator.EventAccumulator(str(run_dir))
+    events.Reload()
+    assert [item.value for item in events.scalars.Items("eval/episodes")] == [result["last"]["episodes"]]
     assert result["task"] == "CartPole-v1"  # the buffer's own task, not the default Pong
     last = result["last"]  # the value check: CartPole's +1 per step, discounted at γ = 0.99, beside the critics'
     assert 0 < last["discounted_return"] < last["return_mean"] and np.isfinite(last["value_estimate"])

@@ -116,7 +116,16 @@ class EvaluationReporter:
         print(f"evaluation {index} ({episodes} episodes): {text}", flush=True)
         if self.writer is not None:
             step = self.updates_done() if self.updates_done is not None else index
-            for key in ("return_mean", "return_std", "normalized_score", "discounted_return", "value_estimate"):
+            # the episodes too: a budget of steps (--test-steps) plays as many as fit, which varies with the play
+            logged = (
+                "return_mean",
+                "return_std",
+                "normalized_score",
+                "discounted_return",
+                "value_estimate",
+                "episodes",
+            )
+            for key in logged:
                 if key in record:
                     self.writer.add_scalar(f"eval/{key}", record[key], global_step=step)  # type: ignore[attr-defined]
         if record["return_mean"] > self.best_score:
