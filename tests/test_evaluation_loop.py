@@ -230,3 +230,24 @@ def test_a_step_budget_scores_the_same_weights_the_same_and_needs_the_own_loop()
     collector.close()
     with pytest.raises(ValueError, match="own loop only"):
         EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=0, own_loop=False, min_steps=10)
+
+
+@pytest.mark.parametrize("min_steps", [0, 300], ids=["episodes", "a step budget"])
+def test_a_long_evaluation_counts_its_episodes_or_steps_on_a_bar(
+    min_steps: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Atari evaluation takes minutes; its bar (here shown at once, and as log lines: stderr is no
+    terminal) ends at the episodes played, or at the steps, past the budget where episodes ran on."""
+    from offline_rl.apps import evaluation_collector
+
+    monkeypatch.setattr(evaluation_collector.EvaluationBar, "SHOW_AFTER_S", 0.0)
+    collector = EvaluationCollector(
+        cartpole_policy(0.5), make_envs("CartPole-v1", 2, False), seed=10_000, min_steps=min_steps
+    )
+    collector.reset()
+    stats = collector.collect(n_episode=3)
+    collector.close()
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    done = stats.n_collected_steps if min_steps else 3
+    assert last.startswith("evaluation: 100%") and f"{done}/{done} [" in last, last
+    assert ("step" if min_steps else "episode") in last.split("[", 1)[1]  # the unit of its rate

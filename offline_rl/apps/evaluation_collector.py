@@ -129,7 +129,7 @@ class EvaluationCollector(Collector):
             raise ValueError("reset the collector (reset or reset_env) before collecting")
         playing = self.env_num if min_steps else min(self.env_num, n_episode)
         ready = np.arange(playing)  # the envs that play, by their index in the vector env
-        meter = step_meter(min_steps)
+        meter = EvaluationBar(min_steps, "step") if min_steps else EvaluationBar(n_episode, "episode")
         observations = self._pre_collect_obs_RO[ready]
         running_return: list[Any] = [0.0] * self.env_num  # accumulated as Tianshou's buffer does, in the rewards' type
         returns: list[Any] = []
@@ -159,7 +159,8 @@ class EvaluationCollector(Collector):
             if distribution is not None:
                 action_stds.append(np.atleast_2d(to_numpy(get_stddev_from_dist(distribution))))
             steps += len(ready)
-            meter.update(len(ready))
+            if min_steps:
+                meter.update(len(ready))
             for local, env_id in enumerate(ready):
                 running_return[env_id] += rewards[local]
                 rewards_of[int(env_id)].append(float(rewards[local]))  # its length is the episode's
@@ -167,6 +168,8 @@ class EvaluationCollector(Collector):
             finished = np.flatnonzero(done)
             if len(finished):
                 episodes += len(finished)
+                if not min_steps:
+                    meter.update(len(finished))
                 for position in finished:
                     ended = int(ready[position])
                     returns.append(running_return[ended])
@@ -210,22 +213,19 @@ class EvaluationCollector(Collector):
         return stats
 
 
-def step_meter(min_steps: int) -> Any:
-    """A bar counting an evaluation's steps against its budget (125 000 Atari steps take minutes); it
-    shows only once an evaluation has run a few seconds, and evaluations by episodes get none."""
-    return _StepBar(min_steps) if min_steps else _NoBar()
-
-
-class _StepBar:
-    """A step budget's bar. The episodes under way when the budget is spent play on past it, and the
-    bar's total follows them rather than turning into a bare count."""
+class EvaluationBar:
+    """A bar counting an evaluation's episodes, or its steps against a budget of them: an Atari
+    evaluation takes minutes (125 000 steps, or ten games of a good agent). It shows only once an
+    evaluation has run a few seconds, so a short one prints nothing. The episodes under way when a
+    budget is spent play on past it, and the bar's total follows them rather than turning into a
+    bare count."""
 
     SHOW_AFTER_S = 3.0
 
-    def __init__(self, min_steps: int) -> None:
+    def __init__(self, total: int, unit: str) -> None:
         from offline_rl.progress import progress_bar
 
-        self.bar = progress_bar(total=min_steps, desc="evaluation", unit="step", leave=False, delay=self.SHOW_AFTER_S)
+        self.bar = progress_bar(total=total, desc="evaluation", unit=unit, leave=False, delay=self.SHOW_AFTER_S)
 
     def update(self, count: int) -> None:
         self.bar.total = max(self.bar.total, self.bar.n + count)
@@ -233,14 +233,6 @@ class _StepBar:
 
     def close(self) -> None:
         self.bar.close()
-
-
-class _NoBar:
-    def update(self, count: int) -> None:
-        """Nothing to show."""
-
-    def close(self) -> None:
-        """Nothing to close."""
 
 
 @dataclass(frozen=True)
