@@ -84,6 +84,17 @@ def spellings_of(field: dataclasses.Field) -> list[str]:
     return result
 
 
+def setting_key(name: str) -> str:
+    """How a preset key, a sweep key or a run's recorded setting names a field, whichever spelling it
+    uses (a field name, a flag, with or without dashes): `--cql-weight` and `cql_weight` alike."""
+    return str(name).lstrip("-").replace("-", "_")
+
+
+def setting_keys(field: dataclasses.Field) -> set[str]:
+    """Every `setting_key` that names `field`."""
+    return {setting_key(spelling) for spelling in spellings_of(field)}
+
+
 def leaf_fields(config: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dataclasses.Field, Any]]:
     """(path, field, owner instance) for every non-dataclass field: a config's own fields first, then
     those of the configs nested in it, in declaration order."""

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from offline_rl.apps.foreign_flags import foreign_flag_advice, names_of
-from offline_rl.apps.programs import PROGRAMS
+from offline_rl.apps.programs import programs_holding
 from offline_rl.errors import OfflineRLError
-from offline_rl.settings import flag_of, leaf_fields, spellings_of, validate_tree
+from offline_rl.settings import flag_of, leaf_fields, setting_key, setting_keys, spellings_of, validate_tree
 
 Config = TypeVar("Config")
 EXIT_USER_ERROR = 2
@@ -362,23 +362,22 @@ def apply_preset(default: Config, preset: str | Path, *, prog: str) -> Config:
     values = load_preset(preset)
     source = f"{CONFIG_FLAG} {preset}"
     unknown = [str(key) for key in values if _find_setting(default, str(key)) is None]
-    if unknown:
-        for program in PROGRAMS.values():
-            if program.command != prog and all(_find_setting(program.default_settings(), key) for key in values):
-                named = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-                raise OfflineRLError(
-                    f"{source}: a preset for {program.command} ({named}: no settings of {prog}); "
-                    f"python {program.command} {CONFIG_FLAG} {preset}"
-                )
+    owners = [program for program in programs_holding(values) if program.command != prog] if unknown else []
+    if owners:
+        named = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        raise OfflineRLError(
+            f"{source}: a preset for {owners[0].command} ({named}: no settings of {prog}); "
+            f"python {owners[0].command} {CONFIG_FLAG} {preset}"
+        )
     return apply_settings(default, values, source=source)
 
 
 def _find_setting(default: Any, key: str) -> tuple[tuple[str, ...], dataclasses.Field, Any] | None:
-    """(path, field, owner) of the setting `key` names (a field name or any flag spelling, with or
-    without dashes), or None."""
-    normalised = str(key).lstrip("-").replace("-", "_")
+    """(path, field, owner) of the setting `key` names (`setting_key`: a field name or any flag
+    spelling, with or without dashes), or None."""
+    wanted = setting_key(key)
     for path, field, owner in leaf_fields(default):
-        if any(spelling[2:].replace("-", "_") == normalised for spelling in spellings_of(field)):
+        if wanted in setting_keys(field):
             return path, field, owner
     return None
 

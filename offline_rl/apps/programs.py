@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from offline_rl.settings import leaf_fields
+from offline_rl.settings import leaf_fields, setting_key, setting_keys
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,20 @@ def _default_values(program: Program) -> dict[str, Any]:
     return json.loads(json.dumps(defaults, default=str))
 
 
+@functools.cache
+def _setting_keys(program: Program) -> frozenset[str]:
+    return frozenset(key for _, field, _ in leaf_fields(program.default_settings()) for key in setting_keys(field))
+
+
+def programs_holding(names: Collection[str]) -> list[Program]:
+    """The programs with a setting for each of `names` (field names or flag spellings, `setting_key`):
+    the program a preset file was written for, or the one whose run recorded these settings."""
+    wanted = {setting_key(name) for name in names}
+    return [program for program in PROGRAMS.values() if wanted <= _setting_keys(program)]
+
+
 def program_recording(names: Collection[str]) -> Program | None:
     """The one program whose settings include all of `names` (those a run recorded), or None: a run of
     an older version lacks the settings added since, never one of its program's."""
-    matching = [program for program in PROGRAMS.values() if set(names) <= set(program.default_values())]
+    matching = programs_holding(names)
     return matching[0] if len(matching) == 1 else None
