@@ -136,3 +136,28 @@ def test_in_a_log_file_the_online_trainer_prints_its_env_step_rate(
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("env step ")]
     assert lines and all(line.endswith(" env steps/s") for line in lines)
     assert int(lines[-1].split()[2].rstrip(":")) == 190  # the count before the epoch's last collection
+
+
+def test_epsilon_falls_linearly_over_its_env_steps_then_holds() -> None:
+    config = atari_qrdqn.config_from_args(
+        ["--task", "CartPole-v1", "--eps-train", "0.9", "--eps-train-final", "0.1", "--eps-decay-steps", "400"]
+    )
+    schedule = [atari_qrdqn.training_epsilon(config, step) for step in (0, 100, 200, 400, 10_000)]
+    assert schedule == pytest.approx([0.9, 0.7, 0.5, 0.1, 0.1])
+
+
+def test_the_trainer_sets_epsilon_by_the_env_steps_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    set_to: list[float] = []
+    original = atari_qrdqn.training_epsilon
+
+    def recorded(config: atari_qrdqn.AtariQRDQNConfig, env_step: int) -> float:
+        set_to.append(original(config, env_step))
+        return set_to[-1]
+
+    monkeypatch.setattr(atari_qrdqn, "training_epsilon", recorded)
+    atari_qrdqn.main(
+        [*SMALL_RUN, "--epoch", "1", "--eps-train", "1", "--eps-train-final", "0", "--eps-decay-steps", "400"]
+    )
+    assert set_to[0] == 1.0 and set_to[-1] == pytest.approx(1 - 190 / 400)  # the last collection starts at 190
+    assert set_to == sorted(set_to, reverse=True)

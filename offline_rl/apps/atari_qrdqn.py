@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -37,6 +37,10 @@ from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.envs import is_atari_game, make_discrete_env
 from offline_rl.settings import check_ranges, require, setting
+
+if TYPE_CHECKING:
+    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
 
 
 @dataclass
@@ -226,7 +230,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     from offline_rl.apps.training import evaluation_collector, vector_envs
     from offline_rl.apps.update_rate import pause_at_evaluations, update_rate_monitor
     from offline_rl.compat import set_target_update_counter, target_update_counter
-    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer, save_replay
+    from offline_rl.data.online_replay import save_replay
 
     run = config.run
     policy = algorithm.policy
@@ -239,14 +243,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     def make_test_env() -> gym.Env:
         return make_discrete_env(config.task, config.frames_stack)
 
-    stacked = is_atari_game(config.task)  # a game's replay stores each frame once and stacks on sampling
-    replay = NullCheckedVectorReplayBuffer(
-        config.buffer_size,
-        buffer_num=config.training_num,
-        ignore_obs_next=True,
-        save_only_last_obs=stacked,
-        stack_num=config.frames_stack if stacked else 1,
-    )
+    replay = online_replay(config)
 
     def keep_with_checkpoint(log_path: Path) -> dict[str, Any]:
         if config.checkpoint_replay:
@@ -279,8 +276,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     def training_fn(epoch: int, env_step: int) -> None:
         env_steps[0] = env_step
         monitor.updated(env_step)  # log-file lines; slowdown notice
-        fraction = min(env_step / config.eps_decay_steps, 1.0)
-        policy.set_eps_training(config.eps_train - fraction * (config.eps_train - config.eps_train_final))
+        policy.set_eps_training(training_epsilon(config, env_step))
 
     with folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"):
         result = algorithm.run_training(
@@ -295,8 +291,32 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                 **folder.trainer_params(),
             )
         )
+    return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step)
+
+
+def online_replay(config: AtariQRDQNConfig) -> NullCheckedVectorReplayBuffer:
+    """The replay online training fills: a game's stores each frame once and stacks on sampling."""
+    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
+
+    stacked = is_atari_game(config.task)
+    return NullCheckedVectorReplayBuffer(
+        config.buffer_size,
+        buffer_num=config.training_num,
+        ignore_obs_next=True,
+        save_only_last_obs=stacked,
+        stack_num=config.frames_stack if stacked else 1,
+    )
+
+
+def training_epsilon(config: AtariQRDQNConfig, env_step: int) -> float:
+    """ε at `env_step`: linear from eps_train to eps_train_final over `eps_decay_steps`, then constant."""
+    fraction = min(env_step / config.eps_decay_steps, 1.0)
+    return config.eps_train - fraction * (config.eps_train - config.eps_train_final)
+
+
+def _finish_online(config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, first_env_step: int) -> dict[str, Any]:
+    """The run's summary (`steps`: collected by this invocation) and its closing lines."""
     elapsed = time.time() - folder.started
-    steps = int(result.train_step)  # collected by this invocation
     summary = {
         "mode": "train",
         "task": config.task,

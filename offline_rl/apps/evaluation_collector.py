@@ -127,89 +127,155 @@ class EvaluationCollector(Collector):
         policies: Tianshou's loop carries and resets their states)."""
         if self._pre_collect_obs_RO is None:
             raise ValueError("reset the collector (reset or reset_env) before collecting")
-        playing = self.env_num if min_steps else min(self.env_num, n_episode)
-        ready = np.arange(playing)  # the envs that play, by their index in the vector env
-        meter = EvaluationBar(min_steps, "step") if min_steps else EvaluationBar(n_episode, "episode")
+        quota = EvaluationQuota(n_episode, min_steps)
+        ready = np.arange(quota.envs_playing(self.env_num))  # the envs that play, by their index in the vector env
         observations = self._pre_collect_obs_RO[ready]
-        running_return: list[Any] = [0.0] * self.env_num  # accumulated as Tianshou's buffer does, in the rewards' type
-        returns: list[Any] = []
-        lengths: list[int] = []
-        # each episode's first observation and its rewards, in the order of `returns` (`EpisodeRecord`)
-        keeps_starts = isinstance(observations, np.ndarray)  # arrays; dict observations (a Batch) are not kept
-        start_of = {int(env_id): np.array(observations[local]) for local, env_id in enumerate(ready) if keeps_starts}
-        rewards_of: dict[int, list[float]] = {int(env_id): [] for env_id in ready}
-        starts: list[np.ndarray] = []
-        episode_rewards: list[np.ndarray] = []
+        ledger = EpisodeLedger(self.env_num, keeps_starts=isinstance(observations, np.ndarray))
+        ledger.begin(ready, observations)
         action_stds: list[np.ndarray] = []
-        steps = episodes = 0
-        while True:
-            batch = Batch(obs=observations, info=Batch())  # the policies evaluated here read no env info
-            with torch.no_grad():
-                result = self.policy(batch, None)
-            if result.get("state") is not None:
-                if steps:
-                    raise RuntimeError("the policy returned a hidden state after its first step without one")
-                return None
-            actions = to_numpy(result.act)
-            if self.exploration_noise:
-                actions = self.policy.add_exploration_noise(actions, batch)
-            next_observations, rewards, terminated, truncated, _ = self.env.step(self.policy.map_action(actions), ready)
-            done = np.logical_or(terminated, truncated)
-            distribution = result.get("dist")
-            if distribution is not None:
-                action_stds.append(np.atleast_2d(to_numpy(get_stddev_from_dist(distribution))))
-            steps += len(ready)
-            if min_steps:
-                meter.update(len(ready))
-            for local, env_id in enumerate(ready):
-                running_return[env_id] += rewards[local]
-                rewards_of[int(env_id)].append(float(rewards[local]))  # its length is the episode's
-            observations = np.array(next_observations, copy=True)
-            finished = np.flatnonzero(done)
-            if len(finished):
-                episodes += len(finished)
-                if not min_steps:
-                    meter.update(len(finished))
-                for position in finished:
-                    ended = int(ready[position])
-                    returns.append(running_return[ended])
-                    lengths.append(len(rewards_of[ended]))
-                    running_return[ended] = 0.0
-                    if keeps_starts:
-                        starts.append(start_of[ended])
-                    episode_rewards.append(np.asarray(rewards_of[ended]))
-                    rewards_of[ended] = []
-                if min_steps and steps >= min_steps:  # the budget is spent: envs that finish stop
-                    keep = np.ones(len(ready), dtype=bool)
-                    keep[finished] = False
-                    ready, observations = ready[keep], observations[keep]
+        try:
+            while len(ready) and not quota.met():
+                action = self._evaluation_action(observations)
+                if action is None:
+                    if quota.steps:
+                        raise RuntimeError("the policy returned a hidden state after its first step without one")
+                    return None
+                actions, action_std = action
+                if action_std is not None:
+                    action_stds.append(action_std)
+                next_observations, rewards, terminated, truncated, _ = self.env.step(actions, ready)
+                quota.add_steps(len(ready))
+                ledger.add(ready, rewards)
+                observations = np.array(next_observations, copy=True)
+                finished = np.flatnonzero(np.logical_or(terminated, truncated))
+                if not len(finished):
+                    continue
+                ledger.end(ready[finished])
+                quota.add_episodes(len(finished))
+                if quota.budget_spent():  # envs that finish stop
+                    stopping = finished
                 else:
                     reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
                     observations[finished] = reset_observations
-                    for position, env_id in enumerate(ready[finished]):
-                        if keeps_starts:
-                            start_of[int(env_id)] = np.array(observations[finished[position]])
-                    # Tianshou stops envs that finished once enough episodes are under way, first ones first
-                    surplus = 0 if min_steps else len(ready) - (n_episode - episodes)
-                    if surplus > 0:
-                        keep = np.ones(len(ready), dtype=bool)
-                        keep[finished[:surplus]] = False
-                        ready, observations = ready[keep], observations[keep]
-            if (episodes >= n_episode and not min_steps) or len(ready) == 0:
-                break
-        meter.close()
-        self.collect_step += steps
-        self.collect_episode += episodes
+                    ledger.begin(ready[finished], observations[finished])
+                    stopping = finished[: quota.surplus(len(ready))]
+                if len(stopping):
+                    keep = np.ones(len(ready), dtype=bool)
+                    keep[stopping] = False
+                    ready, observations = ready[keep], observations[keep]
+        finally:
+            quota.close()
+        self.collect_step += quota.steps
+        self.collect_episode += quota.episodes
         # Tianshou's loop resets (here: reseeds) the envs now; the trainer resets them again before the next
         # evaluation, and a reseeded Atari env reloads its game (~0.1 s each), so the reset waits until needed
         self.reset_owed = gym_reset_kwargs
-        stats = CollectStats(n_collected_episodes=episodes, n_collected_steps=steps)
-        stats.returns = np.array(returns, dtype=float)
-        stats.lens = np.array(lengths, dtype=int)
+        stats = ledger.statistics(quota.steps)
         if action_stds:
             stats.pred_dist_std_array = np.concatenate(action_stds)
-        if keeps_starts:
-            stats.offline_rl_episodes = EpisodeRecord(np.stack(starts), episode_rewards)  # type: ignore[attr-defined]
+        return stats
+
+    def _evaluation_action(self, observations: Any) -> tuple[Any, np.ndarray | None] | None:
+        """The env actions for `observations`, with the evaluation's exploration, and the policy's action
+        spread where it has a distribution; None for a policy that returns a hidden state."""
+        batch = Batch(obs=observations, info=Batch())  # the policies evaluated here read no env info
+        with torch.no_grad():
+            result = self.policy(batch, None)
+        if result.get("state") is not None:
+            return None
+        actions = to_numpy(result.act)
+        if self.exploration_noise:
+            actions = self.policy.add_exploration_noise(actions, batch)
+        distribution = result.get("dist")
+        spread = None if distribution is None else np.atleast_2d(to_numpy(get_stddev_from_dist(distribution)))
+        return self.policy.map_action(actions), spread
+
+
+class EvaluationQuota:
+    """How much an evaluation plays, counted as it plays: `n_episode` episodes by Tianshou's rule (as
+    many envs as episodes, up to all, and an env that finishes stops once enough episodes are under
+    way, the first ones first), or with `min_steps`, whole episodes on every env until that many steps
+    are taken (an env that finishes then stops; the others finish theirs). Its bar counts what the
+    quota counts."""
+
+    def __init__(self, n_episode: int, min_steps: int) -> None:
+        self.n_episode = n_episode
+        self.min_steps = min_steps
+        self.steps = self.episodes = 0
+        self.bar = EvaluationBar(min_steps, "step") if min_steps else EvaluationBar(n_episode, "episode")
+
+    def envs_playing(self, env_num: int) -> int:
+        return env_num if self.min_steps else min(env_num, self.n_episode)
+
+    def add_steps(self, count: int) -> None:
+        self.steps += count
+        if self.min_steps:
+            self.bar.update(count)
+
+    def add_episodes(self, count: int) -> None:
+        self.episodes += count
+        if not self.min_steps:
+            self.bar.update(count)
+
+    def budget_spent(self) -> bool:
+        """Whether no env starts another episode: the budget of steps is spent."""
+        return bool(self.min_steps) and self.steps >= self.min_steps
+
+    def surplus(self, playing: int) -> int:
+        """How many of the envs that just finished stop, of `playing` envs: those beyond the episodes
+        still to start (none under a budget of steps, which stops them all when it is spent)."""
+        return 0 if self.min_steps else max(playing - (self.n_episode - self.episodes), 0)
+
+    def met(self) -> bool:
+        """Whether enough episodes are played (a budget of steps ends when its envs have stopped)."""
+        return not self.min_steps and self.episodes >= self.n_episode
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class EpisodeLedger:
+    """Each playing env's episode so far, and the episodes finished, in the order they end: the returns
+    and lengths of Tianshou's statistics and the `EpisodeRecord`. Returns accumulate as Tianshou's
+    buffer adds them, in the rewards' own type."""
+
+    def __init__(self, env_num: int, *, keeps_starts: bool) -> None:
+        self.keeps_starts = keeps_starts  # array observations; dict observations (a Batch) are not kept
+        self.running_return: list[Any] = [0.0] * env_num
+        self.rewards_of: dict[int, list[float]] = {}  # its length is the episode's so far
+        self.start_of: dict[int, np.ndarray] = {}
+        self.returns: list[Any] = []
+        self.lengths: list[int] = []
+        self.starts: list[np.ndarray] = []
+        self.episode_rewards: list[np.ndarray] = []
+
+    def begin(self, env_ids: np.ndarray, first_observations: Any) -> None:
+        for row, env_id in enumerate(env_ids):
+            self.rewards_of[int(env_id)] = []
+            if self.keeps_starts:
+                self.start_of[int(env_id)] = np.array(first_observations[row])
+
+    def add(self, env_ids: np.ndarray, rewards: np.ndarray) -> None:
+        for row, env_id in enumerate(env_ids):
+            self.running_return[env_id] += rewards[row]
+            self.rewards_of[int(env_id)].append(float(rewards[row]))
+
+    def end(self, env_ids: np.ndarray) -> None:
+        for env_id in env_ids:
+            ended = int(env_id)
+            self.returns.append(self.running_return[ended])
+            self.lengths.append(len(self.rewards_of[ended]))
+            self.running_return[ended] = 0.0
+            if self.keeps_starts:
+                self.starts.append(self.start_of[ended])
+            self.episode_rewards.append(np.asarray(self.rewards_of.pop(ended)))
+
+    def statistics(self, steps: int) -> CollectStats:
+        stats = CollectStats(n_collected_episodes=len(self.returns), n_collected_steps=steps)
+        stats.returns = np.array(self.returns, dtype=float)
+        stats.lens = np.array(self.lengths, dtype=int)
+        if self.keeps_starts:
+            stats.offline_rl_episodes = EpisodeRecord(np.stack(self.starts), self.episode_rewards)  # type: ignore[attr-defined]
         return stats
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from offline_rl.atomic import atomic_hdf5
@@ -71,32 +72,23 @@ def convert_checkpoint(
     folder, output_path = Path(replay_dir).expanduser(), Path(output).expanduser()
     name = f"{folder}/*_ckpt.{checkpoint}.gz"
     started = time.perf_counter()
-    paths = {key: folder / array_file(key, checkpoint) for key in _SLOT_ARRAYS}
-    add_count_path = folder / array_file(ADD_COUNT, checkpoint)
-    frames_path = folder / array_file("observation", checkpoint)
-    frames_source: Path | str = frames_url if frames_url is not None and not frames_path.is_file() else frames_path
-    needed = [*paths.values(), add_count_path, *([frames_source] if isinstance(frames_source, Path) else [])]
-    for path in needed:
-        if not path.is_file():
-            raise DatasetError(f"{path}: no such file (checkpoint {checkpoint} of {folder} is incomplete)")
-    add_count = read_npy(add_count_path)
-    if add_count.shape != () or add_count.dtype.kind not in "iu" or int(add_count) < 0:
-        raise DatasetError(f"{add_count_path}: expected a count (a 0-d integer array), found {add_count!r}")
-    with NpyStream(frames_source) as frames_in:
+    files = CheckpointFiles.find(folder, checkpoint, frames_url)
+    add_count = files.add_count()
+    with NpyStream(files.frames) as frames_in:
         if len(frames_in.shape) != 3 or frames_in.dtype != np.uint8:
             raise DatasetError(
-                f"{frames_source}: expected frames (slots, height, width) of uint8, "
+                f"{files.frames}: expected frames (slots, height, width) of uint8, "
                 f"found {frames_in.shape} of {frames_in.dtype}"
             )
         capacity = frames_in.shape[0]
         window = capacity if fraction >= 1.0 else max(round(capacity * fraction), 0)
-        present = window if int(add_count) >= capacity else min(window, int(add_count))
-        columns = {key: _slot_array(path, key, capacity, present) for key, path in paths.items()}
+        present = window if add_count >= capacity else min(window, add_count)
+        columns = {key: _slot_array(path, key, capacity, present) for key, path in files.slot_arrays.items()}
         terminal = columns["terminal"].astype(bool)
-        slots = sampled_slots(terminal, int(add_count), capacity, present)
+        slots = sampled_slots(terminal, add_count, capacity, present)
         if not len(slots):
             raise DatasetError(
-                f"{name}: no whole transition in the {present} slot(s) read (add_count {int(add_count)}); "
+                f"{name}: no whole transition in the {present} slot(s) read (add_count {add_count}); "
                 "keep a larger --fraction"
             )
         obs, obs_next = frame_stacks(slots, capacity)
@@ -105,19 +97,7 @@ def convert_checkpoint(
         if on_total is not None:
             on_total(present)
         with atomic_hdf5(output_path) as file:
-            dataset = file.create_dataset(
-                "frames",
-                shape=(present, *frames_in.shape[1:]),
-                chunks=(min(_FRAMES_PER_CHUNK, max(present, 1)), *frames_in.shape[1:]),
-                dtype=np.uint8,
-                compression=compression,
-            )
-            start = 0
-            for block in frames_in.blocks(present, _FRAMES_PER_BLOCK):
-                dataset[start : start + len(block)] = block
-                start += len(block)
-                if on_frames is not None:
-                    on_frames(len(block))
+            _copy_frames(frames_in, present, file, compression, on_frames)
             transition_columns = {
                 "act": columns["action"][slots].astype(np.int64),
                 "rew": columns["reward"][slots].astype(np.float32),
@@ -145,6 +125,55 @@ def convert_checkpoint(
         bytes_per_transition=in_ram / len(slots),
         seconds=time.perf_counter() - started,
     )
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """Where one checkpoint's arrays are read from: its files in the replay folder, its frames
+    perhaps from a URL as they download."""
+
+    slot_arrays: dict[str, Path]
+    add_count_file: Path
+    frames: Path | str
+
+    @classmethod
+    def find(cls, folder: Path, checkpoint: int, frames_url: str | None) -> CheckpointFiles:
+        """The checkpoint's files, each checked to be there before any is read: a checkpoint copied in
+        part fails at once, naming the first file missing, not after its frames are streamed."""
+        slot_arrays = {key: folder / array_file(key, checkpoint) for key in _SLOT_ARRAYS}
+        add_count_file = folder / array_file(ADD_COUNT, checkpoint)
+        frames_file = folder / array_file("observation", checkpoint)
+        frames: Path | str = frames_url if frames_url is not None and not frames_file.is_file() else frames_file
+        for path in [*slot_arrays.values(), add_count_file, *([frames] if isinstance(frames, Path) else [])]:
+            if not path.is_file():
+                raise DatasetError(f"{path}: no such file (checkpoint {checkpoint} of {folder} is incomplete)")
+        return cls(slot_arrays, add_count_file, frames)
+
+    def add_count(self) -> int:
+        """How many transitions the replay had added when it was saved (past its capacity once it wrapped)."""
+        count = read_npy(self.add_count_file)
+        if count.shape != () or count.dtype.kind not in "iu" or int(count) < 0:
+            raise DatasetError(f"{self.add_count_file}: expected a count (a 0-d integer array), found {count!r}")
+        return int(count)
+
+
+def _copy_frames(
+    frames_in: NpyStream, count: int, file: h5py.File, compression: str | None, on_frames: Callable[[int], None] | None
+) -> None:
+    """The first `count` frames into the buffer's frame pool, a block at a time as they decompress."""
+    dataset = file.create_dataset(
+        "frames",
+        shape=(count, *frames_in.shape[1:]),
+        chunks=(min(_FRAMES_PER_CHUNK, max(count, 1)), *frames_in.shape[1:]),
+        dtype=np.uint8,
+        compression=compression,
+    )
+    start = 0
+    for block in frames_in.blocks(count, _FRAMES_PER_BLOCK):
+        dataset[start : start + len(block)] = block
+        start += len(block)
+        if on_frames is not None:
+            on_frames(len(block))
 
 
 def _slot_array(path: Path, key: str, capacity: int, rows: int) -> np.ndarray:
