@@ -16,6 +16,7 @@ import torch
 
 from offline_rl.atomic import atomic_path
 from offline_rl.errors import OfflineRLError
+from offline_rl.results.runs import RUN_BEST_POLICY_FILE, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE
 
 CHECKPOINT_FORMAT = "offline_rl.checkpoint/1"
 
@@ -32,6 +33,8 @@ def save_checkpoint(path: str | os.PathLike[str], algorithm: torch.nn.Module, **
 def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by `save_checkpoint`; a one-line error for anything else."""
     file_path = Path(path).expanduser()
+    if file_path.is_dir():
+        raise OfflineRLError(f"--resume-path {file_path}: a folder; {_files_in_run_folder(file_path)}")
     if not file_path.is_file():
         raise OfflineRLError(f"--resume-path {file_path}: no such file")
     try:
@@ -48,6 +51,22 @@ def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
 
 
 EXPECTED_CHECKPOINT = "expected checkpoint.pth, policy.pth or policy_last.pth from a run's log folder"
+RUN_FILES = {
+    RUN_CHECKPOINT_FILE: "to go on training",
+    RUN_BEST_POLICY_FILE: "the best evaluation's weights",
+    RUN_FINAL_POLICY_FILE: "the last weights",
+}
+"""The files a run's log folder holds that `--resume-path` takes, and what each is for."""
+
+
+def _files_in_run_folder(folder: Path) -> str:
+    """Which file of `folder` to name instead: those a run wrote there, or what a run folder holds.
+    A folder is the usual slip (the log folder a run printed), and which file is meant depends on
+    what the user does next, so it is named, not picked."""
+    present = [f"{folder / name} ({use})" for name, use in RUN_FILES.items() if (folder / name).is_file()]
+    if present:
+        return "name one of its files: " + ", ".join(present)
+    return f"it holds no file a run writes ({', '.join(RUN_FILES)}); {EXPECTED_CHECKPOINT}"
 
 
 def unreadable_torch_file(path: Path, error: BaseException) -> str:

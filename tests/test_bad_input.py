@@ -289,6 +289,35 @@ def test_checkpoint_errors_say_what_was_found_and_what_is_expected(tmp_path: Pat
     assert "built for --task Hopper-v4, not for --task HalfCheetah-v4" in message and "size mismatch" in message
 
 
+def test_a_run_folder_as_resume_path_names_the_files_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder a run printed is the usual slip for --resume-path: the line names its files and what
+    each is for (which one depends on what the user does next, so none is picked)."""
+    import torch
+
+    from offline_rl.apps import d4rl_cql
+    from offline_rl.apps.cli import run_main
+    from offline_rl.checkpoint import load_checkpoint, save_checkpoint
+    from offline_rl.errors import OfflineRLError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(OfflineRLError, match=r"a folder; it holds no file a run writes \(checkpoint.pth, policy.pth"):
+        load_checkpoint(run)
+    for name in ("checkpoint.pth", "policy_last.pth"):
+        save_checkpoint(run / name, torch.nn.Linear(2, 2))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        run_main(d4rl_cql.main, ["--task", "Pendulum-v1", "--resume-path", str(run)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: --resume-path {run}: a folder; name one of its files: {run / 'checkpoint.pth'} (to go on "
+        f"training), {run / 'policy_last.pth'} (the last weights)"
+    )
+
+
 def test_minari_nan_is_refused(tmp_path: Path) -> None:
     import warnings
 

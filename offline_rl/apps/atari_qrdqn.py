@@ -36,6 +36,7 @@ from offline_rl.apps.evaluation import EvaluationReporter, human_normalised
 from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import RunConfig
 from offline_rl.envs import is_atari_game, make_discrete_env
+from offline_rl.results.runs import RUN_BEST_POLICY_FILE
 from offline_rl.settings import check_ranges, require, setting
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ def _finish_online(config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, f
         "env_steps_per_second": steps / max(elapsed, 1e-9),
         "evaluation_seconds": folder.evaluation_seconds,
     }
-    best_policy = folder.log_path / "policy.pth"
+    best_policy = folder.log_path / RUN_BEST_POLICY_FILE
     return folder.finish(
         summary,
         f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "

@@ -48,7 +48,14 @@ from offline_rl.random_state import (
     preserved_random_state,
     restore_random_state,
 )
-from offline_rl.results.runs import RUN_DIVERGED_FILE, RUN_FINAL_POLICY_FILE, RUN_SETTINGS_FILE, RUN_SUMMARY_FILE
+from offline_rl.results.runs import (
+    RUN_BEST_POLICY_FILE,
+    RUN_CHECKPOINT_FILE,
+    RUN_DIVERGED_FILE,
+    RUN_FINAL_POLICY_FILE,
+    RUN_SETTINGS_FILE,
+    RUN_SUMMARY_FILE,
+)
 
 WRITER_METHODS = ("add_scalar", "add_text", "add_histogram", "add_figure", "flush", "close")
 """The TensorBoard writer's methods the run, its reporter and Tianshou's logger call."""
@@ -169,7 +176,7 @@ class RunFolder:
         if self.reporter.current_is_initial:  # untrained or already-scored weights are never a new best
             return
         best = plain(self.reporter.best)
-        save_checkpoint(self.log_path / "policy.pth", algorithm, best_evaluation=best, **self.saved)
+        save_checkpoint(self.log_path / RUN_BEST_POLICY_FILE, algorithm, best_evaluation=best, **self.saved)
         if self.on_best is not None:
             with preserved_random_state():  # what it draws must not depend on which epochs were best
                 self.on_best(algorithm, self.log_path)
@@ -187,7 +194,7 @@ class RunFolder:
         with preserved_random_state():
             extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
         path = save_checkpoint(
-            self.log_path / "checkpoint.pth",
+            self.log_path / RUN_CHECKPOINT_FILE,
             self.algorithm,
             epoch=epoch,
             gradient_step=gradient_step,
@@ -209,7 +216,7 @@ class RunFolder:
         try:
             yield
         except KeyboardInterrupt as interrupt:
-            last = self.log_path / "checkpoint.pth"
+            last = self.log_path / RUN_CHECKPOINT_FILE
             hint = f"; continue with --resume-path {shell_quoted(last)}" if last.exists() else ""
             print(f"interrupted after {progress()}{hint}")
             self._finish_wandb(exit_status(interrupt))
@@ -233,7 +240,7 @@ class RunFolder:
         """What is left of a diverged run and how to go on: resuming with the same settings would
         diverge again (a resume is exact), so the advice names settings to change."""
         change = "lower learning rates or smaller rewards (--reward-scale)"
-        last = self.log_path / "checkpoint.pth"
+        last = self.log_path / RUN_CHECKPOINT_FILE
         if not last.exists():
             return f"no checkpoint was written; start again with {change}"
         epoch = load_checkpoint(last).get("epoch", "?")
@@ -321,7 +328,7 @@ def best_evaluation_in(log_path: Path) -> dict[str, float] | None:
     `policy.pth` is the one record of the best: `checkpoint.pth` is written before each epoch's
     evaluation, so it cannot know whether that evaluation was the best.
     """
-    best_file = log_path / "policy.pth"
+    best_file = log_path / RUN_BEST_POLICY_FILE
     if not best_file.is_file():
         return None
     return load_checkpoint(best_file).get("best_evaluation")

@@ -25,6 +25,10 @@ RUN_SUMMARY_FILE = "summary.json"
 RUN_DIVERGED_FILE = "diverged.json"
 """Written when a run stopped because its training diverged (NaN or inf): the one-line reason. A resumed
 run removes it; tables count such runs and leave them out of the scores."""
+RUN_CHECKPOINT_FILE = "checkpoint.pth"
+"""Written after every epoch: where the run stopped, what `--resume-path` continues training from."""
+RUN_BEST_POLICY_FILE = "policy.pth"
+"""Written at every new best trained evaluation (a full checkpoint): the optimistic best, never the headline."""
 RUN_FINAL_POLICY_FILE = "policy_last.pth"
 """The policy where training ended (a full checkpoint), written with the summary: what the last
 evaluation, the headline score, played."""

@@ -22,6 +22,7 @@ from typing import Any
 
 from offline_rl.interrupts import STOPPED_STATUSES
 from offline_rl.results.runs import (
+    RUN_CHECKPOINT_FILE,
     RUN_DIVERGED_FILE,
     RUN_FINAL_POLICY_FILE,
     RUN_FQE_FILE,
@@ -73,7 +74,7 @@ def diverged_message(directory: Path) -> str | None:
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
-    found = sorted(directory.rglob("checkpoint.pth"), key=lambda p: p.stat().st_mtime)
+    found = sorted(directory.rglob(RUN_CHECKPOINT_FILE), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 
 
