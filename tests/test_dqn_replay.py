@@ -183,6 +183,33 @@ def test_damaged_checkpoints_are_one_line_errors(tmp_path: Path) -> None:
         convert_checkpoint(tmp_path, 0, tmp_path / "out.hdf5")
 
 
+def test_a_checkpoint_the_folder_lacks_is_named_before_any_is_converted(tmp_path: Path) -> None:
+    from offline_rl.apps.dqn_replay_conversion import config_from_args, jobs_for_folder
+    from offline_rl.errors import OfflineRLError
+
+    replay = DopamineReplay(40, SMALL)
+    play(replay, [(20, True), (10, False)], np.random.default_rng(4))
+    for checkpoint in (0, 1, 2, 5):
+        replay.save(tmp_path, checkpoint)
+    (tmp_path / array_file("reward", 5)).unlink()
+
+    def jobs(*checkpoints: str) -> list[int]:
+        flags = ["--replay-dir", str(tmp_path), "--output", str(tmp_path / "out")]
+        return [job.checkpoint for job in jobs_for_folder(config_from_args([*flags, "--checkpoint", *checkpoints]))]
+
+    assert jobs("2", "0") == [2, 0]
+    with pytest.raises(OfflineRLError) as caught:
+        jobs("0", "3")  # checkpoint 0 is not converted first: the line comes before any work
+    assert str(caught.value) == f"--checkpoint 3: not in {tmp_path}; its complete checkpoints are 0-2"
+    with pytest.raises(OfflineRLError) as caught:
+        jobs("5")
+    assert str(caught.value) == (
+        f"--checkpoint 5: incomplete in {tmp_path} ($store$_reward_ckpt.5.gz is missing); "
+        "its complete checkpoints are 0-2"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_converter_command_end_to_end_then_atari_cql_trains_on_two_checkpoints(tmp_path: Path) -> None:
     folder = tmp_path / "Pong" / "1" / "replay_logs"
     rng = np.random.default_rng(5)
@@ -344,10 +371,25 @@ def test_ray_tasks_stream_each_checkpoints_first_slots_from_the_mirror(tmp_path:
     assert not any("observation" in p.name for p in stored.iterdir())  # frames were streamed, not stored
 
 
+def test_a_misspelt_game_gets_the_game_meant_and_a_real_one_missing_gets_the_list() -> None:
+    from offline_rl.dqn_replay.sources import game_name
+    from offline_rl.errors import OfflineRLError
+    from offline_rl.rl_unplugged.sources import game_name as rl_unplugged_game
+
+    for task, meant in (("Seaqest", "Seaquest"), ("ALE/Breakuot-v5", "Breakout"), ("mspackman", "MsPacman")):
+        with pytest.raises(OfflineRLError, match=rf"not a DQN Replay game; did you mean {meant}\?$"):
+            game_name(task)
+    with pytest.raises(OfflineRLError) as caught:  # in DQN Replay, not in RL Unplugged: not "Asterix?"
+        rl_unplugged_game("Asteroids")
+    assert "did you mean" not in str(caught.value) and "; expected one of " in str(caught.value)
+    assert game_name("Asteroids") == "Asteroids"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--task", "NotAGame"], "--task NotAGame: not a DQN Replay game"),
+        (["--task", "NotAGame"], "--task NotAGame: not a DQN Replay game; expected one of AirRaid, Alien"),
+        (["--task", "PonggNoFrameskip-v4"], "--task PonggNoFrameskip-v4: not a DQN Replay game; did you mean Pong?"),
         (["--task", "Pong", "--replay-dir", "x"], "give either --task"),
         (["--fraction", "0", "--task", "Pong"], "--fraction"),
         (["--replay-dir", "missing-folder"], "--replay-dir missing-folder: no such folder"),

@@ -30,6 +30,7 @@ from offline_rl.apps.conversion_settings import (
 )
 from offline_rl.apps.flags import parse_config
 from offline_rl.atomic import check_output
+from offline_rl.data.names import number_ranges
 from offline_rl.download import check_reachable, download_file
 from offline_rl.dqn_replay.sources import (
     CHECKPOINTS,
@@ -146,12 +147,16 @@ def jobs_for_folder(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
     folder = config.replay_dir.expanduser()
     if not folder.is_dir():
         raise OfflineRLError(f"--replay-dir {folder}: no such folder")
-    checkpoints = list(dict.fromkeys(config.checkpoint)) if config.checkpoint is not None else checkpoints_in(folder)
-    if not checkpoints:
+    complete = checkpoints_in(folder)
+    checkpoints = list(dict.fromkeys(config.checkpoint)) if config.checkpoint is not None else complete
+    if not complete:
         raise OfflineRLError(
             f"--replay-dir {folder}: holds no complete checkpoint (each needs "
             f"{', '.join(checkpoint_files(0)).replace('.0.', '.N.')})"
         )
+    for checkpoint in checkpoints:
+        if checkpoint not in complete:
+            raise OfflineRLError(absent_checkpoint(folder, checkpoint, complete))
     output = config.output.expanduser() if config.output is not None else None
     if output is not None and len(checkpoints) > 1 and output.exists() and not output.is_dir():
         raise OfflineRLError(f"--output {output}: several checkpoints are converted, so it must be a directory")
@@ -165,6 +170,16 @@ def jobs_for_folder(config: DQNReplayConversionConfig) -> list[CheckpointJob]:
             target = output
         jobs.append(CheckpointJob(folder, checkpoint, target, config.options()))
     return jobs
+
+
+def absent_checkpoint(folder: Path, checkpoint: int, complete: list[int]) -> str:
+    """Why `--checkpoint` cannot be converted from `folder`, and which checkpoints can: said before
+    any conversion starts, not after the checkpoints before it in the list are done."""
+    missing = [name for name in checkpoint_files(checkpoint) if not (folder / name).is_file()]
+    held = f"its complete checkpoints are {number_ranges([str(number) for number in complete])}"
+    if len(missing) < len(checkpoint_files(checkpoint)):
+        return f"--checkpoint {checkpoint}: incomplete in {folder} ({missing[0]} is missing); {held}"
+    return f"--checkpoint {checkpoint}: not in {folder}; {held}"
 
 
 def jobs_for_tasks(config: DQNReplayConversionConfig) -> list[CheckpointJob]:

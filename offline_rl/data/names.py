@@ -25,12 +25,12 @@ def combined_label(names: Sequence[str], *, joiner: str = " + ") -> str:
         differing = [i for i in range(len(pieces[0])) if len({split[i] for split in pieces}) > 1]
         if len(differing) == 1 and all(split[differing[0]].isdigit() for split in pieces):
             at = differing[0]
-            values = "{" + _ranges([split[at] for split in pieces]) + "}"
+            values = "{" + number_ranges([split[at] for split in pieces]) + "}"
             return "".join(pieces[0][:at]) + values + "".join(pieces[0][at + 1 :])
     return joiner.join(unique)
 
 
-def _ranges(numbers: list[str]) -> str:
+def number_ranges(numbers: list[str]) -> str:
     """`0-3,7,9-10`: runs of consecutive values, each number written as it was (zero padding kept)."""
     ordered = sorted(numbers, key=lambda number: (int(number), number))
     runs: list[list[str]] = []
