@@ -212,24 +212,47 @@ def test_flags_given_on_the_command_line_override_a_preset() -> None:
 
 @pytest.mark.parametrize(
     ("name", "datasets"),
-    [("cql-halfcheetah-corl", 3), ("cql-adroit-corl", 12), ("cql-maze2d-corl", 6), ("cql-antmaze-corl", 6)],
+    [
+        ("cql-halfcheetah-corl", 3),
+        ("cql-adroit-corl", 12),
+        ("cql-maze2d-corl", 6),
+        ("cql-antmaze-corl", 6),
+        ("cql-gym-mujoco-corl", 9),
+    ],
 )
 def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(
     name: str, datasets: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The table sweeps name one preset and grid the dataset: every trial must be exactly the run its
-    dataset's own preset makes (the presets of a table differ only in their dataset), evaluated on the
-    dataset's env."""
+    """The table sweeps name one preset and grid the dataset, or grid the presets: every trial must be
+    exactly the run its dataset's own preset makes, evaluated on the dataset's env."""
     from offline_rl.sweep.spec import load_spec
 
     monkeypatch.chdir(REPO_ROOT)  # the sweep files name their preset relative to the repository
     trials = load_spec(REPO_ROOT / "configs" / "sweeps" / f"{name}.yaml").trials()
-    names = {dict(trial.values)["dataset"] for trial in trials}
+    settings = {trial.id: d4rl_cql.config_from_args(list(trial.arguments)) for trial in trials}
+    names = {config.dataset for config in settings.values()}
     assert len(trials) == 4 * len(names) and len(names) == datasets
     for trial in trials:
-        values = dict(trial.values)
-        own = ["--config", str(REPO_ROOT / "configs/cql" / f"{values['dataset']}.yaml"), "--seed", str(values["seed"])]
-        assert d4rl_cql.config_from_args(list(trial.arguments)) == d4rl_cql.config_from_args(own), trial.id
+        seed = dict(trial.values)["seed"]
+        dataset = settings[trial.id].dataset
+        own = ["--config", str(REPO_ROOT / "configs/cql" / f"{dataset}.yaml"), "--seed", str(seed)]
+        assert settings[trial.id] == d4rl_cql.config_from_args(own), trial.id
+
+
+def test_the_gym_mujoco_table_keeps_hoppers_reward_normalisation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why its presets are a grid axis: one preset with a dataset axis would give hopper-medium the
+    others' rewards (or them hopper-medium's)."""
+    from offline_rl.sweep.spec import load_spec
+
+    monkeypatch.chdir(REPO_ROOT)
+    trials = load_spec(REPO_ROOT / "configs" / "sweeps" / "cql-gym-mujoco-corl.yaml").trials()
+    normalised = {
+        d4rl_cql.config_from_args(list(trial.arguments)).dataset
+        for trial in trials
+        if d4rl_cql.config_from_args(list(trial.arguments)).algorithm.normalize_reward
+    }
+    assert normalised == {"hopper-medium-v2"}
+    assert trials[0].id == "config=halfcheetah-medium-v2__seed=0"
 
 
 @pytest.mark.parametrize("path", sorted((REPO_ROOT / "configs" / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import script_env
+from conftest import REPO_ROOT, script_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.gpu_sharing import MPS_CONTROL
 from offline_rl.sweep.command import main as sweep_main
@@ -247,9 +247,27 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
             "example: d4rl_cql\nset: {fqe_updates: 5}\ngrid: {seed: [0]}\n",
             "'fqe_updates' is set by the sweep itself; remove it (the sweep's own --fqe-updates estimates every",
         ),
+        ("example: d4rl_cql\ngrid: {config: [missing.yaml]}\n", "--config missing.yaml: no such file"),
+        (
+            "example: d4rl_cql\ngrid: {config: [configs/discrete_cql/CartPole-v1.yaml]}\n",
+            "a preset for examples/atari_cql.py",
+        ),
+        (
+            "example: d4rl_cql\nconfig: configs/cql/hopper-medium-v2.yaml\n"
+            "grid: {config: [configs/cql/walker2d-medium-v2.yaml]}\n",
+            "config is both the top-level preset and a grid axis",
+        ),
+        (
+            "example: d4rl_cql\ngrid:\n  config: [configs/cql/hopper-medium-v2.yaml, "
+            "configs/cql/hopper-medium-v2.yaml]\n",
+            "grid axis 'config' repeats a value",
+        ),
     ],
 )
-def test_a_bad_sweep_file_fails_before_any_trial(tmp_path: Path, sweep_file: str, message: str) -> None:
+def test_a_bad_sweep_file_fails_before_any_trial(
+    tmp_path: Path, sweep_file: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO_ROOT)  # presets are named relative to the repository
     path = tmp_path / "bad.yaml"
     path.write_text(sweep_file)
     with pytest.raises(OfflineRLError) as raised:
@@ -295,6 +313,33 @@ def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: py
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "seed=7__cql_weight=1.0: --task Pendulum-v1 --epoch 3 --seed 7 --cql-weight 1.0"
     assert out[-1].startswith("2 trials in log/sweeps/table;")
+
+
+def test_a_grid_of_presets_gives_each_trial_its_preset_under_the_sweeps_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_rl.apps import d4rl_cql
+
+    monkeypatch.chdir(REPO_ROOT)
+    path = tmp_path / "table.yaml"
+    presets = ["configs/cql/hopper-medium-v2.yaml", "configs/cql/walker2d-medium-v2.yaml"]
+    path.write_text(f"example: d4rl_cql\nset: {{epoch: 3}}\ngrid: {{config: {presets}, seed: [0, 1]}}\n")
+    assert sweep_main([str(path), "--dry-run", "--logdir", str(tmp_path / "log")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:4]] == [
+        "config=hopper-medium-v2__seed=0",
+        "config=hopper-medium-v2__seed=1",
+        "config=walker2d-medium-v2__seed=0",
+        "config=walker2d-medium-v2__seed=1",
+    ]
+    assert lines[2] == f"config=walker2d-medium-v2__seed=0: --epoch 3 --config {presets[1]} --seed 0"
+    walker = d4rl_cql.config_from_args(lines[2].split(": ", 1)[1].split())
+    assert (walker.dataset, walker.task, walker.run.epoch) == ("walker2d-medium-v2", "Walker2d-v4", 3)  # set wins
+    hopper = d4rl_cql.config_from_args(lines[0].split(": ", 1)[1].split())
+    assert hopper.algorithm.normalize_reward and not walker.algorithm.normalize_reward  # each its own preset
+    # the same axis from the command line
+    assert sweep_main(["--example", "d4rl_cql", "--grid", f"config={','.join(presets)}", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"config=walker2d-medium-v2: --config {presets[1]}"
 
 
 def test_trials_that_log_to_wandb_are_grouped_by_the_sweep_and_named_by_their_id(

@@ -10,6 +10,10 @@ A sweep file is YAML:
 
 Keys are any spelling of an example's flag. Everything is checked against the example's settings
 before a trial starts: a bad sweep costs one line, not a half-run grid.
+
+`config` may also be a grid axis, a list of presets, one per trial: a published table whose datasets
+each have their own preset (CORL's Gym-MuJoCo table: hopper-medium's rewards are normalised, the
+other eight datasets' are not) is then one file, each trial exactly its dataset's own run.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ RESERVED = {
     "fqe_output": "",
 }
 _KEYS = {"name", "example", "config", "set", "grid"}
+CONFIG_AXIS = "config"
+"""The grid axis of preset files (the example's --config), one per trial; not a setting of the example."""
+_PRESET_SUFFIXES = (".yaml", ".yml")
+COMMAND_LINE = "the command line"
+"""The source of a sweep given by flags alone (--example, --grid, --set, --example-config)."""
 
 
 @dataclass(frozen=True)
@@ -57,20 +66,21 @@ class SweepSpec:
     fixed: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     config: str | None = None
-    source: str = "the command line"
+    source: str = COMMAND_LINE
 
     def trials(self) -> list[Trial]:
         """Every combination of the grid's values, each checked by the example's own parser."""
         default = example_defaults(self.example, self.config, self.source)
         fixed = _resolved(default, self.fixed, f"{self.source}: set")
-        axes = [(key, _resolved_axis(default, key, values, self.source)) for key, values in self.grid.items()]
+        axes = [(key, self._axis(default, key, values)) for key, values in self.grid.items()]
         fixed_arguments = [argument for _, arguments in fixed.values() for argument in arguments]
         if self.config:
             fixed_arguments = ["--config", self.config, *fixed_arguments]
         trials = []
         # each axis's values, with the folder-name piece of each
         named_axes = [
-            (name, list(zip(values, _slugs([value for value, _ in values]), strict=True))) for name, values in axes
+            (name, list(zip(values, _slugs([value for value, _ in values], name), strict=True)))
+            for name, values in axes
         ]
         for combination in itertools.product(*(values for _, values in named_axes)):
             chosen = [
@@ -88,6 +98,12 @@ class SweepSpec:
         if len({trial.id for trial in trials}) < len(trials):
             raise OfflineRLError(f"{self.source}: two trials would share a folder name; give the grid distinct values")
         return trials
+
+    def _axis(self, default: Any, key: str, values: list[Any]) -> list[tuple[Any, list[str]]]:
+        """A grid axis's values, each with the flags that give it."""
+        if key == CONFIG_AXIS:
+            return _preset_axis(self, values)
+        return _resolved_axis(default, key, values, self.source)
 
     def _wandb_naming(self, settings: Any, trial_id: str) -> list[str]:
         """For a trial that logs to W&B (`--logger wandb`): the sweep's name as its W&B group and its id as
@@ -107,7 +123,12 @@ def example_defaults(example: str, config: str | None, source: str) -> Any:
     if config:
         from offline_rl.apps.flags import apply_preset
 
-        settings = apply_preset(settings, config, prog=EXAMPLES[example].command)
+        try:
+            settings = apply_preset(settings, config, prog=EXAMPLES[example].command)
+        except OfflineRLError as error:
+            if source == COMMAND_LINE:  # --example-config: the line names the file already
+                raise
+            raise OfflineRLError(f"{source}: {error}") from None  # the sweep file that named the preset
     return settings
 
 
@@ -161,6 +182,24 @@ def _resolved_axis(default: Any, key: str, values: list[Any], source: str) -> li
     return [(value, as_arguments(setting, value)) for value in coerced]
 
 
+def _preset_axis(spec: SweepSpec, presets: list[Any]) -> list[tuple[Any, list[str]]]:
+    """The `config` axis: each preset read and checked for the example (a missing file, a preset of
+    another program or an unknown key is one line naming it), given to its trials as `--config`."""
+    if spec.config:
+        raise OfflineRLError(
+            f"{spec.source}: config is both the top-level preset and a grid axis; give one preset for every "
+            "trial (config: FILE) or one per trial (grid: config: [FILE, ...])"
+        )
+    if not presets:
+        raise OfflineRLError(f"{spec.source}: grid axis 'config' has no values")
+    files = [str(preset) for preset in presets]
+    if len(set(files)) < len(files):
+        raise OfflineRLError(f"{spec.source}: grid axis 'config' repeats a value")
+    for file in files:
+        example_defaults(spec.example, file, f"{spec.source}: grid config")
+    return [(file, ["--config", file]) for file in files]
+
+
 def _slug(value: Any, depth: int = 1) -> str:
     """A value as a piece of a folder name; of a path, its last `depth` parts."""
     text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
@@ -169,16 +208,23 @@ def _slug(value: Any, depth: int = 1) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "none"
 
 
-def _slugs(values: list[Any]) -> list[str]:
+def _slugs(values: list[Any], axis: str = "") -> list[str]:
     """An axis's values as folder-name pieces: of paths, their file names where those tell them apart,
     else as many of their last parts as do (every game's DQN Replay files are named alike, so
-    `.../Pong/1/ckpt_*-first_0.01.hdf5` becomes `Pong-1-ckpt_-first_0.01.hdf5`)."""
+    `.../Pong/1/ckpt_*-first_0.01.hdf5` becomes `Pong-1-ckpt_-first_0.01.hdf5`); presets without
+    their `.yaml` (`config=hopper-medium-v2`)."""
+    if axis == CONFIG_AXIS:
+        values = [_without_suffix(str(value)) for value in values]
     deepest = max(len(Path(str(value)).parts) for value in values)
     for depth in range(1, deepest + 1):
         slugs = [_slug(value, depth) for value in values]
         if len(set(slugs)) == len(slugs):
             return slugs
     return [_slug(value, deepest) for value in values]
+
+
+def _without_suffix(path: str) -> str:
+    return next((path.removesuffix(suffix) for suffix in _PRESET_SUFFIXES if path.endswith(suffix)), path)
 
 
 def check_axes(spec: SweepSpec) -> None:
@@ -191,6 +237,8 @@ def check_axes(spec: SweepSpec) -> None:
 
     names: dict[str, str] = {}
     for key in spec.grid:
+        if key == CONFIG_AXIS:
+            continue
         name = setting_named(default, key, source=f"{spec.source}: grid")[1].name
         if name in names:
             raise OfflineRLError(f"{spec.source}: grid axes '{names[name]}' and '{key}' are the same setting")
