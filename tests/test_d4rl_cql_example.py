@@ -64,7 +64,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert first.stdout.count("evaluation 1 (") == 1 and "test_reward" not in first.stdout
     # Only trained evaluations count: policy.pth is evaluation 1's weights, never the untrained ones.
     assert "evaluation before training" in first.stdout
-    first_return = float(re.search(r"evaluation 1 \(1 episodes\): return (-?[\d.]+)", first.stdout).group(1))
+    first_return = float(re.search(r"evaluation 1 \(1 episode\): return (-?[\d.]+)", first.stdout).group(1))
     best = torch.load(run_dir / "policy.pth", weights_only=True)["best_evaluation"]
     assert best["return_mean"] == pytest.approx(first_return, abs=0.01)
 
@@ -89,7 +89,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert 0 < summary["evaluation_seconds"] < summary["seconds"]
     after = torch.load(run_dir / "checkpoint.pth", weights_only=True)
     assert after["epoch"] == 2 and after["gradient_step"] == 30
-    second_return = float(re.search(r"evaluation 2 \(1 episodes\): return (-?[\d.]+)", second.stdout).group(1))
+    second_return = float(re.search(r"evaluation 2 \(1 episode\): return (-?[\d.]+)", second.stdout).group(1))
     # The best survives the resume: replaced only by a better trained evaluation.
     best_after = torch.load(run_dir / "policy.pth", weights_only=True)["best_evaluation"]
     assert best_after["return_mean"] == pytest.approx(max(first_return, second_return), abs=0.01)
@@ -110,7 +110,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert fourth.returncode == 0, fourth.stderr[-2000:]
     resumed = float(
         re.search(
-            r"evaluation of the resumed weights \(epoch 2\) \(1 episodes\): return (-?[\d.]+)", fourth.stdout
+            r"evaluation of the resumed weights \(epoch 2\) \(1 episode\): return (-?[\d.]+)", fourth.stdout
         ).group(1)
     )
     last = json.loads((run_dir / "summary.json").read_text())["last"]
@@ -227,6 +227,29 @@ def test_flag_spellings_and_validation() -> None:
         config_from_args(["--temperature", "0"])
     with pytest.raises(OfflineRLError, match="--watch needs --resume-path"):
         config_from_args(["--watch"])
+
+
+def test_an_evaluation_cut_at_its_steps_scores_the_episodes_that_ended_as_rlkit_does(tmp_path: Path) -> None:
+    """Pendulum's episodes last 200 steps: 300 steps score the first (the second is cut at 100 and left
+    out); 150 steps cut the first, which rlkit keeps, having run the whole budget."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    for budget in (300, 150):
+        logdir = tmp_path / f"log-{budget}"
+        cut = ["--epoch", "1", "--test-steps", str(budget), "--test-steps-cut", "--logdir", str(logdir)]
+        result = run_example(*TINY, *cut, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "evaluation before training (1 episode)" in result.stdout
+        (run_dir,) = (logdir / "Pendulum-v1" / "cql" / "0").iterdir()
+        events = event_accumulator.EventAccumulator(str(run_dir))
+        events.Reload()
+        assert [item.value for item in events.scalars.Items("eval/episodes")] == [1.0]
+        saved = json.loads((run_dir / "run.json").read_text())
+        assert saved["config"]["run"]["test_steps_cut"] is True
+    with pytest.raises(OfflineRLError, match=r"--test-steps-cut plays one env, as rlkit does: give --test-num 1"):
+        config_from_args(["--test-steps", "1000", "--test-steps-cut", "--test-num", "10"])
+    with pytest.raises(OfflineRLError, match=r"--test-steps-cut: add --test-steps N"):
+        config_from_args(["--test-steps-cut", "--test-num", "1"])
 
 
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path, monkeypatch) -> None:

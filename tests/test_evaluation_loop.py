@@ -171,6 +171,53 @@ def test_a_step_budget_on_one_env_plays_dopamines_loop() -> None:
     assert len(set(reference.lens[:7].tolist())) > 1  # episodes of different lengths: the cut points differ
 
 
+def rlkit_paths(lengths: list[int], returns: list[float], num_steps: int) -> list[tuple[float, int]]:
+    """rlkit's `MdpPathCollector.collect_new_paths(max_path_length, num_steps, discard_incomplete_paths=True)`
+    as the CQL authors' D4RL scripts call it (max_path_length = num_steps), on a sequence of episodes
+    of CartPole (+1 a step, so a cut episode's return is its length): each rollout is capped at the
+    steps left; one cut short of max_path_length without ending is dropped, and collection stops."""
+    max_path_length = num_steps
+    paths: list[tuple[float, int]] = []
+    collected, index = 0, 0
+    while collected < num_steps:
+        cap = min(max_path_length, num_steps - collected)
+        length = min(lengths[index], cap)
+        ended = length == lengths[index]
+        if length != max_path_length and not ended:
+            break
+        collected += length
+        paths.append((returns[index] if ended else float(length), length))
+        index += 1
+    return paths
+
+
+def test_episodes_cut_at_the_budget_are_left_out_as_rlkit_does() -> None:
+    """--test-steps-cut on one env scores exactly the paths rlkit keeps of the same seeded episodes: those
+    that end within the budget, or the first alone, cut, when it outlasts the budget."""
+    policy = cartpole_policy(0.5)
+    sequence = EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=10_000, own_loop=False)
+    sequence.reset(reset_stats=False)
+    reference = sequence.collect(n_episode=12)
+    lengths, returns = reference.lens.tolist(), reference.returns.tolist()
+    ends = np.cumsum(lengths)
+    budgets = (lengths[0] - 3, int(ends[2]), int(ends[2]) + 1, int(ends[5]) - 4)
+    for budget in budgets:
+        collector = EvaluationCollector(
+            policy, make_envs("CartPole-v1", 1, False), seed=10_000, min_steps=budget, cut_at_budget=True
+        )
+        collector.reset(reset_stats=False)
+        played = collector.collect(n_episode=1)
+        collector.close()
+        expected = rlkit_paths(lengths, returns, budget)
+        assert list(zip(played.returns.tolist(), played.lens.tolist(), strict=True)) == expected, budget
+        assert played.n_collected_steps == budget  # the steps played, the cut ones included
+    assert rlkit_paths(lengths, returns, budgets[0]) == [(float(budgets[0]), budgets[0])]  # the first, cut
+    assert len(rlkit_paths(lengths, returns, budgets[2])) == 3  # the fourth began and was cut: left out
+    assert lengths[0] > 3 and len(set(lengths[:6])) > 1
+    with pytest.raises(ValueError, match="give min_steps"):
+        EvaluationCollector(policy, make_envs("CartPole-v1", 1, False), seed=0, cut_at_budget=True)
+
+
 def per_env_episodes(policy: Any, num_envs: int, seed: int, count: int) -> list[list[tuple[float, int]]]:
     """Each env's episodes, played on its own from its seed: (return, length), in order."""
     episodes = []

@@ -85,6 +85,8 @@ def test_the_cql_authors_presets_hold_their_codes_values() -> None:
         assert algo.cql_weight == 5.0 and algo.importance_sample and algo.cql_n_actions == 10
         assert not algo.backup_entropy and not algo.max_target_backup and algo.temperature == 1.0
         assert config.run.epoch * config.run.step_per_epoch == 3_000_000
+        # rlkit's evaluation: num_eval_steps_per_epoch 1000 on one env, discard_incomplete_paths
+        assert (config.run.test_num, config.run.test_steps, config.run.test_steps_cut) == (1, 1000, True)
     mujoco, antmaze = configs["mujoco"].algorithm, configs["antmaze"].algorithm
     assert not mujoco.with_lagrange and (mujoco.reward_scale, mujoco.reward_bias) == (1.0, 0.0)
     assert antmaze.with_lagrange and antmaze.target_action_gap == 5.0 / 5.0  # lagrange_thresh / min_q_weight
@@ -237,6 +239,22 @@ def test_a_corl_table_sweep_runs_each_dataset_with_its_own_preset(
         dataset = settings[trial.id].dataset
         own = ["--config", str(REPO_ROOT / "configs/cql" / f"{dataset}.yaml"), "--seed", str(seed)]
         assert settings[trial.id] == d4rl_cql.config_from_args(own), trial.id
+
+
+def test_the_cql_papers_gym_table_runs_the_authors_settings_on_its_v0_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from offline_rl.sweep.spec import load_spec
+
+    monkeypatch.chdir(REPO_ROOT)
+    trials = load_spec(REPO_ROOT / "configs" / "sweeps" / "cql-mujoco-authors.yaml").trials()
+    kinds = ("random", "medium", "expert", "medium-expert", "medium-replay")
+    expected = {f"{env}-{kind}-v0" for env in ("halfcheetah", "hopper", "walker2d") for kind in kinds}
+    assert {dict(trial.values)["dataset"] for trial in trials} == expected and len(trials) == 4 * len(expected)
+    authors = REPO_ROOT / "configs" / "cql_authors" / "mujoco.yaml"
+    for trial in trials:
+        values = dict(trial.values)
+        own = ["--config", str(authors), "--dataset", values["dataset"], "--seed", str(values["seed"])]
+        settings = d4rl_cql.config_from_args(list(trial.arguments))
+        assert settings == d4rl_cql.config_from_args(own) and not settings.task  # evaluated on its data's env
 
 
 def test_the_gym_mujoco_table_keeps_hoppers_reward_normalisation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,16 +104,17 @@ class EvaluationReporter:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64)) | self.value_check(stats)
         self.seconds += float(stats.collect_time)
         episodes = int(record["episodes"])
+        played = f"{episodes} episode{'' if episodes == 1 else 's'}"
         self.current_is_initial, self._initial_pending = self._initial_pending, False
         text = self.format(record) + self.format_value_check(record)
         if self.current_is_initial:
             self.initial = record
             what = "before training" if self.first_index == 0 else f"of the resumed weights (epoch {self.first_index})"
-            print(f"evaluation {what} ({episodes} episodes): {text}", flush=True)
+            print(f"evaluation {what} ({played}): {text}", flush=True)
             return self.best_score
         self.history.append(record)
         index = self.first_index + len(self.history)
-        print(f"evaluation {index} ({episodes} episodes): {text}", flush=True)
+        print(f"evaluation {index} ({played}): {text}", flush=True)
         if self.writer is not None:
             step = self.updates_done() if self.updates_done is not None else index
             # the episodes too: a budget of steps (--test-steps) plays as many as fit, which varies with the play

@@ -35,6 +35,12 @@ until 125 000 agent steps are taken and averages the games played, so a game of 
 scored on fewer of them. On one env that is their loop exactly; on several, every env plays whole
 episodes and starts another only while fewer than `min_steps` steps have been taken in all. Only the
 own loop plays step budgets (the trainer's `n_episode` is then ignored).
+
+With `cut_at_budget` (`--test-steps-cut`), the episode under way when the budget is spent is cut there
+and left out, unless no episode has ended (then it ran the whole budget, and is scored as it stands):
+rlkit's `MdpPathCollector` with `discard_incomplete_paths`, the evaluation of the CQL authors' D4RL code
+(1000 steps on one env each epoch, episodes of at most 1000 steps). A policy whose episodes end early
+is scored on those that end within the budget.
 """
 
 from __future__ import annotations
@@ -53,11 +59,24 @@ class EvaluationCollector(Collector):
     env i with `seed + i`, at every reset (the trainer resets it before each evaluation; `--watch`
     once), and numpy's global generator with `seed` for each collection."""
 
-    def __init__(self, policy: Any, envs: Any, seed: int, *, own_loop: bool = True, min_steps: int = 0) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        envs: Any,
+        seed: int,
+        *,
+        own_loop: bool = True,
+        min_steps: int = 0,
+        cut_at_budget: bool = False,
+    ) -> None:
         """`own_loop=False` plays every collection with Tianshou's loop (tests and benchmarks compare);
-        `min_steps` > 0 makes every episode collection a budget of that many agent steps (module docstring)."""
+        `min_steps` > 0 makes every episode collection a budget of that many agent steps, whose episodes
+        under way finish, or with `cut_at_budget` are cut and left out (module docstring)."""
         if min_steps and not own_loop:
             raise ValueError("a budget of steps is played by the own loop only")
+        if cut_at_budget and not min_steps:
+            raise ValueError("episodes are cut at a budget of steps: give min_steps")
+        self.cut_at_budget = cut_at_budget
         self.seeds = [seed + index for index in range(envs.env_num)]
         self.own_loop = own_loop
         self.min_steps = min_steps
@@ -89,7 +108,9 @@ class EvaluationCollector(Collector):
         if self.reset_owed is not None:
             self.reset_env(self.reset_owed)
         if n_episode is not None and self._own_loop_covers(random, render):
-            stats = self._play_episodes(n_episode, gym_reset_kwargs or {}, min_steps=self.min_steps)
+            stats = self._play_episodes(
+                n_episode, gym_reset_kwargs or {}, min_steps=self.min_steps, cut_at_budget=self.cut_at_budget
+            )
             if stats is not None:
                 return stats
         if n_episode is not None and self.min_steps:
@@ -118,16 +139,17 @@ class EvaluationCollector(Collector):
         self.partial_episodes = False
 
     def _play_episodes(
-        self, n_episode: int, gym_reset_kwargs: dict[str, Any], *, min_steps: int = 0
+        self, n_episode: int, gym_reset_kwargs: dict[str, Any], *, min_steps: int = 0, cut_at_budget: bool = False
     ) -> CollectStats | None:
         """Tianshou's `Collector._collect` for `n_episode`, less the buffer and the info `Batch`es; with
-        `min_steps` > 0, whole episodes on every env until that many steps are taken (`n_episode` unused).
+        `min_steps` > 0, whole episodes on every env until that many steps are taken (`n_episode` unused),
+        or with `cut_at_budget` episodes until then, the ones under way left out.
 
         Returns None, having stepped no env, for a policy that returns a hidden state (recurrent
         policies: Tianshou's loop carries and resets their states)."""
         if self._pre_collect_obs_RO is None:
             raise ValueError("reset the collector (reset or reset_env) before collecting")
-        quota = EvaluationQuota(n_episode, min_steps)
+        quota = EvaluationQuota(n_episode, min_steps, cut=cut_at_budget)
         ready = np.arange(quota.envs_playing(self.env_num))  # the envs that play, by their index in the vector env
         observations = self._pre_collect_obs_RO[ready]
         ledger = EpisodeLedger(self.env_num, keeps_starts=isinstance(observations, np.ndarray))
@@ -148,10 +170,16 @@ class EvaluationCollector(Collector):
                 ledger.add(ready, rewards)
                 observations = np.array(next_observations, copy=True)
                 finished = np.flatnonzero(np.logical_or(terminated, truncated))
+                if len(finished):
+                    ledger.end(ready[finished])
+                    quota.add_episodes(len(finished))
+                if quota.cuts_now():  # the episodes under way are left out,
+                    if not ledger.returns:  # unless none ended: rlkit keeps a first one that ran the whole budget
+                        ledger.end(ready)
+                        quota.add_episodes(len(ready))
+                    break
                 if not len(finished):
                     continue
-                ledger.end(ready[finished])
-                quota.add_episodes(len(finished))
                 if quota.budget_spent():  # envs that finish stop
                     stopping = finished
                 else:
@@ -195,12 +223,13 @@ class EvaluationQuota:
     """How much an evaluation plays, counted as it plays: `n_episode` episodes by Tianshou's rule (as
     many envs as episodes, up to all, and an env that finishes stops once enough episodes are under
     way, the first ones first), or with `min_steps`, whole episodes on every env until that many steps
-    are taken (an env that finishes then stops; the others finish theirs). Its bar counts what the
-    quota counts."""
+    are taken (an env that finishes then stops; the others finish theirs), or with `cut` too, episodes
+    until then (those under way are cut there). Its bar counts what the quota counts."""
 
-    def __init__(self, n_episode: int, min_steps: int) -> None:
+    def __init__(self, n_episode: int, min_steps: int, *, cut: bool = False) -> None:
         self.n_episode = n_episode
         self.min_steps = min_steps
+        self.cut = cut
         self.steps = self.episodes = 0
         self.bar = EvaluationBar(min_steps, "step") if min_steps else EvaluationBar(n_episode, "episode")
 
@@ -220,6 +249,10 @@ class EvaluationQuota:
     def budget_spent(self) -> bool:
         """Whether no env starts another episode: the budget of steps is spent."""
         return bool(self.min_steps) and self.steps >= self.min_steps
+
+    def cuts_now(self) -> bool:
+        """Whether the budget is spent and what is under way is cut (`cut`): rlkit's rule."""
+        return self.cut and self.budget_spent()
 
     def surplus(self, playing: int) -> int:
         """How many of the envs that just finished stop, of `playing` envs: those beyond the episodes

@@ -101,6 +101,12 @@ class RunConfig:
         "paper's Atari protocol: 125000; with --render: --test-num episodes); 0: --test-num episodes",
         minimum=0,
     )
+    test_steps_cut: bool = setting(
+        False,
+        "with --test-steps: the episode under way when the steps are spent is cut there and left out of the "
+        "score, as the CQL authors' D4RL code (rlkit) evaluates: 1000 steps on one env (--test-num 1); "
+        "without, episodes under way finish (Dopamine's)",
+    )
     logdir: str = setting("log", "root of the run folders <logdir>/<task>/<algo>/<seed>/<time>")
     render: float = setting(
         0.0, "seconds between rendered frames while evaluating (0: no rendering)", minimum=0, per_invocation=True
@@ -134,10 +140,18 @@ class RunConfig:
             "--export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
         )
         require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
+        require(not self.test_steps_cut or self.test_steps > 0, "--test-steps-cut: add --test-steps N (the steps)")
+        require(
+            not self.test_steps_cut or self.test_num == 1,
+            f"--test-steps-cut plays one env, as rlkit does: give --test-num 1 (on {self.test_num} envs sharing "
+            "the steps, every episode could be cut and none scored)",
+        )
 
     def evaluation_plan(self, episode: str = "episode") -> str:
         """What each evaluation plays, for the lines that announce a run: "10 episodes", or "whole
         episodes for 125000 steps on 10 envs" (`episode` names them: a game, for Atari)."""
+        if self.test_steps and self.test_steps_cut:
+            return f"{self.test_steps} agent steps of {episode}s, the one under way then left out"
         if self.test_steps:
             return f"whole {episode}s for {self.test_steps} agent steps on {self.test_num} env(s)"
         return f"{self.test_num} {episode}(s)"

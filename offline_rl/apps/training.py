@@ -126,13 +126,15 @@ def evaluation_collector(policy: Any, make_env: Callable[[], Any], run: RunConfi
     """The evaluation collector of a run: --test-num envs from `make_env` (`vector_envs`), reseeded
     `--seed` + 10 000 + i before every evaluation (`EvaluationCollector`); the offset keeps their
     episodes apart from the training envs an online run seeds from `--seed`. Each evaluation plays
-    --test-num episodes, or whole episodes for --test-steps steps (not while rendering: a window
-    to watch needs no budget, and the own loop that plays budgets draws nothing)."""
+    --test-num episodes, or episodes for --test-steps steps, whole or cut there (--test-steps-cut)
+    (not while rendering: a window to watch needs no budget, and the own loop that plays budgets
+    draws nothing)."""
     from offline_rl.apps.evaluation_collector import EvaluationCollector
 
     seed = run.seed + 10_000
     envs = vector_envs(make_env, run.test_num, seed, rendering=rendering)
-    return EvaluationCollector(policy, envs, seed, min_steps=0 if rendering else run.test_steps)
+    budget = 0 if rendering else run.test_steps
+    return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=run.test_steps_cut)
 
 
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
