@@ -108,6 +108,31 @@ def test_missing_dataset_id_names_where_it_looked(tmp_path: Path) -> None:
     assert "download" in str(caught.value)
 
 
+def test_a_misspelt_id_of_a_dataset_that_is_here_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from offline_rl.download import PROXY_VARIABLES
+    from offline_rl.errors import DownloadError
+
+    rng = np.random.default_rng(1)
+    box = gym.spaces.Box(-10, 10, (3,), np.float32)
+    _create("test/pointmass/mixed-v0", _episodes(rng, SPECS, lambda n: rng.normal(size=(n, 3)).astype(np.float32)), box)
+    with pytest.raises(DatasetError, match=r"; did you mean 'test/pointmass/mixed-v0' \(here\)\? else pass download"):
+        load_minari("test/pointmas/mixed-v0")
+    with pytest.raises(DatasetError) as caught:  # nothing near it here: no guess
+        load_minari("mujoco/halfcheetah/medium-v0")
+    assert "did you mean" not in str(caught.value)
+    for name in PROXY_VARIABLES:  # with --download and no network: the same guess
+        monkeypatch.delenv(name, raising=False)
+
+    def no_network(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    with pytest.raises(DownloadError, match=r"; did you mean 'test/pointmass/mixed-v0' \(here\)\? else copy"):
+        load_minari("test/pointmas/mixed-v0", download=True)
+
+
 def test_directory_that_is_not_a_dataset(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetError, match="not a Minari dataset directory"):

@@ -55,7 +55,7 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
 
         raise DatasetError(
             f"Minari dataset '{dataset_id}' not found locally at {get_dataset_path(dataset_id)}; "
-            "pass download=True (--download) to fetch it, or give a dataset directory"
+            f"{_local_near_miss(dataset_id)}pass download=True (--download) to fetch it, or give a dataset directory"
         ) from None
     except ImportError as error:
         raise DownloadError(
@@ -70,6 +70,17 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
         if download:
             raise _download_error(dataset_id, error) from None
         raise
+
+
+def _local_near_miss(dataset_id: str) -> str:
+    """`did you mean ... (here)? else ` for an id one typo away from a dataset already here: a misspelt
+    id would otherwise send the user to download what they have."""
+    import difflib
+
+    import minari
+
+    close = difflib.get_close_matches(dataset_id, list(minari.list_local_datasets()), n=1, cutoff=0.8)
+    return f"did you mean '{close[0]}' (here)? else " if close else ""
 
 
 MINARI_HOSTS = {"hf": "huggingface.co", "gcp": "storage.googleapis.com"}
@@ -95,7 +106,8 @@ def _download_error(dataset_id: str, error: BaseException) -> DownloadError:
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
     return DownloadError(
         f"Minari dataset '{dataset_id}' is not at {get_dataset_path(dataset_id)} and could not be "
-        f"downloaded ({reason}); copy the dataset directory there (or set MINARI_DATASETS_PATH)"
+        f"downloaded ({reason}); {_local_near_miss(dataset_id)}copy the dataset directory there (or set "
+        "MINARI_DATASETS_PATH)"
     )
 
 
