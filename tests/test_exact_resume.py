@@ -143,7 +143,7 @@ def assert_same_checkpoints(first: Path, second: Path, *, exact: bool) -> None:
 
 
 def evaluations(stdout: str) -> dict[str, str]:
-    return dict(re.findall(r"^evaluation (.+?) \(\d+ episodes\): (return .+)$", stdout, flags=re.MULTILINE))
+    return dict(re.findall(r"^evaluation (.+?) \(\d+ episodes?\): (return .+)$", stdout, flags=re.MULTILINE))
 
 
 def assert_same_evaluation(first: str, second: str, *, exact: bool) -> None:
