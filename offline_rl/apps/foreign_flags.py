@@ -145,6 +145,22 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(
         ("data_subtract",), "the CQL authors'", None, "no setting: the dataset's Q is always subtracted (their True)"
     ),
+    # ... and the rlkit algorithm_kwargs and variant keys of their scripts.
+    ForeignName(("num_epochs",), "the CQL authors' (rlkit's)", "--epoch"),
+    ForeignName(("num_trains_per_train_loop",), "the CQL authors' (rlkit's)", "--step-per-epoch"),
+    ForeignName(
+        ("num_eval_steps_per_epoch",),
+        "the CQL authors' (rlkit's)",
+        "--test-steps",
+        "with --test-steps-cut --test-num 1, rlkit's evaluation exactly (their presets: configs/cql_authors/)",
+    ),
+    ForeignName(
+        ("max_path_length",),
+        "the CQL authors' (rlkit's)",
+        None,
+        "no setting: episodes end at the env's own time limit (MuJoCo's 1000, their value)",
+    ),
+    ForeignName(("layer_size",), "the CQL authors'", "--critic-width", "and --hidden-sizes M M M for the actor"),
     # jrl's CQL (google-research/jrl: cql.config.CQLConfig and its runner's flags).
     ForeignName(("q_lr",), "jrl's", "--critic-lr"),
     ForeignName(("num_bc_iters",), "jrl's", "--bc-steps"),
