@@ -5,6 +5,7 @@ left as Tianshou leaves them, so the next evaluation is the same too."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -298,3 +299,17 @@ def test_a_long_evaluation_counts_its_episodes_or_steps_on_a_bar(
     done = stats.n_collected_steps if min_steps else 3
     assert last.startswith("evaluation: 100%") and f"{done}/{done} [" in last, last
     assert ("step" if min_steps else "episode") in last.split("[", 1)[1]  # the unit of its rate
+
+
+def test_rendering_plays_episodes_even_where_the_run_cuts_its_evaluations_at_a_budget() -> None:
+    """`--watch --render` of a run made with the CQL authors' presets (which set --test-steps-cut): a
+    window plays --test-num episodes, and asks for no budget to cut."""
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.training import evaluation_collector
+
+    run = RunConfig(test_num=1, test_steps=1000, test_steps_cut=True)
+    for rendering, expected in ((False, (1000, True)), (True, (0, False))):
+        make_env = functools.partial(gym.make, "CartPole-v1")
+        collector = evaluation_collector(cartpole_policy(0.0), make_env, run, rendering=rendering)
+        assert (collector.min_steps, collector.cut_at_budget) == expected
+        collector.close()

@@ -134,7 +134,7 @@ def evaluation_collector(policy: Any, make_env: Callable[[], Any], run: RunConfi
     seed = run.seed + 10_000
     envs = vector_envs(make_env, run.test_num, seed, rendering=rendering)
     budget = 0 if rendering else run.test_steps
-    return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=run.test_steps_cut)
+    return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=bool(budget) and run.test_steps_cut)
 
 
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
