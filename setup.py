@@ -20,16 +20,16 @@ setup(
     python_requires=">=3.11",
     install_requires=[
         "tianshou>=2.0.1,<3",
-        "torch>=2.2",
+        "torch>=2.5",  # 2.2 to 2.4: torch.export cannot export the policies (--export-policy .pt2)
         "numpy>=1.26",
-        "gymnasium[mujoco]>=1.0",
-        "mujoco>=3.1",
+        "gymnasium[mujoco]>=1.1",  # gymnasium.vector.AutoresetMode (collection) came in 1.1
+        "mujoco>=3.2",  # 3.1 normalises qpos quaternions at reset: AntMaze starts not as D4RL's
         "ale-py>=0.9",
-        "opencv-python-headless>=4.8",  # gymnasium's AtariPreprocessing resizes frames with cv2
-        "h5py>=3.9",
+        "opencv-python-headless>=4.10.0.84",  # AtariPreprocessing resizes with cv2; the first built for numpy 2
+        "h5py>=3.11",  # 3.9 crashes closing a file on a full disk; 3.10 is not built for numpy 2
         "google-crc32c>=1.5",  # TFRecord checksums for the RL Unplugged reader (hardware CRC-32C)
-        "minari[hf]>=0.5",  # hf: Minari downloads datasets through huggingface_hub
-        "tensorboard>=2.14",
+        "minari[hf]>=0.5.2",  # hf (from 0.5.2): Minari downloads datasets through huggingface_hub
+        "tensorboard>=2.18",  # before, its TensorFlow stub needs np.string_, gone in numpy 2
         "tqdm>=4.60",
     ],
     entry_points={

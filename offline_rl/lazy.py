@@ -14,7 +14,13 @@ def lazy_exports(package: str, sources: dict[str, str]) -> tuple[Callable[[str],
     def getattr_(name: str) -> Any:
         if name not in sources:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(sources[name]), name)
+        try:
+            module = importlib.import_module(sources[name])
+        except AttributeError as error:
+            # Raised by the import (a dependency using an API its installed version lacks), it would leave
+            # `__getattr__` as "no attribute" and read as `cannot import name ...`, hiding its cause.
+            raise ImportError(f"{package}.{name}: importing {sources[name]} failed: {error}") from error
+        return getattr(module, name)
 
     def dir_() -> list[str]:
         return sorted(sources)

@@ -304,6 +304,7 @@ def record_minari_dataset(
     would need jax), `metadata` (reference scores) passed on. Observations are copied as they come
     (an env may hand out one dict object per call, as Franka Kitchen does) and may be nested dicts.
     Returns the episodes written."""
+    import inspect
     import warnings
 
     import minari
@@ -343,6 +344,8 @@ def record_minari_dataset(
             )
             obs, _ = env.reset()
             observations, actions, rewards, terminations, truncations = [copied(obs)], [], [], [], []
+    if "jpeg_encoding" not in inspect.signature(minari.create_dataset_from_buffers).parameters:
+        metadata.pop("jpeg_encoding", None)  # before Minari 0.5.4 (its first) its HDF5 files hold images raw
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         minari.create_dataset_from_buffers(

@@ -107,6 +107,33 @@ def test_hdf5_of_unknown_layout(tmp_path: Path) -> None:
         load_buffer(path)
 
 
+def test_tianshou_buffer_files_cut_down_or_empty_name_what_is_wrong(tmp_path: Path) -> None:
+    """A buffer file from an interrupted copy or another tool's writer: its missing column, or its
+    emptiness, named in one line rather than a KeyError or a zero-length sample later."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    from offline_rl.data import save_buffer
+
+    buffer = ReplayBuffer(8)
+    for step in range(5):
+        ends = {"terminated": [step == 4], "truncated": [False]}
+        buffer.add(Batch(obs=[step], act=[0], rew=[1.0], obs_next=[step + 1], info={}, **ends))
+    whole = tmp_path / "whole.hdf5"
+    save_buffer(buffer, whole)
+    assert len(load_buffer(whole)) == 5
+    without_rewards = tmp_path / "no-rew.hdf5"
+    without_rewards.write_bytes(whole.read_bytes())
+    with h5py.File(without_rewards, "a") as file:
+        del file["_meta/rew"]
+    with pytest.raises(DatasetError, match=r"^.*no-rew\.hdf5: buffer is missing key '_meta/rew'$"):
+        load_buffer(without_rewards)
+    empty = tmp_path / "empty.hdf5"
+    ReplayBuffer(8).save_hdf5(str(empty))
+    with pytest.raises(DatasetError) as caught:  # Tianshou writes no columns for it
+        load_buffer(empty)
+    assert str(caught.value) == f"{empty}: buffer holds no transitions"
+
+
 def test_unknown_source_string() -> None:
     with pytest.raises(DatasetError, match="not a D4RL dataset name") as raised:
         load_dataset("definitely not a dataset")

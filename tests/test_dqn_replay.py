@@ -291,6 +291,39 @@ def test_checkpoints_convert_in_worker_processes_as_they_would_one_by_one(tmp_pa
     assert "converted 3 checkpoint(s)" in done.stdout.splitlines()[-1]
 
 
+def _gzip_npy(path: Path, header_array: np.ndarray, payload: bytes | None = None) -> Path:
+    """A gzip-compressed .npy file whose header describes `header_array`, followed by `payload` (its
+    data by default): a file that decompresses cleanly yet holds fewer rows than its header says."""
+    with open(path, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb") as out:
+        np.lib.format.write_array_header_1_0(out, np.lib.format.header_data_from_array_1_0(header_array))
+        out.write(header_array.tobytes() if payload is None else payload)
+    return path
+
+
+def test_arrays_that_are_not_dopamines_are_one_line_errors(tmp_path: Path) -> None:
+    from offline_rl.dqn_replay.npy_stream import NpyStream, read_npy
+
+    rows = np.arange(40, dtype=np.int32).reshape(10, 4)
+    whole = _gzip_npy(tmp_path / "whole.gz", rows)
+    np.testing.assert_array_equal(read_npy(whole), rows)
+    np.testing.assert_array_equal(read_npy(whole, rows=3), rows[:3])
+    short = _gzip_npy(tmp_path / "short.gz", rows, rows[:4].tobytes())  # re-compressed from a partial copy
+    with NpyStream(short) as stream:
+        np.testing.assert_array_equal(stream.read_rows(3), rows[:3])
+        with pytest.raises(DatasetError, match=r"short\.gz: ends after 4 of its 10 rows \(an interrupted download"):
+            stream.read_rows(5)
+    with open(tmp_path / "pickled.gz", "wb") as file, gzip.GzipFile(fileobj=file, mode="wb") as out:
+        np.save(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(DatasetError, match=r"pickled\.gz: holds a pickled array, not one of Dopamine's"):
+        read_npy(tmp_path / "pickled.gz")
+    fortran = _gzip_npy(tmp_path / "fortran.gz", np.asfortranarray(rows))
+    with pytest.raises(DatasetError, match=r"fortran\.gz: holds a Fortran-ordered array, not one of Dopamine's"):
+        read_npy(fortran)
+    assert read_npy(_gzip_npy(tmp_path / "scalar.gz", np.array(7, np.int64))) == 7  # an add count is 0-d
+    with pytest.raises(DatasetError, match=r"absent\.gz: cannot be read \(No such file or directory\)"):
+        read_npy(tmp_path / "absent.gz")
+
+
 def test_a_damaged_checkpoint_among_workers_fails_alone_and_leaves_no_partial_file(tmp_path: Path) -> None:
     folder = tmp_path / "replay_logs"
     three_checkpoints(folder)

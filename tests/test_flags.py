@@ -343,6 +343,24 @@ def test_packages_import_their_names_on_first_use_and_every_name_resolves(packag
     assert (loaded, missing) == ("[]", "[]")
 
 
+def test_a_lazily_imported_name_whose_module_fails_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """numpy 2 with TensorBoard 2.14 fails inside the import with an AttributeError (`np.string_`); through
+    a package's `__getattr__` that read as "cannot import name 'FrameStackBufferBuilder'", naming no cause."""
+    import sys
+
+    from offline_rl.lazy import lazy_exports
+
+    (tmp_path / "breaks_on_import.py").write_text("import numpy as np\nnp.string_is_gone\nclass Thing: ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = type(sys)("fake_package")
+    package.__getattr__, package.__dir__ = lazy_exports("fake_package", {"Thing": "breaks_on_import"})
+    monkeypatch.setitem(sys.modules, "fake_package", package)
+    with pytest.raises(ImportError, match=r"fake_package\.Thing: importing breaks_on_import failed: .*string_is_gone"):
+        from fake_package import Thing  # noqa: F401
+    with pytest.raises(AttributeError, match="no attribute 'Other'"):  # a name it does not export stays one
+        package.Other  # noqa: B018
+
+
 def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
     import importlib
     import re as regex

@@ -143,6 +143,46 @@ def test_a_sweep_trial_told_to_stop_is_not_retried(code: int, tmp_path: Path) ->
     assert (outcome.status, outcome.attempts) == ("interrupted", 1)
 
 
+FLAKY_TRIAL = """
+import json, os, pathlib, sys
+args = sys.argv[1:]
+if "--resume-path" in args:  # the retry: finish the run the checkpoint belongs to
+    run = pathlib.Path(args[args.index("--resume-path") + 1]).parent
+    (run / "summary.json").write_text(json.dumps({"total_updates": 10, "last": {"return_mean": 1.5}}))
+    sys.exit(0)
+run = pathlib.Path(args[args.index("--logdir") + 1]) / "Task" / "cql" / "0" / "run"
+run.mkdir(parents=True)
+(run / "checkpoint.pth").write_bytes(b"")
+os.kill(os.getpid(), 9)  # as the kernel's OOM killer would
+"""
+
+
+def test_a_sweep_trial_killed_after_a_checkpoint_is_retried_from_it(tmp_path: Path) -> None:
+    from offline_rl.sweep.trial import run_trial
+
+    (tmp_path / "flaky.py").write_text(FLAKY_TRIAL)
+    folder = tmp_path / "trial"
+    outcome = run_trial("flaky", "t", ["--seed", "0"], str(folder), max_retries=2, cwd=str(tmp_path))
+    assert (outcome.status, outcome.attempts, outcome.resumed) == ("done", 2, True)
+    assert (outcome.score, outcome.updates) == (1.5, 10)
+    attempts = [line for line in (folder / "output.log").read_text().splitlines() if line.startswith("[sweep] attempt")]
+    checkpoint = folder / "Task" / "cql" / "0" / "run" / "checkpoint.pth"
+    assert attempts == [
+        f"[sweep] attempt 1: --seed 0 --logdir {folder}",
+        f"[sweep] attempt 2: --resume-path {checkpoint}",
+    ]
+
+
+def test_a_sweep_trial_that_keeps_crashing_fails_after_its_retries(tmp_path: Path) -> None:
+    from offline_rl.sweep.trial import run_trial
+
+    (tmp_path / "crashes.py").write_text("import sys\nsys.exit(1)\n")
+    folder = tmp_path / "trial"
+    outcome = run_trial("crashes", "t", [], str(folder), max_retries=2, cwd=str(tmp_path))
+    assert (outcome.status, outcome.attempts, outcome.resumed) == ("failed", 3, False)
+    assert outcome.message == f"exited with status 1 in each of 3 attempts; see {folder / 'output.log'}"
+
+
 def test_a_conversion_sigterm_reaches_its_workers_which_stop_their_shards(tmp_path: Path) -> None:
     """Kubernetes signals a container's first process only: the converter passes SIGTERM on, so its
     workers stop now (leaving no temporary file) rather than finish their shards first."""

@@ -101,6 +101,63 @@ def test_dict_observations_are_flattened_in_sorted_key_order() -> None:
     np.testing.assert_array_equal(gym.spaces.flatten(space, sample), [3, 4, 5, 1, 2])
 
 
+def test_tuple_observations_are_flattened_in_position_order() -> None:
+    rng = np.random.default_rng(2)
+    space = gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Box(-1, 1, (1,), np.float32)))
+
+    def make_obs(n: int) -> tuple[np.ndarray, np.ndarray]:
+        return rng.normal(size=(n, 2)).astype(np.float32), rng.normal(size=(n, 1)).astype(np.float32)
+
+    episodes = _episodes(rng, SPECS[:2], make_obs)
+    _create("test/tupleenv/flat-v0", episodes, space)
+    buffer = load_minari("test/tupleenv/flat-v0")
+    expected = [np.concatenate(e.observations, axis=1) for e in episodes]
+    np.testing.assert_array_equal(buffer.obs, np.concatenate([flat[:-1] for flat in expected]))
+    np.testing.assert_array_equal(buffer.obs_next, np.concatenate([flat[1:] for flat in expected]))
+    sample = (np.array([1, 2], np.float32), np.array([3], np.float32))  # gymnasium's order, as FlattenObservation
+    np.testing.assert_array_equal(gym.spaces.flatten(space, sample), [1, 2, 3])
+
+
+def test_an_episode_stored_unfinished_ends_truncated_and_is_not_bridged() -> None:
+    """Minari keeps whatever ends an episode was given: one with neither flag at its last step (a
+    collector stopped mid-episode) must still end there, or the next episode's start would be its
+    successor."""
+    rng = np.random.default_rng(3)
+    box = gym.spaces.Box(-10, 10, (3,), np.float32)
+    specs = [(4, "terminated"), (3, "truncated"), (2, "terminated")]
+    episodes = _episodes(rng, specs, lambda n: rng.normal(size=(n, 3)).astype(np.float32))
+    episodes[1].truncations[-1] = False  # the second episode stored unfinished
+    _create("test/pointmass/unfinished-v0", episodes, box)
+    buffer = load_minari("test/pointmass/unfinished-v0")
+    assert buffer.truncated.tolist() == [False] * 4 + [False, False, True] + [False, False]
+    assert buffer.terminated.tolist() == [False, False, False, True] + [False] * 3 + [False, True]
+    np.testing.assert_array_equal(buffer.obs_next[6], episodes[1].observations[-1])  # its own last observation
+
+
+@pytest.mark.parametrize(
+    ("space", "expected"),
+    [
+        (gym.spaces.Discrete(16), "observation_space is Discrete(16); expected Box, or Dict/Tuple of Boxes"),
+        (
+            gym.spaces.Dict({"cell": gym.spaces.Discrete(4), "pose": gym.spaces.Box(-1, 1, (2,), np.float32)}),
+            "unsupported observation space Discrete(4); expected Box, or Dict/Tuple of Boxes",
+        ),
+    ],
+)
+def test_observations_that_are_not_boxes_are_refused_in_one_line(space: gym.Space, expected: str) -> None:
+    rng = np.random.default_rng(4)
+    samples = [space.sample() for _ in range(4)]
+    if isinstance(space, gym.spaces.Dict):
+        observations = {key: np.stack([sample[key] for sample in samples]) for key in space}
+    else:
+        observations = np.array(samples)
+    episodes = _episodes(rng, [(3, "terminated")], lambda n: observations)
+    _create("test/gridworld/cells-v0", episodes, space)
+    with pytest.raises(DatasetError) as caught:
+        load_minari("test/gridworld/cells-v0")
+    assert str(caught.value) == f"Minari dataset 'test/gridworld/cells-v0': {expected}"
+
+
 def test_missing_dataset_id_names_where_it_looked(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as caught:
         load_minari("mujoco/halfcheetah/medium-v0")

@@ -16,7 +16,7 @@ import numpy as np
 from tianshou.data import ReplayBuffer
 
 from offline_rl.atomic import atomic_hdf5, atomic_path
-from offline_rl.compat import write_buffer_hdf5
+from offline_rl.compat import read_buffer_hdf5, write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
 from offline_rl.data.names import combined_label
@@ -76,6 +76,8 @@ def _buffer_class(file_path: Path) -> type[ReplayBuffer]:
                 required: tuple[str, ...] = POOL_KEYS + REQUIRED_META_KEYS
             else:
                 required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
+            if not frame_pool and len(meta) == 0:  # Tianshou saves an empty buffer with no columns at all
+                raise DatasetError(f"{file_path}: buffer holds no transitions")
             missing = [key for key in required if key not in (file if key in _ROOT_KEYS else meta)]
             if missing:
                 where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
@@ -128,7 +130,10 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
 
 def _load(file_path: Path, buffer_class: type[ReplayBuffer]) -> ReplayBuffer:
     try:
-        buffer = buffer_class.load_hdf5(str(file_path))
+        if buffer_class is FramePoolBuffer:
+            buffer = FramePoolBuffer.load_hdf5(str(file_path))
+        else:
+            buffer = read_buffer_hdf5(buffer_class, str(file_path))
     except OSError as error:
         raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
     return _checked(buffer, str(file_path))
