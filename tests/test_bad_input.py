@@ -64,6 +64,9 @@ BAD_D4RL_FILES = {
         "expected",
     ),
     "empty": (lambda arrays: {key: value[:0] for key, value in arrays.items()}, "'observations'", "empty"),
+    "one number per observation": (_set("observations", lambda a: a[:, 0]), "'observations'", "(N, obs_dim)"),
+    "actions with a third axis": (_set("actions", lambda a: a[..., None]), "'actions'", "(N, act_dim)"),
+    "two rewards per step": (_set("rewards", lambda a: np.stack([a, a], axis=1)), "'rewards'", "expected (8,)"),
 }
 
 

@@ -262,6 +262,18 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
             "configs/cql/hopper-medium-v2.yaml]\n",
             "grid axis 'config' repeats a value",
         ),
+        ("example: d4rl_cql\ngrid: {seed: [0, 1, 0]}\n", "grid axis 'seed' repeats a value"),
+        ("- d4rl_cql\n- seed\n", "expected a mapping with example, set and grid"),
+        (
+            "example: d4rl_cql\nseeds: 3\ngrid: {seed: [0]}\n",
+            "unknown key 'seeds'; expected config, example, grid, name, set",
+        ),
+        ("grid: {seed: [0]}\n", "no 'example' (one of d4rl_cql, atari_cql)"),
+        ("example: d4rl_cql\nset: [seed]\ngrid: {seed: [0]}\n", "'set' and 'grid' must be mappings of flag names"),
+        (
+            "example: d4rl_cql\nset: {cql_weight: 1, min_q_weight: 5}\ngrid: {seed: [0]}\n",
+            "'min_q_weight' names the setting cql_weight a second time",
+        ),
     ],
 )
 def test_a_bad_sweep_file_fails_before_any_trial(
@@ -274,6 +286,14 @@ def test_a_bad_sweep_file_fails_before_any_trial(
         sweep_main([str(path), "--logdir", str(tmp_path / "log")])
     assert message in str(raised.value) and str(raised.value).startswith(str(path))
     assert not (tmp_path / "log").exists()  # nothing started, nothing written
+
+
+def test_a_missing_sweep_file_or_a_grid_item_without_a_value_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(OfflineRLError, match=r"^.*absent\.yaml: no such sweep file$"):
+        sweep_main([str(tmp_path / "absent.yaml"), "--logdir", str(tmp_path / "log")])
+    with pytest.raises(OfflineRLError, match=r"^--grid seed: expected KEY=VALUE$"):
+        sweep_main(["--example", "d4rl_cql", "--grid", "seed", "--logdir", str(tmp_path / "log")])
+    assert not (tmp_path / "log").exists()
 
 
 def test_a_bad_sweep_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
