@@ -49,14 +49,14 @@ setup(
     extras_require={
         # TensorFlow writes the RL Unplugged test shards and runs the benchmark's baseline; the converter
         # itself reads shards without it.
-        "rlu": ["tensorflow>=2.15"],
+        "rlu": ["tensorflow>=2.18"],  # 2.15 to 2.17 pin TensorBoards older than the 2.18 numpy 2 needs
         # Results tables (rliable's IQM and bootstrap intervals) and plots, for sweeps and `offline_rl.results`.
         "results": ["rliable>=1.2", "matplotlib>=3.8"],
         # Sweeps and RL Unplugged conversion on a Ray cluster (`--ray-address`); the local engine never imports it.
-        "ray": ["ray>=2.9"],
+        "ray": ["ray>=2.10"],  # 2.9 imports pkg_resources, which setuptools 81 and later lack
         # Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen): the evaluation envs of
         # Minari's D4RL datasets; registered on first use by offline_rl.envs.make_env.
-        "robotics": ["gymnasium-robotics>=1.4"],
+        "robotics": ["gymnasium-robotics>=1.4.2"],  # 1.4.0, 1.4.1: Adroit XML that MuJoCo 4 rejects
         # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard (offline_rl/apps/wandb_run.py).
         "wandb": ["wandb>=0.19"],  # tested with 0.31.0 and 0.19.11
         # `--export-policy policy.onnx` (offline_rl/deployment.py): torch's ONNX exporter needs onnx and
