@@ -185,6 +185,31 @@ def test_bad_preset_files_are_one_line_errors(tmp_path: Path, text: str, message
         d4rl_cql.config_from_args(["--config", str(tmp_path / "missing.yaml")])
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ([], True),
+        (["--normalize-obs"], True),
+        (["--no-normalize-obs"], False),
+        (["--no_normalize_obs"], False),
+        (["--normalize-obs", "false"], False),
+        (["--normalize_obs", "No"], False),
+        (["--normalize-obs", "off"], False),
+        (["--normalize-obs", "0"], False),
+        (["--no-normalize-obs", "--normalize-obs", "yes"], True),  # the last one given wins
+        (["--normalize-obs", "ON"], True),
+    ],
+)
+def test_a_boolean_setting_takes_every_spelling_of_yes_and_no(given: list[str], expected: bool) -> None:
+    assert d4rl_cql.config_from_args(given).algorithm.normalize_obs is expected
+
+
+def test_a_boolean_setting_given_a_word_it_does_not_know_is_one_line(tmp_path: Path) -> None:
+    result = run_repo_script("examples/d4rl_cql.py", "--normalize-obs", "maybe", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith("error: --normalize-obs: expected true/false, got 'maybe'")
+
+
 def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:
     result = run_repo_script("examples/d4rl_cql.py", "--no-watch", "yes", cwd=tmp_path)
     assert result.returncode == 2 and "--no-watch takes no value" in result.stderr
