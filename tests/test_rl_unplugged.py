@@ -150,6 +150,37 @@ def test_example_parser_agrees_with_tensorflow_on_unusual_encodings(case: str) -
         assert got == values, name
 
 
+def test_a_damaged_example_is_an_example_error_and_nothing_else() -> None:
+    """A record whose checksum happens to match yet whose bytes are wrong (a bad copy of a shard, a
+    writer's bug) stops the conversion with `ExampleError`, which the converter reports in one line
+    (and `--skip-corrupt` skips), never an IndexError or struct.error from inside the parser: 400
+    random byte changes, deletions and insertions in the encodings above."""
+    rng = np.random.default_rng(0)
+    sources = [serialized for case, serialized in sorted(UNUSUAL_EXAMPLES.items()) if case != "truncated"]
+    parsed = refused = 0
+    for _ in range(400):
+        damaged = bytearray(sources[rng.integers(len(sources))])
+        for _ in range(rng.integers(1, 4)):
+            at, edit = int(rng.integers(len(damaged))), rng.random()
+            if edit < 0.5:
+                damaged[at] = int(rng.integers(256))
+            elif edit < 0.75:
+                del damaged[at]
+            else:
+                damaged.insert(at, int(rng.integers(256)))
+        try:
+            features = parse_example(bytes(damaged))
+        except ExampleError:
+            refused += 1
+        else:
+            parsed += 1
+            assert all(
+                isinstance(name, str) and feature.kind in ("bytes", "float", "int64", None)
+                for name, feature in features.items()
+            )
+    assert refused > 300 and parsed > 10  # both ways exercised
+
+
 # --- conversion is exact ---------------------------------------------------------------------------
 
 
