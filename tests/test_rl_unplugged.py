@@ -129,6 +129,12 @@ UNUSUAL_EXAMPLES = {
         1, 2, _entry("ints", _field(3, 2, _field(1, 0, b"\x07") + _field(2, 0, b"\x01")))
     ),
     "truncated": _field(1, 2, _entry("ints", _INTS))[:-2],
+    # -2's ten-byte varint with bits past the 64th set in its last byte (0x5d, not 0x01): found by mutation
+    "bits past 64 in a varint": _field(
+        1,
+        2,
+        _entry("ints", _field(3, 2, _field(1, 0, _varint(7)) + _field(1, 0, bytes.fromhex("feffffffffffffffff5d")))),
+    ),
 }
 
 

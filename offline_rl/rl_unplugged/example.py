@@ -54,7 +54,9 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            # A tenth byte carries bits past the 64th, which protobuf's decoders (TensorFlow's among them)
+            # drop: an int64 is its low 64 bits, never a number outside int64.
+            return result & (_UINT64_WRAP - 1), pos
         shift += 7
         if shift > 63:
             raise ExampleError("a varint is longer than 10 bytes")
