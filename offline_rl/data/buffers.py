@@ -130,10 +130,10 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
 
 def _load(file_path: Path, buffer_class: type[ReplayBuffer]) -> ReplayBuffer:
     try:
-        if buffer_class is FramePoolBuffer:
-            buffer = FramePoolBuffer.load_hdf5(str(file_path))
-        else:
-            buffer = read_buffer_hdf5(buffer_class, str(file_path))
+        if buffer_class is ReplayBuffer:  # Tianshou's class, whose own loader copies each array twice
+            buffer = read_buffer_hdf5(ReplayBuffer, str(file_path))
+        else:  # this package's frame buffers read themselves
+            buffer = buffer_class.load_hdf5(str(file_path))
     except OSError as error:
         raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
     return _checked(buffer, str(file_path))

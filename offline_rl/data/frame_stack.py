@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.compat import batch_of_arrays, buffer_columns, mark_buffer_full, set_buffer_attribute
+from offline_rl.compat import (
+    batch_of_arrays,
+    buffer_columns,
+    mark_buffer_full,
+    read_buffer_hdf5,
+    set_buffer_attribute,
+)
 from offline_rl.data.sampling import as_indices, gather_frames
 
 FRAME_STACK_MARKER = "offline_rl_frame_stack_v1"
@@ -101,6 +107,12 @@ class FrameStackBuffer(ReplayBuffer):
             policy=Batch(),
         )
         return batch[0] if scalar else batch  # type: ignore[return-value]
+
+    @classmethod
+    def load_hdf5(cls, path: str, device: str | None = None) -> FrameStackBuffer:
+        """Tianshou's loader with each array read once: its own copies the frames a second time under
+        numpy 1.x or h5py < 3.12 (`compat.read_buffer_hdf5`)."""
+        return read_buffer_hdf5(cls, path)  # type: ignore[return-value]
 
     @property
     def nbytes(self) -> int:
