@@ -73,6 +73,19 @@ def flag_of(field: dataclasses.Field) -> str:
     return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
 
 
+def changed_settings(config: Any, names: Sequence[str]) -> list[tuple[str, Any]]:
+    """(flag, value) of each named field of `config` whose value is not the field's declared default:
+    the choices someone made, by flag or preset, rather than those the program made for them."""
+    fields = {field.name: field for field in dataclasses.fields(config)}
+    changed = []
+    for name in names:
+        field = fields[name]
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        if getattr(config, name) != default:
+            changed.append((flag_of(field), getattr(config, name)))
+    return changed
+
+
 def spellings_of(field: dataclasses.Field) -> list[str]:
     """Every accepted spelling: the main flag, its aliases, and the snake_case form of each."""
     names = [flag_of(field), *field.metadata.get("aliases", ())]

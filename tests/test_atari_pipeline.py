@@ -130,12 +130,18 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     learns from it with CartPole's own rewards (no clipping by default) and evaluates on CartPole."""
     from offline_rl.apps import atari_cql, atari_qrdqn
     from offline_rl.discrete_cql.algorithm import clips_rewards
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
 
     monkeypatch.chdir(tmp_path)
     buffer_path = tmp_path / "cartpole.hdf5"
     collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "600"]
-    summary = atari_qrdqn.main([*collect, "--training-num", "3", "--save-buffer-name", str(buffer_path)])
+    with pytest.warns(
+        IgnoredFlagWarning, match="^--frames-stack 1, --episode-life: apply to Atari games only; CartPole"
+    ):
+        atari_only = ["--frames-stack", "1", "--episode-life"]
+        summary = atari_qrdqn.main(
+            [*collect, "--training-num", "3", "--save-buffer-name", str(buffer_path), *atari_only]
+        )
     buffer = load_buffer(buffer_path)
     assert len(buffer) == summary["transitions"] == 600 and buffer.obs.shape == (600, 4)
     # Each env's episodes are contiguous: every next observation is the following step's observation.
@@ -147,9 +153,11 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     assert not clips_rewards(config.algorithm, gym.make("CartPole-v1").observation_space)
     budget = ["--epoch", "1", "--update-per-epoch", "50", "--test-num", "2", "--num-quantiles", "8"]
     evaluation = ["--test-steps", "700"]  # whole episodes on the 2 envs until 700 steps are played
-    result = atari_cql.main(
-        ["--load-buffer-name", str(buffer_path), *budget, *evaluation, "--logdir", str(tmp_path / "log")]
-    )
+    # The frame stack and the evaluation protocol are the Atari games': CartPole plays as gymnasium makes it.
+    atari_only = ["--frames-stack", "2", "--eval-env", "NoFrameskip"]
+    with pytest.warns(IgnoredFlagWarning, match="^--frames-stack 2, --eval-env NoFrameskip: apply to Atari games"):
+        logdir = ["--logdir", str(tmp_path / "log")]
+        result = atari_cql.main(["--load-buffer-name", str(buffer_path), *budget, *evaluation, *logdir, *atari_only])
     assert result["updates"] == 50 and result["last"] is not None
     steps = result["last"]["return_mean"] * result["last"]["episodes"]  # CartPole pays 1 a step
     assert 700 <= steps < 700 + 2 * 500 and result["last"]["episodes"] >= 2  # at most 2 episodes run past it

@@ -482,3 +482,32 @@ def test_every_other_toolkits_name_points_to_a_flag_that_exists_and_is_none_of_o
             taken_by = [parser for parser in parsers if spellings & parser.known_flags]
             # a name of ours in one program is only advice in the other (d3rlpy's discrete `alpha`)
             assert len(taken_by) < len(parsers), entry
+
+
+@pytest.mark.parametrize(
+    ("task", "flags", "warned"),
+    [
+        ("CartPole-v1", ["--frames-stack", "3"], "--frames-stack 3: applies to Atari games only; CartPole-v1"),
+        ("Acrobot-v1", ["--eval-env", "NoFrameskip"], "--eval-env NoFrameskip: applies to Atari games only; Acrobot"),
+        ("CartPole-v1", ["--frames-stack", "4", "--eval-env", "sticky"], None),  # the defaults: nothing chosen
+        ("CartPole-v1", [], None),
+        ("PongNoFrameskip-v4", ["--frames-stack", "3", "--eval-env", "NoFrameskip"], None),
+    ],
+)
+def test_atari_only_settings_changed_for_a_vector_task_are_said_to_do_nothing(
+    task: str, flags: list[str], warned: str | None
+) -> None:
+    import warnings
+
+    from offline_rl.apps.task_choice import warn_atari_only_settings
+    from offline_rl.errors import IgnoredFlagWarning
+
+    config = atari_cql.config_from_args(["--task", task, *flags])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_atari_only_settings(task, config, ("frames_stack", "eval_env"))
+    messages = [str(w.message) for w in caught if w.category is IgnoredFlagWarning]
+    if warned is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and messages[0].startswith(warned), messages

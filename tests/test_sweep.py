@@ -263,7 +263,8 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
             "grid axis 'config' repeats a value",
         ),
         ("example: d4rl_cql\ngrid: {seed: [0, 1, 0]}\n", "grid axis 'seed' repeats a value"),
-        ("- d4rl_cql\n- seed\n", "expected a mapping with example, set and grid"),
+        ("- d4rl_cql\n- seed\n", "expected a mapping of example, and any of name, config, set and grid, got a list"),
+        ("", "expected a mapping of example, and any of name, config, set and grid, got an empty file"),
         (
             "example: d4rl_cql\nseeds: 3\ngrid: {seed: [0]}\n",
             "unknown key 'seeds'; expected config, example, grid, name, set",

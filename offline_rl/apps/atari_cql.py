@@ -22,7 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import OfflineRunConfig
-from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
+from offline_rl.apps.task_choice import default_task_misfit, evaluation_task, warn_atari_only_settings
 from offline_rl.data.names import combined_label
 from offline_rl.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.envs import (
@@ -292,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         buffer = load_atari_buffer(config)
         task = evaluation_task(config.task, dataset_env(dataset_info(buffer)), names, default=DEFAULT_TASK)
     config = replace(config, task=task)  # saved as resolved, so a resume or a table reads the env evaluated
+    warn_atari_only_settings(task, config, ("frames_stack", "eval_env"))
 
     # 3. The algorithm, shaped by the game's spaces: a vector task's as the data records it, where it does.
     saved_info = dict((session.checkpoint or {}).get("dataset_info") or {})

@@ -35,6 +35,7 @@ import numpy as np
 from offline_rl.apps.evaluation import EvaluationReporter, human_normalised
 from offline_rl.apps.flags import parse_config, shell_quoted
 from offline_rl.apps.run_config import RunConfig
+from offline_rl.apps.task_choice import warn_atari_only_settings
 from offline_rl.envs import is_atari_game, make_discrete_env
 from offline_rl.results.runs import RUN_BEST_POLICY_FILE
 from offline_rl.settings import check_ranges, require, setting
@@ -366,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return session.finished
 
     # 2. Tianshou's QR-DQN on the Nature CNN with a quantile head (an MLP one for vector tasks).
+    warn_atari_only_settings(config.task, config, ("frames_stack", "episode_life"))
     env = make_discrete_env(config.task, config.frames_stack)
     require_replay_memory(config, env)  # the replay fills for hours: refuse now what cannot fit then
     algorithm = build_qrdqn(config, env, session.device)

@@ -8,7 +8,13 @@ any error. The data's own env is the default, and the line saying so names the f
 
 from __future__ import annotations
 
-from offline_rl.envs import DatasetEnv
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from offline_rl.envs import DatasetEnv, is_atari_game
+from offline_rl.errors import IgnoredFlagWarning
+from offline_rl.settings import changed_settings
 
 
 def evaluation_task(given: str | None, belongs_to: DatasetEnv | None, name: str, *, default: str) -> str:
@@ -28,3 +34,27 @@ def default_task_misfit(name: str, default: str) -> str:
     env, which only the user knows (a Tianshou buffer, a d3rlpy file, a file of one's own). Advice to
     make data for the default task instead would be advice for another env."""
     return f"{name} records no env, so the default {default} was tried: give --task with the env it was recorded on"
+
+
+def warn_atari_only_settings(task: str, config: Any, names: Sequence[str]) -> None:
+    """One line when Atari-only settings (the frame stack, the evaluation protocol, life loss) were
+    changed for a vector task, which is played exactly as gymnasium makes it: without the line, a
+    `--frames-stack 2` on CartPole-v1 would look like it had stacked two observations."""
+    if is_atari_game(task):
+        return
+    changed = changed_settings(config, names)
+    if changed:
+        given = ", ".join(_as_flag(flag, value) for flag, value in changed)
+        warnings.warn(
+            f"{given}: {'applies' if len(changed) == 1 else 'apply'} to Atari games only; {task} is played "
+            "as gymnasium makes it",
+            IgnoredFlagWarning,
+            stacklevel=2,
+        )
+
+
+def _as_flag(flag: str, value: Any) -> str:
+    """A setting as it is typed: `--episode-life`, `--no-episode-life`, `--frames-stack 2`."""
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag.removeprefix('--')}"
+    return f"{flag} {value}"

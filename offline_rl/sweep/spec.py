@@ -282,7 +282,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{source}: not a valid sweep file ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):
-        raise OfflineRLError(f"{source}: expected a mapping with example, set and grid")
+        keys = "example, and any of name, config, set and grid"
+        raise OfflineRLError(f"{source}: expected a mapping of {keys}, got {_yaml_kind(data)}")
     unknown = sorted(set(map(str, data)) - _KEYS)
     if unknown:
         raise OfflineRLError(f"{source}: unknown key '{unknown[0]}'; expected {', '.join(sorted(_KEYS))}")
@@ -299,6 +300,14 @@ def load_spec(path: str | Path) -> SweepSpec:
         config=str(data["config"]) if data.get("config") else None,
         source=source,
     )
+
+
+def _yaml_kind(data: Any) -> str:
+    """What a YAML document holds, in YAML's words (a list, a string), for one-line errors."""
+    if data is None:
+        return "an empty file"
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(data), type(data).__name__)
 
 
 def parse_assignments(items: Sequence[str], flag: str, *, lists: bool) -> dict[str, Any]:
