@@ -162,6 +162,28 @@ def test_a_d3rlpy_1_file_ends_episodes_at_episode_terminals_and_keeps_running_ta
             lambda f: _replace(f, "actions_1", np.zeros((3, 2), np.float32)),
             r"key 'actions_1' has dtype float32; expected integers",
         ),
+        (lambda f: f.__delitem__("actions_1"), r"d\.h5: missing key 'actions_1'; d3rlpy writes one per episode"),
+        (lambda f: _replace_with_group(f, "actions_1"), r"d\.h5: key 'actions_1' is a group; expected an array"),
+        (
+            lambda f: _replace_with_group(f, "columns"),
+            r"key 'columns' is missing or a group; expected d3rlpy's columns",
+        ),
+        (
+            lambda f: _replace(f, "observations_1", np.array([b"a", b"b", b"c"])),
+            r"key 'observations_1' has dtype \|S1; expected numbers",
+        ),
+        (
+            lambda f: _replace(f, "observations_1", np.zeros((3, 5), np.float32)),
+            r"episode 1's observations have 5 numbers a step; expected 3, as in episode 0",
+        ),
+        (
+            lambda f: _replace(f, "terminated_1", np.array([True, False])),
+            r"key 'terminated_1' has shape \(2,\); expected one flag, \(\)",
+        ),
+        (
+            lambda f: _replace(f, "columns", np.array([b"observations", b"actions", b"rewards"])),
+            r"with columns \['observations', 'actions', 'rewards'\]; expected format 2\.1",
+        ),
     ],
 )
 def test_bad_d3rlpy_files_are_one_line_naming_the_key(tmp_path: Path, change, message: str) -> None:
@@ -175,6 +197,49 @@ def test_bad_d3rlpy_files_are_one_line_naming_the_key(tmp_path: Path, change, me
 def _replace(file: h5py.File, key: str, data: np.ndarray) -> None:
     del file[key]
     file.create_dataset(key, data=data)
+
+
+def _replace_with_group(file: h5py.File, key: str) -> None:
+    del file[key]
+    file.create_group(key)
+
+
+def test_episodes_without_a_known_successor_are_dropped_and_a_file_of_only_those_is_refused(tmp_path: Path) -> None:
+    """An unfinished episode of one step has no transition: skipped, counted as dropped. A file of only
+    such episodes has nothing to learn from."""
+    path = write_d3rlpy_episodes(tmp_path / "d.h5", [episode(1, False, 0.0), episode(2, True, 10.0)])
+    buffer = load_dataset(path)
+    np.testing.assert_array_equal(buffer.obs[:, 0], [10, 11])
+    assert dataset_info(buffer)["dropped_steps"] == 1
+    path = write_d3rlpy_episodes(tmp_path / "none.h5", [episode(1, False, 0.0), episode(1, False, 5.0)])
+    with pytest.raises(DatasetError, match=r"none\.h5: no transition has a known next observation"):
+        load_dataset(path)
+
+
+def test_a_d3rlpy_1_file_of_discrete_actions_with_fractions_or_a_file_of_neither_layout_is_one_line(
+    tmp_path: Path,
+) -> None:
+    from offline_rl.data.d3rlpy import load_d3rlpy
+
+    path = tmp_path / "v1.h5"
+    with h5py.File(path, "w") as file:
+        file.create_dataset("observations", data=np.arange(4, dtype=np.float32)[:, None])
+        file.create_dataset("actions", data=np.array([0, 1.5, 0, 1], dtype=np.float32)[:, None])
+        file.create_dataset("rewards", data=np.ones(4, dtype=np.float32))
+        file.create_dataset("terminals", data=np.array([0, 1, 0, 1], dtype=np.float32))
+        file.create_dataset("episode_terminals", data=np.array([0, 1, 0, 1], dtype=np.float32))
+        file.create_dataset("discrete_action", data=True)
+    with pytest.raises(
+        DatasetError, match=r"key 'actions' of a discrete-action file \(discrete_action\) holds fractions"
+    ):
+        load_dataset(path)
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as file:
+        file.create_dataset("observations", data=np.zeros((2, 1)))
+    with pytest.raises(
+        DatasetError, match=r"other\.h5: not a d3rlpy dataset file \(no 'columns' or 'episode_terminals'"
+    ):
+        load_d3rlpy(other)
 
 
 def test_the_d4rl_converter_says_what_a_d3rlpy_file_is() -> None:

@@ -220,6 +220,29 @@ def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--num-quantiles 1: expected at least 2" in result.stderr
 
 
+def test_a_flag_that_needs_a_file_given_last_without_one_is_one_line(tmp_path: Path) -> None:
+    for flag, what in (("--config", "a YAML file"), ("--resume-path", "a checkpoint file")):
+        result = run_repo_script("examples/d4rl_cql.py", "--epoch", "1", flag, cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.strip() == f"error: {flag}: expected {what}"
+
+
+def test_a_checkpoint_given_to_another_program_names_the_program_that_wrote_it(tmp_path: Path) -> None:
+    """Each program's checkpoint holds its settings; another program cannot continue it, and says which can."""
+    import torch
+
+    from offline_rl.checkpoint import save_checkpoint
+
+    checkpoint = save_checkpoint(
+        tmp_path / "policy.pth", torch.nn.Linear(1, 1), config=asdict(atari_qrdqn.AtariQRDQNConfig())
+    )
+    for program in (d4rl_cql, atari_cql):
+        with pytest.raises(OfflineRLError, match=r"a checkpoint of examples/atari_qrdqn\.py; give it to that program"):
+            program.config_from_args(["--resume-path", str(checkpoint)])
+    save_checkpoint(checkpoint, torch.nn.Linear(1, 1), config={"unknown_setting": 1})  # no program's: the mismatch
+    with pytest.raises(OfflineRLError, match=r"its saved settings do not fit this program \(unknown setting"):
+        d4rl_cql.config_from_args(["--resume-path", str(checkpoint)])
+
+
 # (program, the arguments it needs besides the one under test)
 NUMERIC_FLAG_PROGRAMS: list[tuple[Callable[[list[str]], Any], list[str]]] = [
     (d4rl_cql.config_from_args, []),

@@ -273,7 +273,7 @@ def _find_preset(argv: Sequence[str]) -> str | None:
 RESUME_FIELD = "resume_path"
 
 
-def _resumed_settings(default: Config, argv: Sequence[str]) -> tuple[Config, str] | None:
+def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[Config, str] | None:
     """With `--resume-path FILE`, `default` with the settings of the run that wrote FILE (its
     `per_invocation` settings left as they are), and FILE; None without one, or for a checkpoint
     that saved no settings."""
@@ -291,6 +291,14 @@ def _resumed_settings(default: Config, argv: Sequence[str]) -> tuple[Config, str
     try:
         restored = from_dict(type(default), saved)
     except (OfflineRLError, TypeError) as error:
+        from offline_rl.apps.programs import program_recording
+        from offline_rl.results.runs import flatten
+
+        writer = program_recording(flatten(saved))
+        if writer is not None and writer.command != prog:
+            raise OfflineRLError(
+                f"--resume-path {path}: a checkpoint of {writer.command}; give it to that program (this is {prog})"
+            ) from None
         raise OfflineRLError(f"--resume-path {path}: its saved settings do not fit this program ({error})") from None
     kept = {
         path_: getattr(owner, f.name) for path_, f, owner in leaf_fields(default) if f.metadata.get("per_invocation")
@@ -465,7 +473,7 @@ def parse_config(
     preset = _find_preset(argv)
     if preset is not None:
         default = apply_preset(default, preset, prog=prog)
-    resumed = _resumed_settings(default, argv) if "-h" not in argv and "--help" not in argv else None
+    resumed = _resumed_settings(default, argv, prog) if "-h" not in argv and "--help" not in argv else None
     if resumed is not None:
         default = resumed[0]
     parser = build_parser(default, prog=prog, description=description, epilog=epilog)
