@@ -128,7 +128,6 @@ UNUSUAL_EXAMPLES = {
     "unknown field in a list": _field(
         1, 2, _entry("ints", _field(3, 2, _field(1, 0, b"\x07") + _field(2, 0, b"\x01")))
     ),
-    "truncated": _field(1, 2, _entry("ints", _INTS))[:-2],
     # -2's ten-byte varint with bits past the 64th set in its last byte (0x5d, not 0x01): found by mutation
     "bits past 64 in a varint": _field(
         1,
@@ -138,18 +137,35 @@ UNUSUAL_EXAMPLES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(UNUSUAL_EXAMPLES))
+MALFORMED_EXAMPLES = {
+    "truncated": _field(1, 2, _entry("ints", _INTS))[:-2],
+    "unknown field in a bytes list": _field(
+        1, 2, _entry("b", _field(1, 2, _field(1, 2, b"x") + _field(2, 0, b"\x01")))
+    ),
+    "an unpacked float cut short": _field(1, 2, _entry("f", _field(2, 2, b"\x0d\x00\x00"))),
+    "a packed int64 list cut inside a value": _field(1, 2, _entry("ints", _field(3, 2, _field(1, 2, b"\x07\x80")))),
+    "a fixed64 field runs past the message": _field(1, 2, _entry("ints", _INTS)) + _field(5, 1, b"\x00\x00"),
+}
+"""Encodings that TensorFlow refuses too; each reaches another of the parser's checks."""
+
+
+@pytest.mark.parametrize("case", sorted(UNUSUAL_EXAMPLES.keys() | MALFORMED_EXAMPLES.keys()))
 def test_example_parser_agrees_with_tensorflow_on_unusual_encodings(case: str) -> None:
-    serialized = UNUSUAL_EXAMPLES[case]
-    spec = {"ints": tf.io.VarLenFeature(tf.int64), "f": tf.io.VarLenFeature(tf.float32)}
+    serialized = UNUSUAL_EXAMPLES.get(case) or MALFORMED_EXAMPLES[case]
+    spec = {
+        "ints": tf.io.VarLenFeature(tf.int64),
+        "f": tf.io.VarLenFeature(tf.float32),
+        "b": tf.io.VarLenFeature(tf.string),
+    }
     try:
         theirs = tf.io.parse_example([serialized], spec)
     except (tf.errors.InvalidArgumentError, UnicodeDecodeError):  # TensorFlow refuses it: so must we
         with pytest.raises(ExampleError):
             parse_example(serialized)
         return
+    assert case not in MALFORMED_EXAMPLES, "TensorFlow read it"
     ours = parse_example(serialized)
-    for name, expected_kind in (("ints", "int64"), ("f", "float")):
+    for name, expected_kind in (("ints", "int64"), ("f", "float"), ("b", "bytes")):
         values = theirs[name].values.numpy().tolist()
         feature = ours.get(name)
         got = list(feature.values) if feature is not None and feature.kind == expected_kind else []
@@ -162,7 +178,7 @@ def test_a_damaged_example_is_an_example_error_and_nothing_else() -> None:
     (and `--skip-corrupt` skips), never an IndexError or struct.error from inside the parser: 400
     random byte changes, deletions and insertions in the encodings above."""
     rng = np.random.default_rng(0)
-    sources = [serialized for case, serialized in sorted(UNUSUAL_EXAMPLES.items()) if case != "truncated"]
+    sources = [serialized for _, serialized in sorted(UNUSUAL_EXAMPLES.items())]
     parsed = refused = 0
     for _ in range(400):
         damaged = bytearray(sources[rng.integers(len(sources))])
@@ -185,6 +201,28 @@ def test_a_damaged_example_is_an_example_error_and_nothing_else() -> None:
                 for name, feature in features.items()
             )
     assert refused > 300 and parsed > 10  # both ways exercised
+
+
+@pytest.mark.parametrize(
+    ("serialized", "message"),
+    [
+        (_field(1, 2, _entry("f", _field(2, 2, _field(1, 2, bytes(6))))), "a packed float list's length is not a"),
+        (_field(1, 2, _entry("ints", _INTS + _field(4, 5, bytes(2)))), "a field runs past its feature"),
+    ],
+)
+def test_damage_that_tensorflows_fast_parser_reads_past_is_refused_as_protobuf_would(
+    serialized: bytes, message: str
+) -> None:
+    """Where TensorFlow's fast parser is lax (it reads one float from 6 bytes of packed floats, and skips
+    a fixed32 that ends past its Feature), protobuf's own decoders refuse the message, and so does ours:
+    bytes like these come from a damaged shard, whose transitions must not be guessed."""
+    from google.protobuf.message import DecodeError
+
+    tf.io.parse_example([serialized], {"ints": tf.io.VarLenFeature(tf.int64), "f": tf.io.VarLenFeature(tf.float32)})
+    with pytest.raises(DecodeError):
+        tf.train.Example.FromString(serialized)
+    with pytest.raises(ExampleError, match=message):
+        parse_example(serialized)
 
 
 # --- conversion is exact ---------------------------------------------------------------------------
