@@ -78,7 +78,13 @@ def _hdf5_values(item: Any) -> Any:
             return item[()]
         if kind == "Tensor":
             return torch.from_numpy(item[()])
-        return pickle.loads(item[()])  # what Tianshou's own writer pickled (its buffer's options)
+        try:
+            return pickle.loads(item[()])  # what Tianshou's own writer pickled (its buffer's options)
+        except Exception as error:  # damaged bytes unpickle to any error at all, ModuleNotFoundError included
+            from offline_rl.errors import DatasetError
+
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise DatasetError(f"{item.file.filename}: '{item.name}' does not unpickle ({reason})") from None
     values = dict(item.attrs.items())
     kind = values.pop("__data_type__", None)
     for key, child in item.items():

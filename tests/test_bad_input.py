@@ -100,6 +100,65 @@ def test_truncated_file_is_reported_as_corrupt(tmp_path: Path) -> None:
     assert str(path) in str(caught.value)
 
 
+def test_files_with_damaged_structure_load_or_fail_in_one_line(tmp_path: Path) -> None:
+    """A bad copy changes bytes anywhere. Where HDF5 keeps a file's structure (the first kilobytes:
+    superblock, object headers, B-trees, heaps, attributes), h5py then raises RuntimeError, KeyError
+    or ValueError as well as OSError, from wherever a reader touches the file: format detection, key
+    checks, loading. Each damaged copy of a D4RL file, a d3rlpy file and a Tianshou buffer loads, or
+    fails as one line naming it: 120 copies, 1 to 5 bytes each changed, mostly in the first 4 KB."""
+    from test_d3rlpy import episode, write_d3rlpy_episodes
+    from tianshou.data import Batch, ReplayBuffer
+
+    from offline_rl.data import save_buffer
+
+    d4rl = write_d4rl_file(tmp_path / "d4rl.hdf5", **episodes_to_arrays([300, 300], ["terminal", "timeout"]))
+    d3rlpy = write_d3rlpy_episodes(tmp_path / "d3rlpy.h5", [episode(200, True, 0.0), episode(200, False, 1.0)])
+    buffer = ReplayBuffer(400)
+    for step in range(400):
+        ends = {"terminated": [step % 100 == 99], "truncated": [False]}
+        buffer.add(Batch(obs=[[step, 0.0]], act=[0], rew=[1.0], obs_next=[[step + 1, 0.0]], info={}, **ends))
+    tianshou = save_buffer(buffer, tmp_path / "buffer.hdf5")
+    rng = np.random.default_rng(0)
+    outcomes = {"loaded": 0, "refused": 0}
+    for _ in range(40):
+        for original in (d4rl, d3rlpy, tianshou):
+            data = bytearray(original.read_bytes())
+            for _ in range(rng.integers(1, 6)):
+                at = rng.integers(min(4096, len(data))) if rng.random() < 0.7 else rng.integers(len(data))
+                data[at] = rng.integers(256)
+            damaged = tmp_path / f"damaged-{original.name}"
+            damaged.write_bytes(bytes(data))
+            try:
+                load_dataset(damaged)
+            except DatasetError as error:
+                assert str(damaged) in str(error) and "\n" not in str(error), str(error)
+                outcomes["refused"] += 1
+            else:
+                outcomes["loaded"] += 1
+    assert outcomes["refused"] > 10 and outcomes["loaded"] > 10, outcomes  # both ways exercised
+
+
+def test_a_buffer_whose_pickled_state_is_damaged_names_it(tmp_path: Path) -> None:
+    """Tianshou pickles a buffer's random state into its file; damaged bytes unpickle to any error at all
+    (a ModuleNotFoundError for a module name with one byte changed)."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    from offline_rl.data import save_buffer
+
+    buffer = ReplayBuffer(4)
+    for step in range(4):
+        buffer.add(Batch(obs=[step], act=[0], rew=[1.0], obs_next=[step + 1], info={}, terminated=[0], truncated=[0]))
+    path = save_buffer(buffer, tmp_path / "buffer.hdf5")
+    with h5py.File(path, "a") as file:
+        pickled = file["_random_state"][()]
+        at = pickled.tobytes().index(b"numpy")
+        pickled[at + 1] = ord("X")  # a module that does not exist
+        file["_random_state"][()] = pickled
+    for load in (load_buffer, load_dataset):
+        with pytest.raises(DatasetError, match=r"buffer\.hdf5: '/_random_state' does not unpickle \(No module named"):
+            load(path)
+
+
 def test_hdf5_of_unknown_layout(tmp_path: Path) -> None:
     path = tmp_path / "other.h5"
     with h5py.File(path, "w") as file:

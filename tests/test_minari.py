@@ -319,3 +319,38 @@ def test_discrete_cql_evaluates_a_vector_task_as_the_dataset_records_it(tmp_path
     watched = run_in_process("examples/atari_cql.py", "--watch", "--resume-path", str(policy), cwd=tmp_path)
     assert watched.returncode == 0, watched.stderr[-2000:]
     assert "evaluation env: CartPole-v1 as the dataset records it (sutton_barto_reward=True)" in watched.stdout
+
+
+@pytest.mark.parametrize(
+    ("damage", "by_id", "by_folder"),
+    [
+        ("metadata: not JSON", "unreadable (Expecting property name", "unreadable Minari dataset (Expecting"),
+        ("metadata: no keys", "unreadable (AssertionError)", "unreadable Minari dataset (AssertionError)"),
+        ("data: not HDF5", "cannot be read (Unable to", "cannot be read (Unable to"),
+        ("data: cut in half", "cannot be read (Unable to", "cannot be read (Unable to"),
+    ],
+)
+def test_a_damaged_dataset_is_one_line_naming_where_it_is(
+    tmp_path: Path, damage: str, by_id: str, by_folder: str
+) -> None:
+    """A dataset cut short by a failed copy or with metadata edited by hand: a DatasetError (one line from
+    the command), not a traceback from Minari or h5py."""
+    rng = np.random.default_rng(0)
+    box = gym.spaces.Box(-10, 10, (3,), np.float32)
+    _create("test/pointmass/damaged-v0", _episodes(rng, SPECS, lambda n: rng.normal(size=(n, 3))), box)
+    folder = tmp_path / "minari" / "test" / "pointmass" / "damaged-v0"
+    metadata, data = folder / "data" / "metadata.json", folder / "data" / "main_data.hdf5"
+    assert metadata.is_file() and data.is_file()
+    if damage == "metadata: not JSON":
+        metadata.write_text("{not json")
+    elif damage == "metadata: no keys":
+        metadata.write_text("{}")
+    elif damage == "data: not HDF5":
+        data.write_bytes(b"not an HDF5 file")
+    else:
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    for source, expected in (("test/pointmass/damaged-v0", by_id), (folder, by_folder)):
+        with pytest.raises(DatasetError) as caught:
+            load_minari(source)
+        message = str(caught.value)
+        assert expected in message and str(folder) in message and "\n" not in message, message

@@ -19,6 +19,7 @@ from offline_rl.atomic import atomic_hdf5, atomic_path
 from offline_rl.compat import read_buffer_hdf5, write_buffer_hdf5
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
+from offline_rl.data.hdf5_files import hdf5_errors_named, hdf5_for_reading
 from offline_rl.data.names import combined_label
 from offline_rl.data.transitions import (
     combined_info,
@@ -63,27 +64,22 @@ def _buffer_class(file_path: Path) -> type[ReplayBuffer]:
     """Which class reads this file, after checking that it is a complete buffer file."""
     if not file_path.is_file():
         raise DatasetError(f"{file_path}: no such file")
-    try:
-        with h5py.File(file_path, "r") as file:
-            if not is_tianshou_buffer_file(file):
-                raise DatasetError(
-                    f"{file_path}: not a Tianshou replay buffer (no '_meta' group / 'maxsize' attribute)"
-                )
-            frame_stacked = FRAME_STACK_MARKER in file
-            frame_pool = FRAME_POOL_MARKER in file
-            meta = file["_meta"]
-            if frame_pool:
-                required: tuple[str, ...] = POOL_KEYS + REQUIRED_META_KEYS
-            else:
-                required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
-            if not frame_pool and len(meta) == 0:  # Tianshou saves an empty buffer with no columns at all
-                raise DatasetError(f"{file_path}: buffer holds no transitions")
-            missing = [key for key in required if key not in (file if key in _ROOT_KEYS else meta)]
-            if missing:
-                where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
-                raise DatasetError(f"{file_path}: buffer is missing key '{where}'")
-    except OSError as error:
-        raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
+    with hdf5_for_reading(file_path) as file:
+        if not is_tianshou_buffer_file(file):
+            raise DatasetError(f"{file_path}: not a Tianshou replay buffer (no '_meta' group / 'maxsize' attribute)")
+        frame_stacked = FRAME_STACK_MARKER in file
+        frame_pool = FRAME_POOL_MARKER in file
+        meta = file["_meta"]
+        if frame_pool:
+            required: tuple[str, ...] = POOL_KEYS + REQUIRED_META_KEYS
+        else:
+            required = FRAME_STACK_KEYS if frame_stacked else BUFFER_KEYS
+        if not frame_pool and len(meta) == 0:  # Tianshou saves an empty buffer with no columns at all
+            raise DatasetError(f"{file_path}: buffer holds no transitions")
+        missing = [key for key in required if key not in (file if key in _ROOT_KEYS else meta)]
+        if missing:
+            where = missing[0] if missing[0] in _ROOT_KEYS else f"_meta/{missing[0]}"
+            raise DatasetError(f"{file_path}: buffer is missing key '{where}'")
     return FramePoolBuffer if frame_pool else FrameStackBuffer if frame_stacked else ReplayBuffer
 
 
@@ -96,7 +92,7 @@ def _file_bytes(file_path: Path) -> int:
         if isinstance(item, h5py.Dataset):
             total += item.size * item.dtype.itemsize
 
-    with h5py.File(file_path, "r") as file:
+    with hdf5_for_reading(file_path) as file:
         file.visititems(add)
     return total
 
@@ -107,7 +103,7 @@ def _require_memory(need: int, source: str) -> None:
 
 
 def _frame_count(file_path: Path) -> int:
-    with h5py.File(file_path, "r") as file:
+    with hdf5_for_reading(file_path) as file:
         return int(file["frames"].shape[0])
 
 
@@ -129,13 +125,11 @@ def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
 
 
 def _load(file_path: Path, buffer_class: type[ReplayBuffer]) -> ReplayBuffer:
-    try:
+    with hdf5_errors_named(file_path):
         if buffer_class is ReplayBuffer:  # Tianshou's class, whose own loader copies each array twice
             buffer = read_buffer_hdf5(ReplayBuffer, str(file_path))
         else:  # this package's frame buffers read themselves
             buffer = buffer_class.load_hdf5(str(file_path))
-    except OSError as error:
-        raise DatasetError(f"{file_path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
     return _checked(buffer, str(file_path))
 
 
@@ -158,7 +152,8 @@ def load_buffers(paths: Sequence[str | os.PathLike[str]]) -> ReplayBuffer:
     _require_memory(sum(sizes) + (0 if pooled else max(sizes)), combined_label(list(map(str, file_paths))))
     transitions: list[int] = []
     if pooled:
-        buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths, transitions=transitions)
+        with hdf5_errors_named(combined_label(list(map(str, file_paths)))):
+            buffer: ReplayBuffer = FramePoolBuffer.load_many(file_paths, transitions=transitions)
     else:
         frames = sum(_frame_count(path) for path in file_paths)
         infos: list[dict[str, Any]] = []

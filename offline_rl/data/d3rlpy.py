@@ -254,7 +254,8 @@ def _scalar(file: h5py.File, key: str, path: Path) -> Any:
 def _text(value: Any) -> str:
     if isinstance(value, h5py.Dataset):
         value = value[()]
-    return value.decode() if isinstance(value, bytes) else ("" if value is None else str(value))
+    # errors="replace": the text names a version or a column in messages; damaged bytes must not stop that
+    return value.decode(errors="replace") if isinstance(value, bytes) else ("" if value is None else str(value))
 
 
 def _whole_indices(actions: np.ndarray, path: Path) -> np.ndarray:

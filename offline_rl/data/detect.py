@@ -12,6 +12,7 @@ from tianshou.data import ReplayBuffer
 from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
 from offline_rl.data.d3rlpy import d3rlpy_layout, load_d3rlpy
 from offline_rl.data.d4rl import closest_d4rl_name, d4rl_name_of_tfds, is_d4rl_name, load_d4rl
+from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.data.minari import is_minari_directory, load_minari
 from offline_rl.errors import DatasetError
 
@@ -31,16 +32,13 @@ def detect_format(source: str | os.PathLike[str]) -> str:
                 f"{path}: not an HDF5 file; expected a D4RL file, a Tianshou buffer, a d3rlpy dataset file or a "
                 "Minari directory"
             )
-        try:
-            with h5py.File(path, "r") as file:
-                if is_tianshou_buffer_file(file):
-                    return "tianshou"
-                if d3rlpy_layout(file):  # before D4RL's keys, which d3rlpy 1.x's files also have
-                    return "d3rlpy"
-                if "observations" in file:
-                    return "d4rl"
-        except OSError as error:
-            raise DatasetError(f"{path}: not a readable HDF5 file ({str(error).splitlines()[0]})") from None
+        with hdf5_for_reading(path) as file:
+            if is_tianshou_buffer_file(file):
+                return "tianshou"
+            if d3rlpy_layout(file):  # before D4RL's keys, which d3rlpy 1.x's files also have
+                return "d3rlpy"
+            if "observations" in file:
+                return "d4rl"
         raise DatasetError(
             f"{path}: HDF5 file with neither D4RL keys (observations, actions, rewards, terminals), "
             "a Tianshou buffer layout (_meta) nor a d3rlpy dataset's (columns, num_episodes)"

@@ -1,14 +1,21 @@
-"""Opening a dataset's HDF5 file to read, with h5py's errors turned into one line naming the file."""
+"""Reading a dataset's HDF5 file, with h5py's errors turned into one line naming the file.
+
+A damaged file (a truncated download, a bad copy, a disk error) fails inside h5py in many ways: HDF5's
+OSError when a file does not open or a chunk does not read, and RuntimeError, KeyError or ValueError when
+the structure it walks (object headers, B-trees, heaps, attributes) is corrupt. Whatever h5py raises while
+a file is read is the file's fault, not the reader's, so it is one `DatasetError` for the user.
+"""
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
 
-from offline_rl.errors import DatasetError
+from offline_rl.errors import DatasetError, OfflineRLError
 
 
 def first_line(error: BaseException) -> str:
@@ -16,16 +23,28 @@ def first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
+def raised_by_h5py(error: BaseException) -> bool:
+    """Whether h5py itself raised `error` (its innermost frame is h5py's, Python or Cython), rather than
+    code reading the values it returned."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and "h5py" in Path(frames[-1].filename).parts
+
+
+@contextmanager
+def hdf5_errors_named(path: str | Path) -> Iterator[None]:
+    """Inside the block, HDF5's OSErrors and any exception raised by h5py are a `DatasetError` naming `path`."""
+    try:
+        yield
+    except OfflineRLError:
+        raise
+    except Exception as error:
+        if isinstance(error, OSError) or raised_by_h5py(error):
+            raise DatasetError(f"{path}: not a readable HDF5 file ({first_line(error)})") from None
+        raise
+
+
 @contextmanager
 def hdf5_for_reading(path: Path) -> Iterator[h5py.File]:
-    """`path` opened read-only. A file HDF5 cannot open, and data it cannot read inside the block
-    (a truncated download, a damaged chunk), are `DatasetError`s: one line for the user, no traceback."""
-    try:
-        file = h5py.File(path, "r")
-    except OSError as error:
-        raise DatasetError(f"{path}: not a readable HDF5 file ({first_line(error)})") from None
-    try:
-        with file:
-            yield file
-    except OSError as error:
-        raise DatasetError(f"{path}: corrupt HDF5 data ({first_line(error)})") from None
+    """`path` opened read-only, h5py's errors while it is open named as `hdf5_errors_named` names them."""
+    with hdf5_errors_named(path), h5py.File(path, "r") as file:
+        yield file

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +44,17 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
         data_dir = path / "data" if (path / "data").is_dir() else path
         try:
             return MinariDataset(data_dir)
-        except Exception as error:  # Minari raises bare ValueError/KeyError for bad metadata
-            raise DatasetError(f"{data_dir}: unreadable Minari dataset ({error})") from None
+        except Exception as error:  # Minari raises bare ValueError/KeyError/AssertionError for bad metadata
+            raise DatasetError(f"{data_dir}: unreadable Minari dataset ({_reason(error)})") from None
     dataset_id = str(source)
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    here = get_dataset_path(dataset_id).exists()  # then Minari reads it, downloading nothing
     if download:
         _require_remote(dataset_id)
     try:
         return minari.load_dataset(dataset_id, download=download)
     except FileNotFoundError:
-        from minari.storage.datasets_root_dir import get_dataset_path
-
         raise DatasetError(
             f"Minari dataset '{dataset_id}' not found locally at {get_dataset_path(dataset_id)}; "
             f"{_local_near_miss(dataset_id)}pass download=True (--download) to fetch it, or give a dataset directory"
@@ -62,14 +64,37 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
             f"Minari dataset '{dataset_id}' is not local and downloading it needs an optional package "
             f"({error}); pip install 'minari[hf]'"
         ) from None
-    except (OSError, ValueError) as error:
-        if download:
-            raise _download_error(dataset_id, error) from None
-        raise DatasetError(f"Minari dataset '{dataset_id}': {error}") from None
     except Exception as error:  # the HTTP client's own errors (no network) are not OSErrors
-        if download:
+        if download and not here:
             raise _download_error(dataset_id, error) from None
-        raise
+        # On disk, but Minari cannot open it: its bare ValueError/KeyError/AssertionError for bad metadata
+        raise DatasetError(
+            f"Minari dataset '{dataset_id}' at {get_dataset_path(dataset_id)}: unreadable ({_reason(error)})"
+        ) from None
+
+
+def _reason(error: BaseException) -> str:
+    """An exception in a few words: its message's first line, or its type where it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def episodes_of(dataset: Any, desc: str) -> Iterator[Any]:
+    """An opened dataset's episodes in order, with a progress bar. Minari reads each from its data file
+    only here, so a damaged or truncated file shows first here: as one line naming the folder, not
+    h5py's traceback."""
+    episodes = iter(progress_bar(dataset.iterate_episodes(), total=dataset.total_episodes, desc=desc, leave=False))
+    while True:
+        try:
+            episode = next(episodes)
+        except StopIteration:
+            return
+        except (OSError, KeyError, ValueError) as error:
+            raise DatasetError(
+                f"Minari dataset '{dataset.spec.dataset_id}': its data in {dataset.storage.data_path} cannot be "
+                f"read ({_reason(error)}); download or copy the dataset again"
+            ) from None
+        yield episode
 
 
 def _local_near_miss(dataset_id: str) -> str:
@@ -125,9 +150,7 @@ def load_minari(source: str | os.PathLike[str], download: bool = False) -> Repla
     obs_next = np.empty((total, *obs_shape), dtype=obs_dtype)
     columns = StepColumns.empty(total, act_dtype, act_shape)
     cursor = 0
-    for episode in progress_bar(
-        dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari", leave=False
-    ):
+    for episode in episodes_of(dataset, "load minari"):
         if len(episode.rewards) == 0:
             continue
         flat = _flatten(episode.observations, obs_space).astype(obs_dtype, copy=False)

@@ -17,10 +17,9 @@ import numpy as np
 
 from offline_rl.atari_screens import FRAME_SIZE, is_screen_space, screen_frames
 from offline_rl.data.frame_stack import FrameStackBuffer
-from offline_rl.data.minari import StepColumns, minari_info, open_minari
+from offline_rl.data.minari import StepColumns, episodes_of, minari_info, open_minari
 from offline_rl.data.transitions import set_dataset_info
 from offline_rl.errors import DatasetError
-from offline_rl.progress import progress_bar
 
 SCREENS_NOTE = "ALE's RGB screens, converted to 84×84 grayscale frames"
 
@@ -54,9 +53,7 @@ def load_minari_atari(
     first_frame = np.empty(total_steps, dtype=np.int64)
     columns = StepColumns.empty(total_steps, np.dtype(np.int64), ())
     steps_done = frames_done = 0
-    for episode in progress_bar(
-        dataset.iterate_episodes(), total=dataset.total_episodes, desc="load minari (screens to frames)", leave=False
-    ):
+    for episode in episodes_of(dataset, "load minari (screens to frames)"):
         if len(episode.rewards) == 0:
             continue
         screens = np.asarray(episode.observations)
