@@ -373,3 +373,26 @@ def test_the_command_prints_the_table_and_names_its_files_and_no_runs_is_one_lin
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "no run with an evaluation found" in result.stderr
+
+
+def test_a_run_without_an_evaluation_is_left_out_with_a_warning_naming_it(logs: Path) -> None:
+    """A run started but not yet evaluated, or one whose TensorBoard log a bad copy damaged, would
+    otherwise vanish from the table without a word."""
+    from offline_rl.errors import OfflineRLWarning
+
+    counted = len(read_runs([logs]))
+    write_run(logs / "c" / "s0", dataset="hopper-medium-v2", seed=9, scores=[], normalized=True, finished=False)
+    with pytest.warns(
+        OfflineRLWarning, match=r"left out 1 run folder\(s\) whose TensorBoard logs hold no evaluation: "
+    ):
+        assert len(read_runs([logs])) == counted
+
+
+@pytest.mark.parametrize("record", ["[]", '{"config": 3}', '"text"'])
+def test_a_run_record_of_another_shape_is_one_line(tmp_path: Path, record: str) -> None:
+    from offline_rl.errors import OfflineRLError
+
+    run = write_run(tmp_path / "s0", dataset="hopper-medium-v2", seed=0, scores=[1.0])
+    (run / "run.json").write_text(record)
+    with pytest.raises(OfflineRLError, match=r"run\.json: not a run record \(expected a JSON object whose 'config'"):
+        read_runs([tmp_path])

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from offline_rl.data.names import combined_label
-from offline_rl.errors import OfflineRLError
+from offline_rl.errors import OfflineRLError, OfflineRLWarning
 from offline_rl.scores import atari_reference_scores, scored_atari_game
 
 RUN_SETTINGS_FILE = "run.json"
@@ -184,6 +185,11 @@ def read_run(run_dir: Path) -> Run:
         saved = json.loads((run_dir / RUN_SETTINGS_FILE).read_text())
     except (OSError, ValueError) as error:
         raise OfflineRLError(f"{run_dir / RUN_SETTINGS_FILE}: not a readable run record ({error})") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("config") or {}, dict):
+        raise OfflineRLError(
+            f"{run_dir / RUN_SETTINGS_FILE}: not a run record (expected a JSON object whose 'config' holds the "
+            "run's settings, as the examples write it)"
+        )
     settings = with_settings_added_since(flatten(saved.get("config") or {}))
     scalars = _scalars(run_dir)
     normalized = dict(scalars.get("eval/normalized_score", []))
@@ -255,7 +261,16 @@ def label_settings(runs: list[Run]) -> None:
 
 def read_runs(logdirs: Iterable[str | Path]) -> list[Run]:
     """Every run under `logdirs` with at least one evaluation or stopped by divergence, labelled by its setting."""
-    runs = [run for run in map(read_run, find_run_dirs(logdirs)) if run.evaluations or run.diverged]
+    found = list(map(read_run, find_run_dirs(logdirs)))
+    runs = [run for run in found if run.evaluations or run.diverged]
+    without = [str(run.path) for run in found if not (run.evaluations or run.diverged)]
+    if runs and without:  # started and not yet evaluated, or a damaged TensorBoard log
+        warnings.warn(
+            f"left out {len(without)} run folder(s) whose TensorBoard logs hold no evaluation: "
+            f"{', '.join(without[:3])}{f' and {len(without) - 3} more' if len(without) > 3 else ''}",
+            OfflineRLWarning,
+            stacklevel=2,
+        )
     if not runs:
         raise OfflineRLError(
             f"{' '.join(map(str, logdirs))}: no run with an evaluation found (runs write run.json next to their "
