@@ -72,7 +72,8 @@ def _files_in_run_folder(folder: Path) -> str:
 def unreadable_torch_file(path: Path, error: BaseException) -> str:
     """What a failed `torch.load(..., weights_only=True)` says about the file, in words."""
     if zipfile.is_zipfile(path) and "Weights only load failed" in str(error):
-        return "a torch file holding Python objects, which offline_rl files never do (not written by offline_rl)"
+        # a file of another tool's, or one of ours whose pickled index a bad copy changed into another name
+        return "a torch file holding Python objects, which offline_rl files never hold (damaged, or another tool's)"
     return "not a file torch.save wrote (damaged, truncated or another format)"
 
 
