@@ -429,3 +429,46 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     yield f"http://127.0.0.1:{httpd.server_address[1]}", served
     httpd.shutdown()
     httpd.server_close()
+
+
+def damaged_copy(data: bytes, rng: np.random.Generator, structure: int = 4096) -> bytes:
+    """`data` as a bad copy leaves it: 1 to 5 bytes changed, most of them in the first `structure` bytes,
+    where an HDF5 file keeps its superblock, object headers, B-trees and heaps."""
+    damaged = bytearray(data)
+    for _ in range(rng.integers(1, 6)):
+        near_start = rng.random() < 0.7
+        damaged[rng.integers(min(structure, len(damaged)) if near_start else len(damaged))] = rng.integers(256)
+    return bytes(damaged)
+
+
+def in_forked_child(work: Callable[[], str], timeout: float = 60) -> str:
+    """`work()`'s string, computed in a forked child process. Some damaged files make the HDF5 library
+    itself crash (a segfault) or loop forever, which no Python code can catch; in a child that costs the
+    test one outcome, `crashed` or `hung`, instead of the whole pytest run. An exception `work` lets
+    through is `raised <type>: <message>`."""
+    import select
+    import traceback
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report in one write, then leave without running pytest's cleanup
+        os.close(read_end)
+        try:
+            result = work()
+        except BaseException as error:  # reported to the parent, which asserts on it
+            frame = traceback.extract_tb(error.__traceback__)[-1]
+            result = f"raised {type(error).__name__}: {error} (at {frame.filename}:{frame.lineno})"
+        os.write(write_end, result.encode()[:60_000])
+        os._exit(0)
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "hung"
+        result = os.read(read_end, 60_000).decode()
+        _, status = os.waitpid(pid, 0)
+        return "crashed" if os.WIFSIGNALED(status) or not result else result
+    finally:
+        os.close(read_end)

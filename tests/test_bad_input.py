@@ -105,10 +105,13 @@ def test_files_with_damaged_structure_load_or_fail_in_one_line(tmp_path: Path) -
     superblock, object headers, B-trees, heaps, attributes), h5py then raises RuntimeError, KeyError
     or ValueError as well as OSError, from wherever a reader touches the file: format detection, key
     checks, loading. Each damaged copy of a D4RL file, a d3rlpy file and a Tianshou buffer loads, or
-    fails as one line naming it: 120 copies, 1 to 5 bytes each changed, mostly in the first 4 KB."""
+    fails as one line naming it: 120 copies. (The HDF5 library itself may crash or hang on a rare
+    copy, which nothing in Python can catch: each copy loads in a child process, and those outcomes
+    are tolerated.)"""
     from test_d3rlpy import episode, write_d3rlpy_episodes
     from tianshou.data import Batch, ReplayBuffer
 
+    from conftest import damaged_copy, in_forked_child
     from offline_rl.data import save_buffer
 
     d4rl = write_d4rl_file(tmp_path / "d4rl.hdf5", **episodes_to_arrays([300, 300], ["terminal", "timeout"]))
@@ -119,23 +122,25 @@ def test_files_with_damaged_structure_load_or_fail_in_one_line(tmp_path: Path) -
         buffer.add(Batch(obs=[[step, 0.0]], act=[0], rew=[1.0], obs_next=[[step + 1, 0.0]], info={}, **ends))
     tianshou = save_buffer(buffer, tmp_path / "buffer.hdf5")
     rng = np.random.default_rng(0)
-    outcomes = {"loaded": 0, "refused": 0}
+
+    def load(path: Path) -> str:
+        try:
+            load_dataset(path)
+        except DatasetError as error:
+            return f"refused: {error}"
+        return "loaded"
+
+    outcomes: list[str] = []
     for _ in range(40):
         for original in (d4rl, d3rlpy, tianshou):
-            data = bytearray(original.read_bytes())
-            for _ in range(rng.integers(1, 6)):
-                at = rng.integers(min(4096, len(data))) if rng.random() < 0.7 else rng.integers(len(data))
-                data[at] = rng.integers(256)
             damaged = tmp_path / f"damaged-{original.name}"
-            damaged.write_bytes(bytes(data))
-            try:
-                load_dataset(damaged)
-            except DatasetError as error:
-                assert str(damaged) in str(error) and "\n" not in str(error), str(error)
-                outcomes["refused"] += 1
-            else:
-                outcomes["loaded"] += 1
-    assert outcomes["refused"] > 10 and outcomes["loaded"] > 10, outcomes  # both ways exercised
+            damaged.write_bytes(damaged_copy(original.read_bytes(), rng))
+            outcome = in_forked_child(lambda path=damaged: load(path), timeout=30)
+            assert outcome in ("loaded", "crashed", "hung") or outcome.startswith("refused: "), outcome
+            if outcome.startswith("refused: "):
+                assert str(damaged) in outcome and "\n" not in outcome, outcome
+            outcomes.append(outcome.split(":")[0])
+    assert outcomes.count("refused") > 10 and outcomes.count("loaded") > 10, outcomes  # both ways exercised
 
 
 def test_a_buffer_whose_pickled_state_is_damaged_names_it(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import h5py
 import numpy as np
 
 from offline_rl.atomic import atomic_hdf5
+from offline_rl.data.hdf5_files import says_file_is_damaged
 from offline_rl.errors import DatasetError, OfflineRLError
 from offline_rl.file_lock import FileLock
 
@@ -148,7 +149,9 @@ class CollectionJournal:
                 return session
         except OfflineRLError:
             raise
-        except (OSError, KeyError, ValueError) as error:
+        except Exception as error:
+            if not says_file_is_damaged(error):
+                raise
             raise DatasetError(
                 f"{path}: unreadable ({error}); delete {self.directory} to start the collection again"
             ) from None

@@ -30,6 +30,13 @@ def raised_by_h5py(error: BaseException) -> bool:
     return bool(frames) and "h5py" in Path(frames[-1].filename).parts
 
 
+def says_file_is_damaged(error: BaseException) -> bool:
+    """Whether an exception met while reading one of offline_rl's own HDF5 files (a replay kept for a
+    resume, a collection's parts) means the file is damaged: h5py's, or a value read from it that does
+    not parse (KeyError, ValueError)."""
+    return isinstance(error, OSError | KeyError | ValueError) or raised_by_h5py(error)
+
+
 @contextmanager
 def hdf5_errors_named(path: str | Path) -> Iterator[None]:
     """Inside the block, HDF5's OSErrors and any exception raised by h5py are a `DatasetError` naming `path`."""

@@ -21,6 +21,7 @@ import numpy as np
 from tianshou.data import Batch, VectorReplayBuffer
 
 from offline_rl.atomic import atomic_hdf5
+from offline_rl.data.hdf5_files import says_file_is_damaged
 
 REPLAY_FORMAT = "offline_rl.online_replay/1"
 RESTORE_CHUNK = 4096
@@ -87,7 +88,9 @@ def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> 
     """
     try:
         return _refill(replay, Path(path).expanduser())
-    except (OSError, KeyError, ValueError) as error:  # h5py's ways of saying the file is damaged
+    except Exception as error:
+        if not says_file_is_damaged(error):
+            raise
         replay.reset()
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return f"{path} is unreadable ({first_line})"
