@@ -610,3 +610,47 @@ def test_a_device_this_machine_has_is_taken_as_given(monkeypatch: pytest.MonkeyP
     assert [pick_device(flag) for flag in ("auto", "cpu", "cuda", "cuda:1")] == ["cuda", "cpu", "cuda", "cuda:1"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert pick_device("auto") == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [
+        ("stack", "frame_index", 11),  # its next frame would be the 13th of 12
+        ("stack", "frame_index", -1),
+        ("stack", "episode_first_frame", 7),  # after the transition's own frame
+        ("pool", "obs_frames", 12),
+        ("pool", "obs_next_frames", -3),
+    ],
+)
+def test_a_frame_buffer_whose_stacks_point_outside_its_frames_is_one_line(
+    tmp_path: Path, kind: str, key: str, value: int
+) -> None:
+    """A damaged index would otherwise surface at the first batch that draws it, an IndexError hours into
+    training (a device-side assert on a GPU), or, negative, silently wrap to another frame."""
+    from offline_rl.data import save_buffer
+    from offline_rl.data.frame_pool import FramePoolBuffer
+    from offline_rl.data.frame_stack import FrameStackBuffer
+
+    frames = np.arange(12, dtype=np.uint8)[:, None, None].repeat(84, axis=1).repeat(84, axis=2)
+    steps = {
+        "act": np.zeros(5, np.int64),
+        "rew": np.ones(5),
+        "terminated": np.eye(5, dtype=bool)[4],
+        "truncated": [0] * 5,
+    }
+    if kind == "stack":
+        buffer = FrameStackBuffer(frames, np.arange(2, 7), np.full(5, 2), **steps)
+    else:
+        stacks = np.arange(5)[:, None] + np.arange(4)
+        buffer = FramePoolBuffer(frames, stacks, stacks + 1, **steps)
+    path = save_buffer(buffer, tmp_path / "frames.hdf5")
+    assert len(load_buffer(path)) == 5
+    with h5py.File(path, "a") as file:
+        column = file[key] if key in file else file[f"_meta/{key}"]
+        damaged = column[()]
+        damaged[3] = value  # transition 3 (its whole stack, in a pool)
+        column[()] = damaged
+    with pytest.raises(
+        DatasetError, match=rf"frames\.hdf5: '[a-z_/]*{key}[a-z_/]*' of 1 transitions \(the first: 3\) "
+    ):
+        load_buffer(path)

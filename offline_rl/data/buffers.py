@@ -111,7 +111,30 @@ def _checked(buffer: ReplayBuffer, source: str) -> ReplayBuffer:
     if len(buffer) == 0:
         raise DatasetError(f"{source}: buffer holds no transitions")
     require_finite(np.asarray(buffer.rew[: len(buffer)]), source=source, key="_meta/rew")
+    _require_frames_in_range(buffer, source)
     return buffer
+
+
+def _require_frames_in_range(buffer: ReplayBuffer, source: str) -> None:
+    """A frame buffer's stacks index its pool of frames. An index outside it (a damaged file) would
+    otherwise stop training at the first batch that draws it, hours in, with an IndexError, or on a GPU
+    with a device-side assert; a negative one would silently wrap to another frame."""
+    if isinstance(buffer, FrameStackBuffer):
+        newest, first = buffer.frame_index[: len(buffer)], buffer.episode_first_frame[: len(buffer)]
+        # each transition's stacks end at its newest frame and the one after it, from its episode's first
+        outside = (newest < 0) | (newest + 1 >= len(buffer.frames)) | (first < 0) | (first > newest)
+        key = "frame_index/episode_first_frame"
+    elif isinstance(buffer, FramePoolBuffer):
+        stacks = np.hstack([buffer.obs_frames, buffer.obs_next_frames])
+        outside = ((stacks < 0) | (stacks >= len(buffer.frames))).any(axis=1)
+        key = "obs_frames/obs_next_frames"
+    else:
+        return
+    if outside.any():
+        raise DatasetError(
+            f"{source}: '{key}' of {int(outside.sum())} transitions (the first: {int(np.argmax(outside))}) point "
+            f"outside the {len(buffer.frames)} frames stored; the file is damaged: make it again"
+        )
 
 
 def load_buffer(path: str | os.PathLike[str]) -> ReplayBuffer:
