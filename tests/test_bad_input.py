@@ -654,3 +654,20 @@ def test_a_frame_buffer_whose_stacks_point_outside_its_frames_is_one_line(
         DatasetError, match=rf"frames\.hdf5: '[a-z_/]*{key}[a-z_/]*' of 1 transitions \(the first: 3\) "
     ):
         load_buffer(path)
+
+
+def test_a_buffer_with_a_negative_action_is_one_line(tmp_path: Path) -> None:
+    """As an index, -1 would silently pick the last action's Q-value."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    from offline_rl.data import save_buffer
+
+    buffer = ReplayBuffer(4)
+    for step, action in enumerate([0, 1, -1, 1]):
+        ends = {"terminated": [step == 3], "truncated": [False]}
+        buffer.add(Batch(obs=[[step]], act=[action], rew=[1.0], obs_next=[[step + 1]], info={}, **ends))
+    path = save_buffer(buffer, tmp_path / "buffer.hdf5")
+    with pytest.raises(
+        DatasetError, match=r"buffer\.hdf5: key '_meta/act' holds the integer -1; expected action indices"
+    ):
+        load_buffer(path)

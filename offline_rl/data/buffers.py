@@ -25,6 +25,7 @@ from offline_rl.data.transitions import (
     combined_info,
     dataset_info,
     require_finite,
+    require_no_negative_actions,
     set_dataset_info,
     set_source_sizes,
 )
@@ -111,6 +112,7 @@ def _checked(buffer: ReplayBuffer, source: str) -> ReplayBuffer:
     if len(buffer) == 0:
         raise DatasetError(f"{source}: buffer holds no transitions")
     require_finite(np.asarray(buffer.rew[: len(buffer)]), source=source, key="_meta/rew")
+    require_no_negative_actions(np.asarray(buffer.act[: len(buffer)]), source=source, key="_meta/act")
     _require_frames_in_range(buffer, source)
     return buffer
 

@@ -128,9 +128,14 @@ def action_indices(values: np.ndarray, *, source: str, key: str) -> np.ndarray:
             f"{source}: key '{key}' holds integers of shape {values.shape}; expected one action index per step, (N,)"
         )
     indices = values.reshape(-1).astype(np.int64, copy=False)
-    if len(indices) and indices.min() < 0:
-        raise DatasetError(f"{source}: key '{key}' holds the integer {indices.min()}; expected action indices >= 0")
+    require_no_negative_actions(indices, source=source, key=key)
     return indices
+
+
+def require_no_negative_actions(actions: np.ndarray, *, source: str, key: str) -> None:
+    """Refuse a negative integer action: as an index it would silently pick the last Q-value."""
+    if actions.dtype.kind == "i" and actions.size and actions.min() < 0:
+        raise DatasetError(f"{source}: key '{key}' holds the integer {actions.min()}; expected action indices >= 0")
 
 
 def require_finite(array: np.ndarray, *, source: str, key: str) -> None:
