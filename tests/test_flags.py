@@ -226,6 +226,13 @@ def test_a_flag_that_needs_a_file_given_last_without_one_is_one_line(tmp_path: P
         assert result.returncode == 2 and result.stderr.strip() == f"error: {flag}: expected {what}"
 
 
+def test_a_preset_that_is_not_utf8_text_is_one_line(tmp_path: Path) -> None:
+    preset = tmp_path / "preset.yaml"
+    preset.write_bytes(b"task: Pendulum-v1\nepoch: \xff\n")
+    with pytest.raises(OfflineRLError, match=r"^--config .*preset\.yaml: not UTF-8 text \(byte 0xff at position 25\)"):
+        d4rl_cql.config_from_args(["--config", str(preset)])
+
+
 def test_a_checkpoint_given_to_another_program_names_the_program_that_wrote_it(tmp_path: Path) -> None:
     """Each program's checkpoint holds its settings; another program cannot continue it, and says which can."""
     import torch

@@ -315,6 +315,20 @@ def _report_overrides(resumed: Any, config: Any, source: str) -> None:
             print(f"{flag_of(f)} {_shown(value)} overrides {_shown(before[path])} of the run in {source}")
 
 
+def text_of(file: Path, where: str) -> str:
+    """A settings file's text (a preset, a sweep), or one line saying why it cannot be read: a file that
+    is not UTF-8 text (another format, or a bad copy) or that this user may not read."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise OfflineRLError(
+            f"{where}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at position {error.start}); "
+            "expected a YAML file"
+        ) from None
+    except OSError as error:
+        raise OfflineRLError(f"{where}: cannot be read ({error.strerror or error})") from None
+
+
 def load_preset(path: str | Path) -> dict[str, Any]:
     """A preset file's settings: a flat YAML mapping from setting (or flag) names to values."""
     import yaml
@@ -323,7 +337,7 @@ def load_preset(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text_of(file, f"{CONFIG_FLAG} {file}"))
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: not valid YAML ({str(error).splitlines()[0]})") from None
     if data is None:

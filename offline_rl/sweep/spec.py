@@ -273,12 +273,14 @@ def load_spec(path: str | Path) -> SweepSpec:
     """A sweep file, with one-line errors naming the file and what is wrong."""
     import yaml
 
+    from offline_rl.apps.flags import text_of
+
     file = Path(path).expanduser()
     source = str(file)
     if not file.is_file():
         raise OfflineRLError(f"{source}: no such sweep file")
     try:
-        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_unique_key_loader())
+        data = yaml.load(text_of(file, source), Loader=_unique_key_loader())
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{source}: not a valid sweep file ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):
