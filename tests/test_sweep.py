@@ -294,7 +294,7 @@ def test_a_missing_sweep_file_or_a_grid_item_without_a_value_is_one_line(tmp_pat
         sweep_main([str(tmp_path / "absent.yaml"), "--logdir", str(tmp_path / "log")])
     latin1 = tmp_path / "latin1.yaml"  # a file saved in another encoding, or another format altogether
     latin1.write_bytes("example: d4rl_cql\ngrid: {seed: [0]}\nname: café\n".encode("latin-1"))
-    with pytest.raises(OfflineRLError, match=r"latin1\.yaml: not UTF-8 text \(byte 0xe9 at position 43\)"):
+    with pytest.raises(OfflineRLError, match=r"latin1\.yaml: not UTF-8 text \(byte 0xe9 at position 45\)"):
         sweep_main([str(latin1), "--logdir", str(tmp_path / "log")])
     with pytest.raises(OfflineRLError, match=r"^--grid seed: expected KEY=VALUE$"):
         sweep_main(["--example", "d4rl_cql", "--grid", "seed", "--logdir", str(tmp_path / "log")])
