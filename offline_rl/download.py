@@ -35,9 +35,28 @@ def download_file(
     """Fetch `url` to `destination` unless another process has meanwhile; `hint` ends the error message
     (e.g. an environment variable to set). The bytes are counted on a bar of the download's own, or on
     `meter` (a bar shared by several downloads, in worker processes too)."""
+    _require_folder(destination, hint)
     with _first_to_download(destination) as needed:
         if needed:
             _fetch(url, destination, hint, timeout_s, meter)
+
+
+def _require_folder(destination: Path, hint: str) -> None:
+    """One line when the folder a download goes to is a file, or lies under one (a dataset directory
+    variable set to a file's path): the download would otherwise fail on its lock or its partial bytes
+    with an OSError naming neither."""
+    for folder in (destination.parent, *destination.parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise DownloadError(
+                    f"{destination}: cannot be downloaded there, {folder} is a file, not a folder{_to_a_folder(hint)}"
+                )
+            return
+
+
+def _to_a_folder(hint: str) -> str:
+    """`hint` ("or set D4RL_DATASET_DIR") as the fix for a download folder that is a file."""
+    return f"; {hint.removeprefix('or ')} to a folder" if hint else ""
 
 
 @contextlib.contextmanager

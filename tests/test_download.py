@@ -129,6 +129,20 @@ def test_a_missing_file_names_the_url_and_where_to_put_a_copy(http_server: tuple
     assert not (tmp_path / "absent.bin").exists()
 
 
+def test_a_download_folder_that_is_a_file_is_one_line_before_any_request(
+    http_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A dataset-folder variable set to a file's path (D4RL_DATASET_DIR=~/data.hdf5) used to fail on the
+    partial download's bytes with a NotADirectoryError."""
+    root, served = http_server
+    served_file(served)
+    (tmp_path / "a-file").write_text("")
+    for destination in (tmp_path / "a-file" / "data.bin", tmp_path / "a-file" / "sub" / "data.bin"):
+        with pytest.raises(DownloadError, match=r"a-file is a file, not a folder; set X_DIR to a folder$"):
+            download_file(f"{root}/data.bin", destination, hint="or set X_DIR")
+    assert paths_served() == []
+
+
 def test_an_unreachable_host_fails_before_any_download(http_server: tuple[str, Path], tmp_path: Path) -> None:
     """A closed port answers at once; the message is the one the download itself would give."""
     root, _ = http_server

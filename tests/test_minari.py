@@ -354,3 +354,12 @@ def test_a_damaged_dataset_is_one_line_naming_where_it_is(
             load_minari(source)
         message = str(caught.value)
         assert expected in message and str(folder) in message and "\n" not in message, message
+
+
+def test_a_datasets_folder_that_is_a_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Minari creates its datasets folder on every look-up: a variable naming a file made it raise a bare
+    FileExistsError."""
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "not-a-folder"))
+    with pytest.raises(DatasetError, match=r"not-a-folder: a file, not a folder; set MINARI_DATASETS_PATH to a folder"):
+        load_minari("mujoco/hopper/medium-v0")

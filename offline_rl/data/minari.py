@@ -47,16 +47,14 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
         except Exception as error:  # Minari raises bare ValueError/KeyError/AssertionError for bad metadata
             raise DatasetError(f"{data_dir}: unreadable Minari dataset ({_reason(error)})") from None
     dataset_id = str(source)
-    from minari.storage.datasets_root_dir import get_dataset_path
-
-    here = get_dataset_path(dataset_id).exists()  # then Minari reads it, downloading nothing
+    here = dataset_path(dataset_id).exists()  # then Minari reads it, downloading nothing
     if download:
         _require_remote(dataset_id)
     try:
         return minari.load_dataset(dataset_id, download=download)
     except FileNotFoundError:
         raise DatasetError(
-            f"Minari dataset '{dataset_id}' not found locally at {get_dataset_path(dataset_id)}; "
+            f"Minari dataset '{dataset_id}' not found locally at {dataset_path(dataset_id)}; "
             f"{_local_near_miss(dataset_id)}pass download=True (--download) to fetch it, or give a dataset directory"
         ) from None
     except ImportError as error:
@@ -69,8 +67,23 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
             raise _download_error(dataset_id, error) from None
         # On disk, but Minari cannot open it: its bare ValueError/KeyError/AssertionError for bad metadata
         raise DatasetError(
-            f"Minari dataset '{dataset_id}' at {get_dataset_path(dataset_id)}: unreadable ({_reason(error)})"
+            f"Minari dataset '{dataset_id}' at {dataset_path(dataset_id)}: unreadable ({_reason(error)})"
         ) from None
+
+
+def dataset_path(dataset_id: str) -> Path:
+    """Where Minari keeps `dataset_id`: under `$MINARI_DATASETS_PATH`, else `~/.minari/datasets`. Minari
+    creates that root folder on every look-up, which fails with a bare OSError when the variable names a
+    file or a folder this user cannot create."""
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    try:
+        return get_dataset_path(dataset_id)
+    except OSError as error:
+        root = os.environ.get("MINARI_DATASETS_PATH") or "~/.minari/datasets"
+        file = Path(root).expanduser().is_file()
+        why = "a file, not a folder" if file else f"cannot be created ({error.strerror or error})"
+        raise DatasetError(f"Minari datasets folder {root}: {why}; set MINARI_DATASETS_PATH to a folder") from None
 
 
 def _reason(error: BaseException) -> str:
@@ -113,10 +126,9 @@ MINARI_HOSTS = {"hf": "huggingface.co", "gcp": "storage.googleapis.com"}
 
 def _require_remote(dataset_id: str) -> None:
     """Without a network, fail in seconds with one line instead of Minari's half minute of retries."""
-    from minari.storage.datasets_root_dir import get_dataset_path
     from minari.storage.remotes import DEFAULT_REMOTE
 
-    if get_dataset_path(dataset_id).exists():
+    if dataset_path(dataset_id).exists():
         return
     kind = os.environ.get("MINARI_REMOTE", DEFAULT_REMOTE).split("://", 1)[0]
     host = MINARI_HOSTS.get(kind)
@@ -126,11 +138,9 @@ def _require_remote(dataset_id: str) -> None:
 
 
 def _download_error(dataset_id: str, error: BaseException) -> DownloadError:
-    from minari.storage.datasets_root_dir import get_dataset_path
-
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
     return DownloadError(
-        f"Minari dataset '{dataset_id}' is not at {get_dataset_path(dataset_id)} and could not be "
+        f"Minari dataset '{dataset_id}' is not at {dataset_path(dataset_id)} and could not be "
         f"downloaded ({reason}); {_local_near_miss(dataset_id)}copy the dataset directory there (or set "
         "MINARI_DATASETS_PATH)"
     )
