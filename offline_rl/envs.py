@@ -112,8 +112,10 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
         raise OfflineRLError(
             f"--task '{task}': its env's module is not installed ({error}){_robotics_hint(task)}"
         ) from None
-    except gym.error.Error as error:
-        raise OfflineRLError(f"--task '{task}': {error}") from None
+    except gym.error.Error as error:  # a malformed id (`mujoco/hopper/medium-v0`: a Minari dataset's)
+        hint = _d4rl_hint(task)
+        found = str(error).split(". (Currently", 1)[0] if hint else str(error)
+        raise OfflineRLError(f"--task '{task}': {found}{hint}") from None
     keep_classic_margins(env)
     return env
 
@@ -169,7 +171,16 @@ def _d4rl_hint(task: str) -> str:
         return f"; {task} is a D4RL dataset: --dataset {task}{evaluated}"
     if adroit := adroit_task_of(task):
         return f"; D4RL's {adroit} env is {d4rl_adroit_id(adroit)} here (Gymnasium-Robotics' hand with D4RL's reward)"
+    if _MINARI_DATASET_ID.fullmatch(task):
+        return (
+            f"; {task} looks like a Minari dataset id: data, not an env (--dataset in d4rl_cql.py, "
+            "--load-buffer-name in atari_cql.py), whose recorded env is then the one evaluated on"
+        )
     return ""
+
+
+_MINARI_DATASET_ID = re.compile(r"[\w.-]+/[\w.-]+(/[\w.-]+)+-v\d+")
+"""namespace/env/dataset-vN (`mujoco/hopper/medium-v0`); gymnasium's ids have one namespace at most."""
 
 
 _ROBOTICS_PREFIXES = ("AntMaze", "PointMaze", "Adroit", "FrankaKitchen", "Fetch", "HandManipulate", "HandReach")

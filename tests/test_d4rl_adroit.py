@@ -176,6 +176,11 @@ def test_without_gymnasium_robotics_the_env_is_one_line_naming_the_package(monke
             "hopper-medium-v2",
             "hopper-medium-v2 is a D4RL dataset: --dataset hopper-medium-v2, which evaluates on Hopper-v4",
         ),
+        (
+            "mujoco/hopper/medium-v0",
+            "mujoco/hopper/medium-v0 looks like a Minari dataset id: data, not an env (--dataset in d4rl_cql.py, "
+            "--load-buffer-name in atari_cql.py)",
+        ),
     ],
 )
 def test_d4rl_ids_given_as_task_are_told_what_they_stand_for_here(task: str, hint: str) -> None:
