@@ -18,8 +18,8 @@ import errno
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,8 +42,11 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
     be written, or a disk that fills up, is an `OfflineRLError` naming `final_path`.
     """
     final = Path(final_path).expanduser()
-    tmp = _writable_temporary(final.parent, prefix=f".{final.name}.", suffix=".part", where=str(final))
+    # Named before the `try`, created inside it: a stop (Ctrl-C, a SIGTERM passed on to a worker) that
+    # landed between creating the file and entering the `try` would leave it outside the cleanup below.
+    tmp = _temporary_name(final.parent, prefix=f".{final.name}.", suffix=".part")
     try:
+        _create_empty(tmp, where=str(final))
         yield tmp
         if tmp.exists():
             tmp.chmod(0o666 & ~_current_umask())
@@ -52,7 +55,7 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
         code = _full_disk_errno(error)
         if code is None and isinstance(error, OSError | RuntimeError) and _nearly_full(tmp.parent):
             code = errno.ENOSPC  # a writer that lost the errno: torch.save says "unexpected pos 1621696"
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # never created, or its folder could not be made
             tmp.unlink()
         if code is not None:
             raise OfflineRLError(f"{final}: not written, {os.strerror(code)} (nothing partial was left)") from None
@@ -127,24 +130,33 @@ def check_output(
         if overwrite is False and not empty_folder:
             raise OfflineRLError(f"{where}: already exists (pass --overwrite to replace it)")
     folder = path if directory and not appears_whole else path.parent
-    _writable_temporary(folder, prefix=".write-check.", suffix="", where=where).unlink()
+    probe = _temporary_name(folder, prefix=".write-check.", suffix="")
+    try:
+        _create_empty(probe, where=where)
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
     return path
 
 
-def _writable_temporary(folder: Path, *, prefix: str, suffix: str, where: str) -> Path:
-    """An empty temporary file in `folder`, created first if missing; a folder that cannot be made
+def _temporary_name(folder: Path, *, prefix: str, suffix: str) -> Path:
+    """A name in `folder` that no file has (64 random bits), for a temporary file not yet created."""
+    return folder / f"{prefix}{secrets.token_hex(8)}{suffix}"
+
+
+def _create_empty(path: Path, *, where: str) -> None:
+    """Create `path` empty and private (0600), its folder first if missing; a folder that cannot be made
     or written is one line naming `where` (the output, or the flag and path) and the reason."""
+    folder = path.parent
     blocking = next((parent for parent in (folder, *folder.parents) if parent.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise OfflineRLError(f"{where}: {blocking} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as error:
         reason = os.strerror(error.errno) if error.errno else str(error)
         raise OfflineRLError(f"{where}: cannot write in {folder} ({reason})") from None
-    os.close(fd)
-    return Path(name)
 
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:

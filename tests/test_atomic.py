@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,25 @@ def test_an_interrupted_write_leaves_nothing(tmp_path: Path) -> None:
 
 
 # --- outputs checked before the work that produces them ---------------------------------------------
+
+
+def test_a_stop_right_after_the_temporary_file_is_made_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C, or a SIGTERM a converter passes on to its workers, can land just after the temporary file
+    appears on disk. Made before the cleanup's `try`, it was left behind there (a flaky sweep of a
+    parallel conversion's SIGTERM test found it)."""
+    open_file = os.open
+
+    def stopped_once_made(path, *args, **kwargs):
+        descriptor = open_file(path, *args, **kwargs)
+        if str(path).endswith(".part"):
+            os.close(descriptor)
+            raise KeyboardInterrupt  # the signal's handler, run as soon as the file exists
+        return descriptor
+
+    monkeypatch.setattr(os, "open", stopped_once_made)
+    with pytest.raises(KeyboardInterrupt), atomic_path(tmp_path / "out.hdf5"):
+        pass
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_check_output_names_the_flag_and_what_is_wrong(tmp_path: Path) -> None:
@@ -67,11 +85,15 @@ def test_check_output_makes_the_folder_and_leaves_nothing_else(tmp_path: Path) -
 
 
 def test_a_folder_that_cannot_be_written_is_one_line_with_the_reason(tmp_path: Path, monkeypatch) -> None:
-    # As root (CI), permissions do not refuse a write; the refusal is what mkstemp would raise.
-    def refused(*args, **kwargs):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    # As root (CI), permissions do not refuse a write; the refusal is what creating the probe file would raise.
+    open_file = os.open
 
-    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    def refused(path, *args, **kwargs):
+        if ".write-check." in str(path):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return open_file(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused)
     with pytest.raises(OfflineRLError, match=r"^--logdir .*: cannot write in .* \(Permission denied\)$"):
         check_output(tmp_path / "log", flag="--logdir", directory=True)
 

@@ -461,8 +461,8 @@ def write_minari_directory(
     observations (`obs_space`, the env's own), recorded flat, are written back as dicts, as Minari's
     own collector writes them: the dataset's env (`recover_environment`) then observes what it holds.
     """
+    import secrets
     import shutil
-    import tempfile
     import warnings
 
     import minari
@@ -493,9 +493,11 @@ def write_minari_directory(
     output.parent.mkdir(parents=True, exist_ok=True)
     # Absolute: Minari sizes a dataset by joining its folder to paths that already contain it, which
     # doubles a relative folder (a traceback after the whole collection, with --output relative).
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent)).resolve()
+    # Named before the `try`, made inside it: a stop landing just after it appeared must not leave it.
+    staging = (output.parent / f".{output.name}.{secrets.token_hex(8)}.part").resolve()
     previous_root = os.environ.get("MINARI_DATASETS_PATH")
     try:
+        staging.mkdir(mode=0o700)
         os.environ["MINARI_DATASETS_PATH"] = str(staging)
         with warnings.catch_warnings():
             # Minari nags about author/e-mail/permalink fields a local dataset has no use for.
