@@ -539,3 +539,18 @@ def test_the_d4rl_converter_names_the_datasets_own_env_when_task_does_not_fit(tm
         "error: walker2d-medium-v2: observations have shape (17,), but --task Hopper-v4 observes (11,); it is D4RL "
         "data of gym's Walker2d (gymnasium: Walker2d-v4): give --task Walker2d-v4"
     )
+
+
+@pytest.mark.parametrize("summary", [None, "[]", "{not json"])
+def test_a_finished_run_whose_summary_is_missing_or_damaged_is_finished_again(tmp_path: Path, summary) -> None:
+    """Only a readable summary says the run ended; without one, the resume evaluates and writes it."""
+    from offline_rl.apps.run_config import OfflineRunConfig
+    from offline_rl.apps.training import finished_run
+
+    (tmp_path / "checkpoint.pth").write_bytes(b"")
+    run = OfflineRunConfig(epoch=2, resume_path=str(tmp_path / "checkpoint.pth"))
+    if summary is not None:
+        (tmp_path / "summary.json").write_text(summary)
+    assert finished_run(run, {"epoch": 2}) is None
+    (tmp_path / "summary.json").write_text('{"last": {"return_mean": 1.0}}')
+    assert finished_run(run, {"epoch": 2}) == {"last": {"return_mean": 1.0}}

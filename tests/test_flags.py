@@ -226,6 +226,15 @@ def test_a_flag_that_needs_a_file_given_last_without_one_is_one_line(tmp_path: P
         assert result.returncode == 2 and result.stderr.strip() == f"error: {flag}: expected {what}"
 
 
+def test_a_folder_given_as_a_preset_or_a_sweep_file_is_told_it_is_a_folder(tmp_path: Path) -> None:
+    from offline_rl.sweep.spec import load_spec
+
+    with pytest.raises(OfflineRLError, match=r"^--config .*: a folder; expected a YAML file$"):
+        d4rl_cql.config_from_args(["--config", str(tmp_path)])
+    with pytest.raises(OfflineRLError, match=r": a folder; expected a sweep file \(YAML\)$"):
+        load_spec(tmp_path)
+
+
 def test_a_preset_that_is_not_utf8_text_is_one_line(tmp_path: Path) -> None:
     preset = tmp_path / "preset.yaml"
     preset.write_bytes(b"task: Pendulum-v1\nepoch: \xff\n")

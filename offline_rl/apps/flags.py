@@ -335,7 +335,9 @@ def load_preset(path: str | Path) -> dict[str, Any]:
 
     file = Path(path).expanduser()
     if not file.is_file():
-        raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")
+        raise OfflineRLError(
+            f"{CONFIG_FLAG} {file}: {'a folder; expected a YAML file' if file.is_dir() else 'no such file'}"
+        )
     try:
         data = yaml.safe_load(text_of(file, f"{CONFIG_FLAG} {file}"))
     except yaml.YAMLError as error:

@@ -91,6 +91,8 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str,
         summary = json.loads((folder / RUN_SUMMARY_FILE).read_text())
     except (OSError, ValueError):  # stopped after its last checkpoint, before its summary: finish it
         return None
+    if not isinstance(summary, dict):  # not a summary this program wrote: finish the run, which writes one
+        return None
     print(
         f"the run in {folder} already trained its {run.epoch} epochs ({RUN_SUMMARY_FILE}); nothing to do: "
         f"give --epoch above {run.epoch} to train it further, or --watch to evaluate it"

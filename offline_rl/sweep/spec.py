@@ -278,7 +278,9 @@ def load_spec(path: str | Path) -> SweepSpec:
     file = Path(path).expanduser()
     source = str(file)
     if not file.is_file():
-        raise OfflineRLError(f"{source}: no such sweep file")
+        raise OfflineRLError(
+            f"{source}: {'a folder; expected a sweep file (YAML)' if file.is_dir() else 'no such sweep file'}"
+        )
     try:
         data = yaml.load(text_of(file, source), Loader=_unique_key_loader())
     except yaml.YAMLError as error:
