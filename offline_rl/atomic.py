@@ -144,12 +144,17 @@ def _temporary_name(folder: Path, *, prefix: str, suffix: str) -> Path:
     return folder / f"{prefix}{secrets.token_hex(8)}{suffix}"
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file where `folder`, or a folder above it, should be (making it would fail); None if none."""
+    existing = next((parent for parent in (folder, *folder.parents) if parent.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def _create_empty(path: Path, *, where: str) -> None:
     """Create `path` empty and private (0600), its folder first if missing; a folder that cannot be made
     or written is one line naming `where` (the output, or the flag and path) and the reason."""
     folder = path.parent
-    blocking = next((parent for parent in (folder, *folder.parents) if parent.exists()), None)
-    if blocking is not None and not blocking.is_dir():
+    if blocking := file_in_the_way(folder):
         raise OfflineRLError(f"{where}: {blocking} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)

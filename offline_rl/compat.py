@@ -81,10 +81,9 @@ def _hdf5_values(item: Any) -> Any:
         try:
             return pickle.loads(item[()])  # what Tianshou's own writer pickled (its buffer's options)
         except Exception as error:  # damaged bytes unpickle to any error at all, ModuleNotFoundError included
-            from offline_rl.errors import DatasetError
+            from offline_rl.errors import DatasetError, first_line
 
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise DatasetError(f"{item.file.filename}: '{item.name}' does not unpickle ({reason})") from None
+            raise DatasetError(f"{item.file.filename}: '{item.name}' does not unpickle ({first_line(error)})") from None
     values = dict(item.attrs.items())
     kind = values.pop("__data_type__", None)
     for key, child in item.items():

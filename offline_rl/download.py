@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from offline_rl.atomic import atomic_path
+from offline_rl.atomic import atomic_path, file_in_the_way
 from offline_rl.errors import DownloadError
 from offline_rl.file_lock import FileLock
 from offline_rl.partial_download import PartialDownload
@@ -45,13 +45,10 @@ def _require_folder(destination: Path, hint: str) -> None:
     """One line when the folder a download goes to is a file, or lies under one (a dataset directory
     variable set to a file's path): the download would otherwise fail on its lock or its partial bytes
     with an OSError naming neither."""
-    for folder in (destination.parent, *destination.parent.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise DownloadError(
-                    f"{destination}: cannot be downloaded there, {folder} is a file, not a folder{_to_a_folder(hint)}"
-                )
-            return
+    if blocking := file_in_the_way(destination.parent):
+        raise DownloadError(
+            f"{destination}: cannot be downloaded there, {blocking} is a file, not a folder{_to_a_folder(hint)}"
+        )
 
 
 def _to_a_folder(hint: str) -> str:

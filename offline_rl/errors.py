@@ -17,6 +17,13 @@ class DownloadError(DatasetError):
     """A dataset is not on disk and could not be fetched."""
 
 
+def first_line(error: BaseException) -> str:
+    """An exception in a few words for a one-line message: its text's first line (HDF5's and others'
+    errors run to several), or its type's name where it has no text."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 class OfflineRLWarning(UserWarning):
     """Something a user should know about their data or settings that does not stop the run.
 

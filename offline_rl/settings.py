@@ -80,8 +80,7 @@ def changed_settings(config: Any, names: Sequence[str]) -> list[tuple[str, Any]]
     changed = []
     for name in names:
         field = fields[name]
-        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-        if getattr(config, name) != default:
+        if getattr(config, name) != declared_default(field):
             changed.append((flag_of(field), getattr(config, name)))
     return changed
 
@@ -238,5 +237,10 @@ def from_dict(config_class: type, data: dict[str, Any]) -> Any:
 
 
 def _nested_class(field: dataclasses.Field) -> type | None:
-    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    default = declared_default(field)
     return type(default) if dataclasses.is_dataclass(default) else None
+
+
+def declared_default(field: dataclasses.Field) -> Any:
+    """The value a field takes when nothing sets it (a fresh copy of a list or nested config)."""
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default

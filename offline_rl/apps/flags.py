@@ -315,15 +315,17 @@ def _report_overrides(resumed: Any, config: Any, source: str) -> None:
             print(f"{flag_of(f)} {_shown(value)} overrides {_shown(before[path])} of the run in {source}")
 
 
-def text_of(file: Path, where: str) -> str:
-    """A settings file's text (a preset, a sweep), or one line saying why it cannot be read: a file that
-    is not UTF-8 text (another format, or a bad copy) or that this user may not read."""
+def text_of(file: Path, where: str, expected: str = "a YAML file") -> str:
+    """A settings file's text (a preset, a sweep), or one line saying why it cannot be read: a folder,
+    a file that is not UTF-8 text (another format, or a bad copy) or that this user may not read."""
     try:
         return file.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise OfflineRLError(f"{where}: a folder; expected {expected}") from None
     except UnicodeDecodeError as error:
         raise OfflineRLError(
             f"{where}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at position {error.start}); "
-            "expected a YAML file"
+            f"expected {expected}"
         ) from None
     except OSError as error:
         raise OfflineRLError(f"{where}: cannot be read ({error.strerror or error})") from None
@@ -334,10 +336,8 @@ def load_preset(path: str | Path) -> dict[str, Any]:
     import yaml
 
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise OfflineRLError(
-            f"{CONFIG_FLAG} {file}: {'a folder; expected a YAML file' if file.is_dir() else 'no such file'}"
-        )
+    if not file.exists():
+        raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")
     try:
         data = yaml.safe_load(text_of(file, f"{CONFIG_FLAG} {file}"))
     except yaml.YAMLError as error:

@@ -15,12 +15,7 @@ from pathlib import Path
 
 import h5py
 
-from offline_rl.errors import DatasetError, OfflineRLError
-
-
-def first_line(error: BaseException) -> str:
-    """An exception's message cut to its first line (HDF5's errors run to several), or its type's name."""
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+from offline_rl.errors import DatasetError, OfflineRLError, first_line
 
 
 def raised_by_h5py(error: BaseException) -> bool:

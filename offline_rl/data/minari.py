@@ -21,9 +21,10 @@ import gymnasium as gym
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.data.hdf5_files import says_file_is_damaged
 from offline_rl.data.transitions import make_replay_buffer, require_finite
 from offline_rl.download import unreachable
-from offline_rl.errors import DatasetError, DownloadError
+from offline_rl.errors import DatasetError, DownloadError, first_line
 from offline_rl.progress import progress_bar
 
 
@@ -45,7 +46,7 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
         try:
             return MinariDataset(data_dir)
         except Exception as error:  # Minari raises bare ValueError/KeyError/AssertionError for bad metadata
-            raise DatasetError(f"{data_dir}: unreadable Minari dataset ({_reason(error)})") from None
+            raise DatasetError(f"{data_dir}: unreadable Minari dataset ({first_line(error)})") from None
     dataset_id = str(source)
     here = dataset_path(dataset_id).exists()  # then Minari reads it, downloading nothing
     if download:
@@ -67,7 +68,7 @@ def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> An
             raise _download_error(dataset_id, error) from None
         # On disk, but Minari cannot open it: its bare ValueError/KeyError/AssertionError for bad metadata
         raise DatasetError(
-            f"Minari dataset '{dataset_id}' at {dataset_path(dataset_id)}: unreadable ({_reason(error)})"
+            f"Minari dataset '{dataset_id}' at {dataset_path(dataset_id)}: unreadable ({first_line(error)})"
         ) from None
 
 
@@ -86,12 +87,6 @@ def dataset_path(dataset_id: str) -> Path:
         raise DatasetError(f"Minari datasets folder {root}: {why}; set MINARI_DATASETS_PATH to a folder") from None
 
 
-def _reason(error: BaseException) -> str:
-    """An exception in a few words: its message's first line, or its type where it has none."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def episodes_of(dataset: Any, desc: str) -> Iterator[Any]:
     """An opened dataset's episodes in order, with a progress bar. Minari reads each from its data file
     only here, so a damaged or truncated file shows first here: as one line naming the folder, not
@@ -102,10 +97,12 @@ def episodes_of(dataset: Any, desc: str) -> Iterator[Any]:
             episode = next(episodes)
         except StopIteration:
             return
-        except (OSError, KeyError, ValueError) as error:
+        except Exception as error:
+            if not says_file_is_damaged(error):
+                raise
             raise DatasetError(
                 f"Minari dataset '{dataset.spec.dataset_id}': its data in {dataset.storage.data_path} cannot be "
-                f"read ({_reason(error)}); download or copy the dataset again"
+                f"read ({first_line(error)}); download or copy the dataset again"
             ) from None
         yield episode
 
@@ -138,7 +135,7 @@ def _require_remote(dataset_id: str) -> None:
 
 
 def _download_error(dataset_id: str, error: BaseException) -> DownloadError:
-    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    reason = first_line(error)
     return DownloadError(
         f"Minari dataset '{dataset_id}' is not at {dataset_path(dataset_id)} and could not be "
         f"downloaded ({reason}); {_local_near_miss(dataset_id)}copy the dataset directory there (or set "

@@ -22,6 +22,7 @@ from tianshou.data import Batch, VectorReplayBuffer
 
 from offline_rl.atomic import atomic_hdf5
 from offline_rl.data.hdf5_files import says_file_is_damaged
+from offline_rl.errors import first_line
 
 REPLAY_FORMAT = "offline_rl.online_replay/1"
 RESTORE_CHUNK = 4096
@@ -92,8 +93,7 @@ def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> 
         if not says_file_is_damaged(error):
             raise
         replay.reset()
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"{path} is unreadable ({first_line})"
+        return f"{path} is unreadable ({first_line(error)})"
 
 
 def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:

@@ -277,12 +277,10 @@ def load_spec(path: str | Path) -> SweepSpec:
 
     file = Path(path).expanduser()
     source = str(file)
-    if not file.is_file():
-        raise OfflineRLError(
-            f"{source}: {'a folder; expected a sweep file (YAML)' if file.is_dir() else 'no such sweep file'}"
-        )
+    if not file.exists():
+        raise OfflineRLError(f"{source}: no such sweep file")
     try:
-        data = yaml.load(text_of(file, source), Loader=_unique_key_loader())
+        data = yaml.load(text_of(file, source, "a sweep file (YAML)"), Loader=_unique_key_loader())
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{source}: not a valid sweep file ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):
