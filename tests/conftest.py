@@ -175,6 +175,7 @@ def load_benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
     spec = importlib.util.spec_from_file_location(f"benchmark_{name}", REPO_ROOT / "benchmarks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -249,3 +249,72 @@ def test_the_profiles_held_table_weighs_each_kernel_by_the_share_of_the_gpu_its_
     assert lines[1].endswith("would do 1.67× one run alone")  # 200 µs alone over 120 held
     assert "100.0 µs held" in lines[2] and "wide" in lines[2] and "200 blocks" in lines[2]
     assert "20.0 µs held" in lines[3] and "narrow" in lines[3]
+
+
+def test_the_d3rlpy_agreement_tells_equal_expectations_from_different_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statistics behind `d3rlpy_agreement.py`'s verdicts: draws of one distribution agree, a shift
+    of a few standard errors does not, a gradient-like vector whose coordinates move together is judged
+    along its projections, and a coordinate drawn without noise must match exactly."""
+    import numpy as np
+
+    agreement = load_benchmark("d3rlpy_agreement", monkeypatch).agreement
+    rng = np.random.default_rng(1)
+    same = agreement(rng.normal(3.0, 1.0, 400), rng.normal(3.0, 1.0, 400))
+    assert same.agrees() and same.max_abs_z < 4
+    assert not agreement(rng.normal(3.5, 1.0, 400), rng.normal(3.0, 1.0, 400)).agrees()  # z ≈ 7
+
+    per_state = (400, 128)
+    assert agreement(rng.normal(0, 1, per_state), rng.normal(0, 1, per_state), independent=True).agrees()
+    scattered = rng.choice([-0.25, 0.25], 128)  # a difference of changing sign, as a Jensen gap gives
+    shifted = agreement(rng.normal(scattered, 1, per_state), rng.normal(0, 1, per_state), independent=True)
+    assert shifted.mean_z_squared > 3 and not shifted.agrees()
+
+    common = rng.normal(0, 1, (400, 1))  # every coordinate moves with one shared draw, as a gradient's do
+    direction = rng.normal(0, 1, 3000)
+
+    def gradient_like(scale: float) -> np.ndarray:
+        return common * direction + rng.normal(0, 0.1, (400, 3000)) + scale * direction
+
+    equal = agreement(gradient_like(1.0), gradient_like(1.0))
+    assert equal.agrees()
+    assert not agreement(gradient_like(1.5), gradient_like(1.0)).agrees()  # e.g. a factor on one loss term
+
+    exact = np.ones((400, 2))
+    assert agreement(exact, exact.copy()).agrees()
+    off = agreement(exact * [1.0, 1.001], exact)
+    assert not off.agrees() and np.isinf(off.z).any()
+
+
+@pytest.mark.parametrize(
+    ("bug", "statistic"),
+    [
+        ("constant-random-actions", "q_random"),
+        ("terminals-bootstrap", "target_q"),
+        ("no-density-correction", "cql_gap"),
+    ],
+)
+def test_each_planted_bug_changes_our_update_where_it_says(
+    bug: str, statistic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--plant` is what shows that the comparison with d3rlpy can fail: each planted mistake must change
+    our update's statistic of the term it names (same weights, same draws), and only with the plant."""
+    import torch
+
+    script = load_benchmark("d3rlpy_agreement", monkeypatch)
+    batch = script.make_batch(0)
+
+    def statistics(planted: str | None) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        algorithm = script.build_ours({"backup_entropy": True})
+        if planted:
+            script.plant(algorithm, planted)
+        torch.manual_seed(1)
+        args = (batch.obs, batch.act, batch.rew, 1.0 - batch.terminated, batch.obs_next)
+        return algorithm.compute_losses(*args)[1]
+
+    clean, again, planted = statistics(None), statistics(None), statistics(bug)
+    assert torch.equal(clean[statistic], again[statistic])
+    assert not torch.allclose(clean[statistic], planted[statistic])
+    assert torch.equal(clean["q_data"], planted["q_data"])  # the weights and the data's values are untouched
+    with pytest.raises(ValueError, match="no planted bug"):
+        script.plant(script.build_ours({}), "no-such-bug")

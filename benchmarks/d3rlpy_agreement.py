@@ -1,0 +1,613 @@
+"""Our CQL-SAC and discrete CQL losses and gradients beside d3rlpy's, on the same weights and batch.
+
+d3rlpy is an independent implementation of CQL (Kumar et al. 2020) that researchers already trust, so
+where the two agree, a convention of ours (the 3N actions of each state, their log-densities, which
+critics the sums run over, mean or half-mean squares, the target's entropy, the max backup's order,
+the dual step of α′, Cal-QL's floor) is one that a second, separately written implementation shares. Where they
+differ, the difference is d3rlpy's choice or ours, and this script shows which term it is in.
+
+Each case copies our freshly built actor and critics into d3rlpy's networks (the same layers: ReLU
+MLPs, the critics over the state beside the action, the actor's last layer split into d3rlpy's mean
+and log-std heads, log-std clamped to [-20, 2] by both), checks that both give the same Q-values,
+Gaussian parameters and log-densities to float precision, then draws TRIALS independent updates'
+worth of samples on each side from the same batch (no optimiser steps) and compares:
+
+- the TD loss, the conservative loss (w · gap, summed over critics) and the actor loss;
+- the critics' and the actor's gradients, coordinate by coordinate;
+- with the Lagrange variant, the gradient of the dual loss with respect to log α′.
+
+Discrete CQL on a QR-DQN head draws nothing, so there the TD loss, the conservative term and every
+gradient coordinate must match to float rounding: with the same greedy action for the target (ours
+`--double-q` against d3rlpy's DiscreteCQL, ours by default against d3rlpy's plain DQN target), and, as a
+check that the comparison can fail, our default against DiscreteCQL's double-DQN target.
+
+CQL-SAC's sampled terms are equal only in expectation, and the two libraries draw their noise
+differently, so each comparison is a z-score of the difference of the two means over the trials,
+z = (mean ours − mean d3rlpy) / √(se² + se²): where the expectations agree, a standard normal draw.
+A scalar agrees at |z| < 4. A gradient's coordinates move together, so it is judged along five fixed
+directions, each a scalar with a proper z; the per-state TD targets are independent coordinates, so
+their mean z² must also stay within chance of 1. A convention that differs (a factor ½, a term left
+out, another axis) gives z in the tens or hundreds. `--plant` puts one such mistake into ours (among
+them Tianshou 2.0.1's all +1 "random" actions) to show that every case then differs.
+
+d3rlpy is not a dependency (it pins gymnasium 1.0.0): install it beside the project without its
+dependencies, as BENCHMARKS.md's d3rlpy sections show:
+
+    pip install --no-deps d3rlpy==2.8.1 structlog dataclasses-json "marshmallow<4" typing-inspect \\
+        mypy_extensions colorama scikit-learn joblib threadpoolctl scipy gym==0.26.2 cloudpickle
+    python benchmarks/d3rlpy_agreement.py
+"""
+
+from __future__ import annotations
+
+import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+
+# isort: split
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from d3rlpy_baseline import quiet_d3rlpy
+from torch import nn
+
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.cql_sac.networks import tanh_gaussian_log_prob
+
+OBS_DIM, ACT_DIM, HIDDEN, BATCH = 6, 3, (64, 64), 128
+ALPHA, CQL_WEIGHT, GAMMA = 0.2, 5.0, 0.99
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration of both libraries that should compute the same expected update."""
+
+    name: str
+    ours: dict[str, Any]
+    d3rlpy: dict[str, Any]
+    d3rlpy_algorithm: str = "CQLConfig"
+
+
+CASES = (
+    Case(
+        "SAC target with entropy (ours --backup-entropy; d3rlpy soft_q_backup=True)",
+        {"backup_entropy": True},
+        {"soft_q_backup": True},
+    ),
+    Case(
+        "max target backup (ours --max-target-backup; d3rlpy max_q_backup=True)",
+        {"max_target_backup": True},
+        {"max_q_backup": True},
+    ),
+    Case(
+        "Lagrange α′ (ours --with-lagrange --target-action-gap 1; d3rlpy alpha_threshold=1)",
+        {"backup_entropy": True, "with_lagrange": True, "target_action_gap": 1.0, "lagrange_multiplier_init": 2.0},
+        {"soft_q_backup": True, "alpha_threshold": 1.0, "initial_alpha": 2.0, "alpha_learning_rate": 1e-30},
+    ),
+    Case(
+        "Cal-QL (ours --calibrated; d3rlpy CalQL): π's values floored at the Monte-Carlo return from s",
+        {"backup_entropy": True, "calibrated": True},
+        {"soft_q_backup": True},
+        "CalQLConfig",
+    ),
+    Case(
+        "CORL's and our default target (a′ ~ π) against d3rlpy's default (a′ = tanh(mean)): expected to differ",
+        {},
+        {},
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How far two sets of per-trial draws are from sharing their expectation."""
+
+    z: np.ndarray
+    """per coordinate: (mean ours − mean theirs) / standard error of that difference"""
+    projected_z: np.ndarray
+    """the same for the draws' projections on a few fixed directions (a vector's only)"""
+    relative_difference: float
+    """‖mean ours − mean theirs‖ / ‖mean theirs‖"""
+    independent: bool = False
+    """whether the coordinates are drawn independently of each other (one per state of the batch)"""
+
+    @property
+    def mean_z_squared(self) -> float:
+        return float(np.mean(self.z**2))
+
+    @property
+    def max_abs_z(self) -> float:
+        return float(np.max(np.abs(self.z)))
+
+    def agrees(self) -> bool:
+        """|z| < 4 for a scalar or a projection. Independent coordinates (per state) also need their mean
+        z² within 4 standard deviations of 1 (√(2/n) each). A gradient's coordinates are strongly
+        correlated, so their mean z² has no known spread; each projection on a fixed direction is a
+        scalar estimator with a proper z. A coordinate that should be exact must be."""
+        if self.z.size == 1:
+            return self.max_abs_z < 4.0
+        chance = 1.0 + 4.0 * math.sqrt(2.0 / self.z.size)
+        spread_ok = not self.independent or self.mean_z_squared < chance
+        return bool(np.all(np.isfinite(self.z)) and np.max(np.abs(self.projected_z)) < 4.0 and spread_ok)
+
+    def describe(self) -> str:
+        if self.z.size == 1:
+            return f"|z| {self.max_abs_z:.2f}"
+        return (
+            f"along {self.projected_z.size} directions max |z| {np.max(np.abs(self.projected_z)):.2f} "
+            f"(its {self.z.size} coordinates: mean z² {self.mean_z_squared:.2f})"
+        )
+
+
+def z_scores(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """(mean ours − mean theirs) / its standard error, per column of two (trials, columns) arrays; a
+    column drawn without noise on both sides is 0 where the two agree to float rounding, else inf."""
+    difference = ours.mean(0) - theirs.mean(0)
+    error = np.sqrt(ours.var(0, ddof=1) / len(ours) + theirs.var(0, ddof=1) / len(theirs))
+    exact = error <= 1e-12 * (np.abs(ours.mean(0)) + np.abs(theirs.mean(0))) + 1e-300  # no noise but rounding
+    rounding = 1e-5 * np.abs(theirs.mean(0)) + 1e-7
+    exact_z = np.where(np.abs(difference) <= rounding, 0.0, np.inf)
+    return np.where(exact, exact_z, difference / np.where(exact, 1, error))
+
+
+def agreement(ours: np.ndarray, theirs: np.ndarray, directions: int = 5, *, independent: bool = False) -> Agreement:
+    """Compare (trials, ...) draws of two estimators of the same quantity: coordinate by coordinate,
+    and along `directions` − 1 random directions (fixed seed) and the two sides' summed means (where
+    the expectations agree, that sum is independent of the difference tested, so the direction taken
+    from the draws does not bias it, as `theirs`' mean alone would)."""
+    ours = np.asarray(ours, np.float64).reshape(len(ours), -1)
+    theirs = np.asarray(theirs, np.float64).reshape(len(theirs), -1)
+    z = z_scores(ours, theirs)
+    projected = np.zeros(0)
+    if z.size > 1:
+        random = np.random.default_rng(0).standard_normal((z.size, directions - 1))
+        basis = np.column_stack([ours.mean(0) + theirs.mean(0), random])
+        basis /= np.maximum(np.linalg.norm(basis, axis=0), 1e-300)
+        projected = z_scores(ours @ basis, theirs @ basis)
+    mean_theirs = float(np.linalg.norm(theirs.mean(0)))
+    relative = float(np.linalg.norm(ours.mean(0) - theirs.mean(0)) / max(mean_theirs, 1e-12))
+    return Agreement(z, projected, relative, independent)
+
+
+# --------------------------------------------------------------------------------------------
+# the two implementations, with the same weights
+def build_ours(options: dict[str, Any]) -> CQLSAC:
+    box = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+    observations = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+    config = CQLSACConfig(
+        actor_hidden_sizes=list(HIDDEN),
+        critic_layers=len(HIDDEN),
+        critic_width=HIDDEN[0],
+        alpha=ALPHA,
+        auto_alpha=False,
+        cql_weight=CQL_WEIGHT,
+        gamma=GAMMA,
+        normalize_obs=False,
+        orthogonal_init=False,  # torch's default: Q-values that vary with the action from the start
+        **options,
+    )
+    return CQLSAC.build(observations, box, config, device="cpu")
+
+
+PLANTS = {
+    "constant-random-actions": "the uniform actions all +1, as Tianshou 2.0.1's CQL draws them",
+    "terminals-bootstrap": "the TD target bootstraps through terminal transitions",
+    "no-density-correction": "the π(·|s) and π(·|s′) values enter the logsumexp without their log-densities",
+}
+
+
+def plant(algorithm: CQLSAC, bug: str) -> None:
+    """Put a known mistake into our update, to see the comparison catch it (`--plant`)."""
+    if bug == "constant-random-actions":
+        draw = algorithm.sample_actions
+        algorithm.sample_actions = lambda obs, obs_next: (samples := draw(obs, obs_next))._replace(
+            random_actions=torch.ones_like(samples.random_actions)
+        )
+    elif bug == "terminals-bootstrap":
+        target = algorithm.td_target
+        algorithm.td_target = lambda rew, not_terminated, *rest: target(rew, torch.ones_like(not_terminated), *rest)
+    elif bug == "no-density-correction":
+        gap = algorithm.conservative_gap
+        algorithm.conservative_gap = lambda q_data, q_random, q_now, q_next, log_prob, next_log_prob: gap(
+            q_data, q_random, q_now, q_next, torch.zeros_like(log_prob), torch.zeros_like(next_log_prob)
+        )
+    else:
+        raise ValueError(f"no planted bug {bug!r}: one of {', '.join(PLANTS)}")
+
+
+def build_d3rlpy(options: dict[str, Any], n_actions: int, algorithm: str = "CQLConfig") -> Any:
+    import d3rlpy
+
+    encoder = d3rlpy.models.VectorEncoderFactory(hidden_units=list(HIDDEN))
+    settings: dict[str, Any] = dict(
+        batch_size=BATCH,
+        gamma=GAMMA,
+        actor_encoder_factory=encoder,
+        critic_encoder_factory=encoder,
+        n_critics=2,
+        initial_temperature=ALPHA,
+        temp_learning_rate=0.0,
+        initial_alpha=1.0,
+        alpha_learning_rate=0.0,
+        alpha_threshold=0.0,
+        conservative_weight=CQL_WEIGHT,
+        n_action_samples=n_actions,
+    )
+    settings.update(options)
+    algo = getattr(d3rlpy.algos, algorithm)(**settings).create(device="cpu:0")
+    algo.create_impl((OBS_DIM,), ACT_DIM)
+    return algo.impl
+
+
+def copy_weights(ours: CQLSAC, impl: Any) -> None:
+    """Our actor and critics into d3rlpy's modules (its critic targets too), layer by layer."""
+    modules = impl._modules
+    with torch.no_grad():
+        ours_linears = [m for m in ours.actor.net if isinstance(m, nn.Linear)]
+        policy = modules.policy
+        d3_hidden = [m for m in policy._encoder._layers if isinstance(m, nn.Linear)]
+        for mine, theirs in zip(ours_linears[:-1], d3_hidden, strict=True):
+            theirs.weight.copy_(mine.weight)
+            theirs.bias.copy_(mine.bias)
+        head = ours_linears[-1]
+        policy._mu.weight.copy_(head.weight[:ACT_DIM])
+        policy._mu.bias.copy_(head.bias[:ACT_DIM])
+        policy._logstd.weight.copy_(head.weight[ACT_DIM:])
+        policy._logstd.bias.copy_(head.bias[ACT_DIM:] + ours.actor.log_std_offset)  # CORL's offset, ours too
+        for functions in (modules.q_funcs, modules.targ_q_funcs):
+            for member, q_function in enumerate(functions):
+                layers = [m for m in q_function._encoder._layers if isinstance(m, nn.Linear)] + [q_function._fc]
+                for layer, linear in enumerate(layers):
+                    linear.weight.copy_(ours.critic.weights[layer][member].T)
+                    linear.bias.copy_(ours.critic.biases[layer][member, 0])
+        ours.critic_target.load_state_dict(ours.critic.state_dict())
+        if hasattr(ours, "log_lagrange_multiplier") and modules.log_alpha is not None:
+            log_alpha = modules.log_alpha._parameter
+            log_alpha.copy_(ours.log_lagrange_multiplier.detach().reshape(log_alpha.shape))
+
+
+@dataclass(frozen=True)
+class Batch:
+    obs: torch.Tensor
+    act: torch.Tensor
+    rew: torch.Tensor
+    terminated: torch.Tensor
+    obs_next: torch.Tensor
+    mc_return: torch.Tensor
+    """the discounted return of each state's episode from it on, which Cal-QL floors values at"""
+
+
+def make_batch(seed: int) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    return Batch(
+        obs=torch.randn(BATCH, OBS_DIM, generator=generator),
+        act=torch.rand(BATCH, ACT_DIM, generator=generator).mul(1.8).sub(0.9),
+        rew=torch.randn(BATCH, generator=generator),
+        terminated=(torch.rand(BATCH, generator=generator) < 0.2).float(),
+        obs_next=torch.randn(BATCH, OBS_DIM, generator=generator),
+        mc_return=torch.randn(BATCH, generator=generator).mul(0.5),  # around the critics' values: some floors bite
+    )
+
+
+def d3rlpy_batch(batch: Batch) -> Any:
+    from d3rlpy.torch_utility import TorchMiniBatch
+
+    column = lambda values: values.unsqueeze(1)  # noqa: E731  (d3rlpy keeps (B, 1) columns)
+    return TorchMiniBatch(
+        observations=batch.obs,
+        actions=batch.act,
+        rewards=column(batch.rew),
+        next_observations=batch.obs_next,
+        next_actions=torch.zeros_like(batch.act),
+        returns_to_go=column(batch.mc_return),
+        terminals=column(batch.terminated),
+        intervals=torch.ones(BATCH, 1),
+        device="cpu:0",
+    )
+
+
+def deterministic_differences(ours: CQLSAC, impl: Any, batch: Batch) -> dict[str, float]:
+    """What both compute without drawing: Q-values at the data's actions, the actor's Gaussian, and the
+    log-density of the data's actions. Largest absolute differences."""
+    from d3rlpy.models.torch import build_squashed_gaussian_distribution
+
+    with torch.no_grad():
+        q_ours = ours.critic(batch.obs, batch.act.unsqueeze(1))[..., 0]  # (E, B)
+        q_theirs = impl._q_func_forwarder.compute_expected_q(batch.obs, batch.act, "none")[..., 0]
+        mean, log_std = ours.actor.distribution_params(batch.obs)
+        output = impl._modules.policy(batch.obs)
+        log_prob_ours = tanh_gaussian_log_prob(mean, log_std, batch.act)
+        log_prob_theirs = build_squashed_gaussian_distribution(output).log_prob(batch.act)[:, 0]
+    return {
+        "Q(s, a_data)": float((q_ours - q_theirs).abs().max()),
+        "actor mean": float((mean - output.mu).abs().max()),
+        "actor log-std": float((log_std - output.logstd).abs().max()),
+        "log π(a_data|s)": float((log_prob_ours - log_prob_theirs).abs().max()),
+    }
+
+
+def flat_gradient(parameters: Sequence[torch.Tensor]) -> np.ndarray:
+    return torch.cat([p.grad.reshape(-1) for p in parameters]).numpy().copy()
+
+
+def our_draw(ours: CQLSAC, batch: Batch) -> dict[str, np.ndarray]:
+    """One update's losses and gradients (no optimiser step). Our critics' weights are (E, in, out);
+    transposed to d3rlpy's per-critic (out, in) order so the coordinates line up."""
+    ours.zero_grad(set_to_none=True)
+    not_terminated = 1.0 - batch.terminated
+    losses, stats = ours.compute_losses(
+        batch.obs, batch.act, batch.rew, not_terminated, batch.obs_next, batch.mc_return
+    )
+    sum(losses.values()).backward()
+    critic = ours.critic
+    critic_grad = []
+    for member in range(critic.num_critics):
+        for weight, bias in zip(critic.weights, critic.biases, strict=True):
+            critic_grad += [weight.grad[member].T.reshape(-1), bias.grad[member, 0].reshape(-1)]
+    actor = [m for m in ours.actor.net if isinstance(m, nn.Linear)]
+    actor_grad = []
+    for linear in actor[:-1]:
+        actor_grad += [linear.weight.grad.reshape(-1), linear.bias.grad.reshape(-1)]
+    head = actor[-1]
+    for rows in (slice(0, ACT_DIM), slice(ACT_DIM, None)):
+        actor_grad += [head.weight.grad[rows].reshape(-1), head.bias.grad[rows].reshape(-1)]
+    conservative = stats["critic_loss"] - stats["td_loss"]
+    with torch.no_grad():  # the per-state target, from an update's draws of its own
+        samples = ours.sample_actions(batch.obs, batch.obs_next)
+        target = ours.td_target(
+            batch.rew, not_terminated, batch.obs_next, samples.next_actions, samples.next_log_prob, ours.alpha
+        )
+    draw = {
+        "TD target": target.numpy().copy(),
+        "TD loss": stats["td_loss"].numpy().copy(),
+        "conservative loss": conservative.numpy().copy(),
+        "actor loss": stats["actor_loss"].numpy().copy(),
+        "critics' gradient": torch.cat(critic_grad).numpy().copy(),
+        "actor's gradient": torch.cat(actor_grad).numpy().copy(),
+    }
+    if ours.config.with_lagrange:
+        draw["dual gradient (log α′)"] = ours.log_lagrange_multiplier.grad.reshape(-1).numpy().copy()
+    return draw
+
+
+def d3rlpy_draw(impl: Any, batch: Any, lagrange: bool) -> dict[str, np.ndarray]:
+    """The same from d3rlpy's own loss methods, as its `update` calls them (no optimiser step: α′'s
+    own step inside `compute_critic_loss` has a learning rate of 1e-30, and its gradient is kept)."""
+    modules = impl._modules
+    critic_parameters = [p for q in modules.q_funcs for p in q.parameters()]
+    for parameter in [*critic_parameters, *modules.policy.parameters()]:
+        parameter.grad = None
+    q_tpn = impl.compute_target(batch)
+    critic = impl.compute_critic_loss(batch, q_tpn)
+    # α′'s own backward pass ran inside; the critic loss below would add its gradient to log α′ too
+    dual_gradient = modules.log_alpha._parameter.grad.clone() if lagrange else None
+    critic.critic_loss.backward()
+    critic_grad = flat_gradient(critic_parameters)
+    for parameter in critic_parameters:
+        parameter.grad = None
+    actor = impl.compute_actor_loss(batch, modules.policy(batch.observations))
+    actor.actor_loss.backward()
+    policy = modules.policy
+    linears = [m for m in policy._encoder._layers if isinstance(m, nn.Linear)] + [policy._mu, policy._logstd]
+    actor_grad = [g for m in linears for g in (m.weight.grad.reshape(-1), m.bias.grad.reshape(-1))]
+    with torch.no_grad():
+        target = batch.rewards + impl._gamma * (1.0 - batch.terminals) * impl.compute_target(batch)
+    draw = {
+        "TD target": target[:, 0].numpy().copy(),
+        "TD loss": (critic.critic_loss - critic.conservative_loss).detach().numpy().copy(),
+        "conservative loss": critic.conservative_loss.detach().numpy().copy(),
+        "actor loss": actor.actor_loss.detach().numpy().copy(),
+        "critics' gradient": critic_grad,
+        "actor's gradient": torch.cat(actor_grad).numpy().copy(),
+    }
+    if lagrange:
+        draw["dual gradient (log α′)"] = dual_gradient.reshape(-1).numpy().copy()
+    return draw
+
+
+def draws(sample: Callable[[], dict[str, np.ndarray]], trials: int, seed: int) -> dict[str, np.ndarray]:
+    results: dict[str, list[np.ndarray]] = {}
+    for trial in range(trials):
+        torch.manual_seed(seed + trial)
+        for name, value in sample().items():
+            results.setdefault(name, []).append(value)
+    return {name: np.stack(values) for name, values in results.items()}
+
+
+def run_case(
+    case: Case, *, trials: int, n_actions: int, seed: int, bug: str | None = None
+) -> tuple[dict[str, float], dict[str, Agreement]]:
+    torch.manual_seed(seed)
+    ours = build_ours({**case.ours, "cql_n_actions": n_actions})
+    impl = build_d3rlpy(case.d3rlpy, n_actions, case.d3rlpy_algorithm)
+    copy_weights(ours, impl)
+    if bug:
+        plant(ours, bug)
+    batch = make_batch(seed)
+    exact = deterministic_differences(ours, impl, batch)
+    theirs_batch = d3rlpy_batch(batch)
+    lagrange = bool(case.ours.get("with_lagrange"))
+    mine = draws(lambda: our_draw(ours, batch), trials, seed=1_000_000)
+    theirs = draws(lambda: d3rlpy_draw(impl, theirs_batch, lagrange), trials, seed=2_000_000)
+    per_state = {"TD target"}
+    return exact, {name: agreement(mine[name], theirs[name], independent=name in per_state) for name in mine}
+
+
+# --------------------------------------------------------------------------------------------
+# discrete CQL on a QR-DQN head: nothing is drawn, so both must match to float rounding
+NUM_ACTIONS, NUM_QUANTILES, DISCRETE_HIDDEN = 4, 16, (32, 32)
+
+
+@dataclass(frozen=True)
+class DiscreteCase:
+    name: str
+    double_q: bool
+    """ours: the target's greedy action under the online network (`--double-q`), else the target one"""
+    d3rlpy_double: bool
+    """d3rlpy: DiscreteCQL's own double-DQN target, else its plain DQN's (the target network's argmax)"""
+
+
+DISCRETE_CASES = (
+    DiscreteCase("double DQN target (ours --double-q; d3rlpy DiscreteCQL's own)", True, True),
+    DiscreteCase("the target network's greedy action (ours, as Dopamine's QR-DQN; d3rlpy's DQN target)", False, False),
+    DiscreteCase("our default target against d3rlpy DiscreteCQL's (double DQN): expected to differ", False, True),
+)
+
+
+def build_discrete_ours(double_q: bool) -> Any:
+    from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+
+    config = DiscreteCQLConfig(
+        num_quantiles=NUM_QUANTILES,
+        gamma=GAMMA,
+        cql_weight=CQL_WEIGHT,
+        hidden_sizes=list(DISCRETE_HIDDEN),
+        double_q=double_q,
+        reward_clip=False,
+    )
+    observations = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+    algorithm = CQLQRDQN.build(observations, gym.spaces.Discrete(NUM_ACTIONS), config, device="cpu")
+    for parameter in algorithm.model_target.parameters():  # a target apart from the online network
+        parameter.data.add_(0.3 * torch.randn_like(parameter))
+    return algorithm
+
+
+def build_discrete_d3rlpy(double: bool) -> Any:
+    import d3rlpy
+    from d3rlpy.algos.qlearning.torch.dqn_impl import DQNImpl
+
+    algo = d3rlpy.algos.DiscreteCQLConfig(
+        batch_size=BATCH,
+        gamma=GAMMA,
+        alpha=CQL_WEIGHT,
+        encoder_factory=d3rlpy.models.VectorEncoderFactory(hidden_units=list(DISCRETE_HIDDEN)),
+        q_func_factory=d3rlpy.models.QRQFunctionFactory(n_quantiles=NUM_QUANTILES),
+    ).create(device="cpu:0")
+    algo.create_impl((OBS_DIM,), NUM_ACTIONS)
+    impl = algo.impl
+    if not double:
+        impl.compute_target = DQNImpl.compute_target.__get__(impl)
+    return impl
+
+
+def copy_discrete_weights(ours: Any, impl: Any) -> None:
+    with torch.no_grad():
+        for mine, theirs in (
+            (ours.model, impl._modules.q_funcs[0]),
+            (ours.model_target, impl._modules.targ_q_funcs[0]),
+        ):
+            ours_linears = [m for m in mine.net if isinstance(m, nn.Linear)]
+            their_linears = [m for m in theirs._encoder._layers if isinstance(m, nn.Linear)] + [theirs._fc]
+            for source, destination in zip(ours_linears, their_linears, strict=True):
+                destination.weight.copy_(source.weight)
+                destination.bias.copy_(source.bias)
+
+
+def run_discrete_case(case: DiscreteCase, *, seed: int) -> dict[str, float]:
+    """Largest |ours − d3rlpy| of each loss and of the gradient, relative to the largest |d3rlpy| value."""
+    from d3rlpy.torch_utility import TorchMiniBatch
+
+    torch.manual_seed(seed)
+    ours = build_discrete_ours(case.double_q)
+    impl = build_discrete_d3rlpy(case.d3rlpy_double)
+    copy_discrete_weights(ours, impl)
+    generator = torch.Generator().manual_seed(seed)
+    obs, obs_next = torch.randn(BATCH, OBS_DIM, generator=generator), torch.randn(BATCH, OBS_DIM, generator=generator)
+    act = torch.randint(NUM_ACTIONS, (BATCH,), generator=generator)
+    rew = torch.randn(BATCH, generator=generator)
+    terminated = (torch.rand(BATCH, generator=generator) < 0.2).float()
+
+    ours.model.zero_grad(set_to_none=True)
+    losses = ours.compute_losses(obs, act, rew, GAMMA * (1.0 - terminated), obs_next)
+    losses["loss"].backward()
+    ours_gradient = torch.cat([p.grad.reshape(-1) for p in ours.model.parameters()])
+
+    q_function = impl._modules.q_funcs[0]
+    q_function.zero_grad(set_to_none=True)
+    batch = TorchMiniBatch(
+        observations=obs,
+        actions=act.unsqueeze(1),
+        rewards=rew.unsqueeze(1),
+        next_observations=obs_next,
+        next_actions=torch.zeros(BATCH, 1, dtype=torch.long),
+        returns_to_go=torch.zeros(BATCH, 1),
+        terminals=terminated.unsqueeze(1),
+        intervals=torch.ones(BATCH, 1),
+        device="cpu:0",
+    )
+    theirs = impl.compute_loss(batch, impl.compute_target(batch))
+    theirs.loss.backward()
+    their_gradient = torch.cat([p.grad.reshape(-1) for p in q_function.parameters()])
+
+    def relative(mine: torch.Tensor, other: torch.Tensor) -> float:
+        return float((mine.detach() - other.detach()).abs().max() / other.detach().abs().max().clamp_min(1e-12))
+
+    return {
+        "quantile-Huber TD loss": relative(losses["qr_loss"], theirs.td_loss),
+        "conservative term": relative(losses["cql_loss"], theirs.conservative_loss),
+        "total loss": relative(losses["loss"], theirs.loss),
+        "gradient": relative(ours_gradient, their_gradient),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=400, help="independent draws per side and case")
+    parser.add_argument("--n-actions", type=int, default=10, help="N sampled actions per group (both)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plant", choices=sorted(PLANTS), help="a known mistake put into our CQL-SAC")
+    args = parser.parse_args(argv)
+    try:
+        import d3rlpy
+    except ImportError as error:
+        raise SystemExit(f"d3rlpy does not import ({error}); its docstring shows how to install it") from None
+
+    quiet_d3rlpy()
+    print(
+        f"d3rlpy {d3rlpy.__version__}, torch {torch.__version__}; {args.trials} draws a side, N = {args.n_actions}, "
+        f"batch {BATCH}, {OBS_DIM}-d states, {ACT_DIM}-d actions, 2 critics of {HIDDEN}, α {ALPHA}, w {CQL_WEIGHT}"
+    )
+    verdicts = []
+    for index, case in enumerate(CASES):
+        exact, compared = run_case(
+            case, trials=args.trials, n_actions=args.n_actions, seed=args.seed + index, bug=args.plant
+        )
+        print(f"\n{case.name}")
+        print("  without draws, largest |ours − d3rlpy|: " + ", ".join(f"{k} {v:.1e}" for k, v in exact.items()))
+        for name, result in compared.items():
+            verdict = "agree" if result.agrees() else "DIFFER"
+            print(f"  {name:24s} {result.describe()}; means differ by {result.relative_difference:.2%}: {verdict}")
+        verdicts.append(all(r.agrees() for r in compared.values()) and max(exact.values()) < 1e-4)
+    discrete_verdicts = []
+    for index, discrete in enumerate(DISCRETE_CASES):
+        differences = run_discrete_case(discrete, seed=args.seed + index)
+        agree = max(differences.values()) < 1e-5
+        discrete_verdicts.append(agree)
+        print(f"\ndiscrete CQL, QR-DQN head ({NUM_QUANTILES} quantiles, {NUM_ACTIONS} actions): {discrete.name}")
+        print(
+            "  largest |ours − d3rlpy| / largest |d3rlpy|: "
+            + ", ".join(f"{name} {value:.1e}" for name, value in differences.items())
+            + f": {'agree' if agree else 'DIFFER'}"
+        )
+    verdicts += discrete_verdicts
+    cases = [*CASES, *DISCRETE_CASES]
+    expected = [False] * len(CASES) if args.plant else [True] * (len(CASES) - 1) + [False]
+    expected += [True] * (len(DISCRETE_CASES) - 1) + [False]
+    if args.plant:
+        print(f"\nplanted in ours: {PLANTS[args.plant]}")
+    print(
+        f"\n{'as expected' if verdicts == expected else 'NOT as expected'}: "
+        + ", ".join(
+            f"{case.name.split(' (')[0]}: {'agree' if v else 'differ'}" for case, v in zip(cases, verdicts, strict=True)
+        )
+    )
+    return 0 if verdicts == expected else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
