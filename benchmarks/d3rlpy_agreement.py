@@ -61,6 +61,7 @@ from offline_rl.cql_sac.networks import tanh_gaussian_log_prob
 
 OBS_DIM, ACT_DIM, HIDDEN, BATCH = 6, 3, (64, 64), 128
 ALPHA, CQL_WEIGHT, GAMMA = 0.2, 5.0, 0.99
+MIN_TRIALS = 200
 
 
 @dataclass(frozen=True)
@@ -562,6 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plant", choices=sorted(PLANTS), help="a known mistake put into our CQL-SAC")
     args = parser.parse_args(argv)
+    if args.trials < MIN_TRIALS:  # fewer draws: heavier tails than the normal, which |z| < 4 assumes
+        parser.error(
+            f"--trials {args.trials}: expected at least {MIN_TRIALS} (at 50, Cal-QL's TD target drew a |z| of 4.3)"
+        )
     try:
         import d3rlpy
     except ImportError as error:
