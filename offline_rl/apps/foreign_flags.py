@@ -39,7 +39,12 @@ FOREIGN_NAMES: tuple[ForeignName, ...] = (
     ForeignName(("critic_learning_rate",), "d3rlpy's", "--critic-lr"),
     ForeignName(("n_critics",), "d3rlpy's", "--num-critics"),
     ForeignName(("n_action_samples",), "d3rlpy's", "--cql-n-actions"),
-    ForeignName(("soft_q_backup",), "d3rlpy's", "--backup-entropy"),
+    ForeignName(
+        ("soft_q_backup",),
+        "d3rlpy's",
+        "--backup-entropy",
+        "off, d3rlpy's target takes π's mean action at s′; ours samples it either way, as the CQL authors' code does",
+    ),
     ForeignName(("max_q_backup",), "d3rlpy's and the CQL authors'", "--max-target-backup"),
     ForeignName(("compile_graph",), "d3rlpy's", "--compile"),
     ForeignName(("learning_rate",), "d3rlpy's", "--lr"),
