@@ -1,16 +1,18 @@
 """Our CQL-SAC and discrete CQL losses and gradients beside d3rlpy's, on the same weights and batch.
 
-d3rlpy is an independent implementation of CQL (Kumar et al. 2020) that researchers already trust, so
-where the two agree, a convention of ours (the 3N actions of each state, their log-densities, which
+d3rlpy is an independent implementation of CQL (Kumar et al. 2020) that researchers already trust.
+Where the two agree, a convention of ours (the 3N actions of each state, their log-densities, which
 critics the sums run over, mean or half-mean squares, the target's entropy, the max backup's order,
-the dual step of α′, Cal-QL's floor) is one that a second, separately written implementation shares. Where they
-differ, the difference is d3rlpy's choice or ours, and this script shows which term it is in.
+the dual step of α′, Cal-QL's floor) is one that a second, separately written implementation shares.
+Where they differ, the difference is d3rlpy's choice or ours, and this script shows which term it is in.
 
-Each case copies our freshly built actor and critics into d3rlpy's networks (the same layers: ReLU
+Each case copies our freshly built actor and critics into d3rlpy's networks: the same layers (ReLU
 MLPs, the critics over the state beside the action, the actor's last layer split into d3rlpy's mean
-and log-std heads, log-std clamped to [-20, 2] by both), checks that both give the same Q-values,
-Gaussian parameters and log-densities to float precision, then draws TRIALS independent updates'
-worth of samples on each side from the same batch (no optimiser steps) and compares:
+and log-std heads, log-std clamped to [-20, 2] by both; one case builds ours as a Tianshou script
+does, `offline_rl.CQL` over Tianshou's `ContinuousActorProbabilistic` and `ContinuousCritic`s). It
+checks that both give the same Q-values, Gaussian parameters and log-densities to float precision,
+then draws TRIALS independent updates' worth of samples on each side from the same batch (no
+optimiser steps) and compares:
 
 - the TD loss, the conservative loss (w · gap, summed over critics) and the actor loss;
 - the critics' and the actor's gradients, coordinate by coordinate;
@@ -41,7 +43,7 @@ dependencies, as BENCHMARKS.md's d3rlpy sections show:
 
 from __future__ import annotations
 
-import offline_rl  # noqa: F401  first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
+import offline_rl  # first: it keeps TensorFlow out of the TensorBoard that Tianshou imports
 
 # isort: split
 
@@ -58,7 +60,7 @@ from d3rlpy_baseline import quiet_d3rlpy
 from torch import nn
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.networks import tanh_gaussian_log_prob
+from offline_rl.cql_sac.networks import EnsembleCritic, TanhGaussianActor, gaussian_params, tanh_gaussian_log_prob
 
 OBS_DIM, ACT_DIM, HIDDEN, BATCH = 6, 3, (64, 64), 128
 ALPHA, CQL_WEIGHT, GAMMA = 0.2, 5.0, 0.99
@@ -73,6 +75,8 @@ class Case:
     ours: dict[str, Any]
     d3rlpy: dict[str, Any]
     d3rlpy_algorithm: str = "CQLConfig"
+    tianshou: bool = False
+    """ours built as a Tianshou script builds it: `offline_rl.CQL` over Tianshou's networks"""
 
 
 CASES = (
@@ -96,6 +100,14 @@ CASES = (
         {"backup_entropy": True, "calibrated": True},
         {"soft_q_backup": True},
         "CalQLConfig",
+    ),
+    Case(
+        "the Tianshou drop-in at Tianshou's defaults (offline_rl.CQL over Tianshou's networks: Lagrange, Cal-QL, "
+        "entropy in the target, threshold 10 on w·gap; d3rlpy CalQL, alpha_threshold 10/w)",
+        {},
+        {"soft_q_backup": True, "alpha_threshold": 10.0 / CQL_WEIGHT, "alpha_learning_rate": 1e-30},
+        "CalQLConfig",
+        tianshou=True,
     ),
     Case(
         "CORL's and our default target (a′ ~ π) against d3rlpy's default (a′ = tanh(mean)): expected to differ",
@@ -246,27 +258,80 @@ def build_d3rlpy(options: dict[str, Any], n_actions: int, algorithm: str = "CQLC
     return algo.impl
 
 
+def build_tianshou_dropin(options: dict[str, Any]) -> CQLSAC:
+    """`offline_rl.CQL` as a Tianshou 2 script builds it (its `test/offline/test_cql.py`'s constructors),
+    at Tianshou's defaults but for α, w and N, which all cases share."""
+    from tianshou.algorithm.modelfree.sac import SACPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.utils.net.common import Net
+    from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
+
+    def critic() -> ContinuousCritic:
+        net = Net(state_shape=(OBS_DIM,), action_shape=(ACT_DIM,), hidden_sizes=list(HIDDEN), concat=True)
+        return ContinuousCritic(preprocess_net=net)
+
+    actor = ContinuousActorProbabilistic(
+        preprocess_net=Net(state_shape=(OBS_DIM,), hidden_sizes=list(HIDDEN)),
+        action_shape=(ACT_DIM,),
+        unbounded=True,
+        conditioned_sigma=True,
+    )
+    box = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+    return offline_rl.CQL(
+        policy=SACPolicy(actor=actor, action_space=box),
+        policy_optim=AdamOptimizerFactory(),
+        critic=critic(),
+        critic_optim=AdamOptimizerFactory(),
+        critic2=critic(),
+        alpha=ALPHA,
+        cql_weight=CQL_WEIGHT,
+        **options,
+    )
+
+
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def actor_layers(actor: nn.Module, get: Callable[[torch.Tensor], torch.Tensor] = lambda p: p) -> Layers:
+    """(weight, bias) of each of our actor's layers as d3rlpy's policy has them: the hidden layers, the
+    mean head, the log-std head; `get` picks the parameter itself or its gradient. Our own actor's last
+    layer gives mean and log-std together; Tianshou's actor has the two heads, as d3rlpy's."""
+    linears = [module for module in actor.modules() if isinstance(module, nn.Linear)]
+    if not isinstance(actor, TanhGaussianActor):
+        return [(get(linear.weight), get(linear.bias)) for linear in linears]
+    *hidden, head = linears
+    weight, bias = get(head.weight), get(head.bias)
+    heads = [(weight[:ACT_DIM], bias[:ACT_DIM]), (weight[ACT_DIM:], bias[ACT_DIM:])]
+    return [(get(linear.weight), get(linear.bias)) for linear in hidden] + heads
+
+
+def critic_layers(critic: nn.Module, member: int, get: Callable[[torch.Tensor], torch.Tensor] = lambda p: p) -> Layers:
+    """(weight, bias) of each layer of one critic, in d3rlpy's (out, in) layout: our stacked critics keep
+    (E, in, out) weights; Tianshou's critics are `nn.Linear`s already."""
+    if isinstance(critic, EnsembleCritic):
+        return [(get(w)[member].T, get(b)[member, 0]) for w, b in zip(critic.weights, critic.biases, strict=True)]
+    members = critic.members[member].modules()
+    return [(get(linear.weight), get(linear.bias)) for linear in members if isinstance(linear, nn.Linear)]
+
+
+def linears(module: nn.Module) -> list[nn.Linear]:
+    return [layer for layer in module.modules() if isinstance(layer, nn.Linear)]
+
+
 def copy_weights(ours: CQLSAC, impl: Any) -> None:
     """Our actor and critics into d3rlpy's modules (its critic targets too), layer by layer."""
     modules = impl._modules
     with torch.no_grad():
-        ours_linears = [m for m in ours.actor.net if isinstance(m, nn.Linear)]
-        policy = modules.policy
-        d3_hidden = [m for m in policy._encoder._layers if isinstance(m, nn.Linear)]
-        for mine, theirs in zip(ours_linears[:-1], d3_hidden, strict=True):
-            theirs.weight.copy_(mine.weight)
-            theirs.bias.copy_(mine.bias)
-        head = ours_linears[-1]
-        policy._mu.weight.copy_(head.weight[:ACT_DIM])
-        policy._mu.bias.copy_(head.bias[:ACT_DIM])
-        policy._logstd.weight.copy_(head.weight[ACT_DIM:])
-        policy._logstd.bias.copy_(head.bias[ACT_DIM:] + ours.actor.log_std_offset)  # CORL's offset, ours too
+        for (weight, bias), theirs in zip(actor_layers(ours.actor), linears(modules.policy), strict=True):
+            theirs.weight.copy_(weight)
+            theirs.bias.copy_(bias)
+        if isinstance(ours.actor, TanhGaussianActor):
+            modules.policy._logstd.bias.add_(ours.actor.log_std_offset)  # CORL's offset, ours too
         for functions in (modules.q_funcs, modules.targ_q_funcs):
             for member, q_function in enumerate(functions):
-                layers = [m for m in q_function._encoder._layers if isinstance(m, nn.Linear)] + [q_function._fc]
-                for layer, linear in enumerate(layers):
-                    linear.weight.copy_(ours.critic.weights[layer][member].T)
-                    linear.bias.copy_(ours.critic.biases[layer][member, 0])
+                for (weight, bias), theirs in zip(critic_layers(ours.critic, member), linears(q_function), strict=True):
+                    theirs.weight.copy_(weight)
+                    theirs.bias.copy_(bias)
         ours.critic_target.load_state_dict(ours.critic.state_dict())
         if hasattr(ours, "log_lagrange_multiplier") and modules.log_alpha is not None:
             log_alpha = modules.log_alpha._parameter
@@ -321,7 +386,7 @@ def deterministic_differences(ours: CQLSAC, impl: Any, batch: Batch) -> dict[str
     with torch.no_grad():
         q_ours = ours.critic(batch.obs, batch.act.unsqueeze(1))[..., 0]  # (E, B)
         q_theirs = impl._q_func_forwarder.compute_expected_q(batch.obs, batch.act, "none")[..., 0]
-        mean, log_std = ours.actor.distribution_params(batch.obs)
+        mean, log_std = gaussian_params(ours.actor)(batch.obs)
         output = impl._modules.policy(batch.obs)
         log_prob_ours = tanh_gaussian_log_prob(mean, log_std, batch.act)
         log_prob_theirs = build_squashed_gaussian_distribution(output).log_prob(batch.act)[:, 0]
@@ -346,18 +411,10 @@ def our_draw(ours: CQLSAC, batch: Batch) -> dict[str, np.ndarray]:
         batch.obs, batch.act, batch.rew, not_terminated, batch.obs_next, batch.mc_return
     )
     sum(losses.values()).backward()
-    critic = ours.critic
-    critic_grad = []
-    for member in range(critic.num_critics):
-        for weight, bias in zip(critic.weights, critic.biases, strict=True):
-            critic_grad += [weight.grad[member].T.reshape(-1), bias.grad[member, 0].reshape(-1)]
-    actor = [m for m in ours.actor.net if isinstance(m, nn.Linear)]
-    actor_grad = []
-    for linear in actor[:-1]:
-        actor_grad += [linear.weight.grad.reshape(-1), linear.bias.grad.reshape(-1)]
-    head = actor[-1]
-    for rows in (slice(0, ACT_DIM), slice(ACT_DIM, None)):
-        actor_grad += [head.weight.grad[rows].reshape(-1), head.bias.grad[rows].reshape(-1)]
+    gradient = lambda parameter: parameter.grad  # noqa: E731
+    members = range(ours.critic.num_critics)
+    critic_grad = [t.reshape(-1) for m in members for pair in critic_layers(ours.critic, m, gradient) for t in pair]
+    actor_grad = [t.reshape(-1) for pair in actor_layers(ours.actor, gradient) for t in pair]
     conservative = stats["critic_loss"] - stats["td_loss"]
     with torch.no_grad():  # the per-state target, from an update's draws of its own
         samples = ours.sample_actions(batch.obs, batch.obs_next)
@@ -395,8 +452,7 @@ def d3rlpy_draw(impl: Any, batch: Any, lagrange: bool) -> dict[str, np.ndarray]:
     actor = impl.compute_actor_loss(batch, modules.policy(batch.observations))
     actor.actor_loss.backward()
     policy = modules.policy
-    linears = [m for m in policy._encoder._layers if isinstance(m, nn.Linear)] + [policy._mu, policy._logstd]
-    actor_grad = [g for m in linears for g in (m.weight.grad.reshape(-1), m.bias.grad.reshape(-1))]
+    actor_grad = [g for m in linears(policy) for g in (m.weight.grad.reshape(-1), m.bias.grad.reshape(-1))]
     with torch.no_grad():
         target = batch.rewards + impl._gamma * (1.0 - batch.terminals) * impl.compute_target(batch)
     draw = {
@@ -425,7 +481,10 @@ def run_case(
     case: Case, *, trials: int, n_actions: int, seed: int, bug: str | None = None
 ) -> tuple[dict[str, float], dict[str, Agreement]]:
     torch.manual_seed(seed)
-    ours = build_ours({**case.ours, "cql_n_actions": n_actions})
+    if case.tianshou:
+        ours = build_tianshou_dropin({**case.ours, "num_repeat_actions": n_actions})
+    else:
+        ours = build_ours({**case.ours, "cql_n_actions": n_actions})
     impl = build_d3rlpy(case.d3rlpy, n_actions, case.d3rlpy_algorithm)
     copy_weights(ours, impl)
     if bug:
@@ -433,7 +492,7 @@ def run_case(
     batch = make_batch(seed)
     exact = deterministic_differences(ours, impl, batch)
     theirs_batch = d3rlpy_batch(batch)
-    lagrange = bool(case.ours.get("with_lagrange"))
+    lagrange = ours.config.with_lagrange
     mine = draws(lambda: our_draw(ours, batch), trials, seed=1_000_000)
     theirs = draws(lambda: d3rlpy_draw(impl, theirs_batch, lagrange), trials, seed=2_000_000)
     per_state = {"TD target"}

@@ -318,3 +318,29 @@ def test_each_planted_bug_changes_our_update_where_it_says(
     assert torch.equal(clean["q_data"], planted["q_data"])  # the weights and the data's values are untouched
     with pytest.raises(ValueError, match="no planted bug"):
         script.plant(script.build_ours({}), "no-such-bug")
+
+
+def test_both_of_our_builds_give_d3rlpy_the_same_layer_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights reach d3rlpy's networks layer by layer: ours and the Tianshou drop-in's networks must both
+    come out as d3rlpy builds them, (out, in) weights in its order (hidden layers, mean head, log-std
+    head; per critic, its layers over the state beside the action), and the gradients in that layout too."""
+    import torch
+
+    script = load_benchmark("d3rlpy_agreement", monkeypatch)
+    hidden, obs_dim, act_dim = script.HIDDEN, script.OBS_DIM, script.ACT_DIM
+    actor_shapes = [(hidden[0], obs_dim), (hidden[1], hidden[0]), (act_dim, hidden[1]), (act_dim, hidden[1])]
+    critic_shapes = [(hidden[0], obs_dim + act_dim), (hidden[1], hidden[0]), (1, hidden[1])]
+    batch = script.make_batch(0)
+    for algorithm in (script.build_ours({}), script.build_tianshou_dropin({"calibrated": False})):
+        assert [tuple(w.shape) for w, _ in script.actor_layers(algorithm.actor)] == actor_shapes
+        for member in range(2):
+            layers = script.critic_layers(algorithm.critic, member)
+            assert [tuple(w.shape) for w, _ in layers] == critic_shapes
+            assert [tuple(b.shape) for _, b in layers] == [(shape[0],) for shape in critic_shapes]
+        draw = script.our_draw(algorithm, batch)
+        weights = sum(w.numel() + b.numel() for m in range(2) for w, b in script.critic_layers(algorithm.critic, m))
+        assert draw["critics' gradient"].shape == (weights,)
+        assert draw["actor's gradient"].shape == (
+            sum(w.numel() + b.numel() for w, b in script.actor_layers(algorithm.actor)),
+        )
+        assert torch.isfinite(torch.as_tensor(draw["critics' gradient"])).all()
