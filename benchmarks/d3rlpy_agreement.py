@@ -18,20 +18,12 @@ optimiser steps) and compares:
 - the critics' and the actor's gradients, coordinate by coordinate;
 - with the Lagrange variant, the gradient of the dual loss with respect to log α′.
 
-Discrete CQL on a QR-DQN head draws nothing, so there the TD loss, the conservative term and every
-gradient coordinate must match to float rounding: with the same greedy action for the target (ours
-`--double-q` against d3rlpy's DiscreteCQL, ours by default against d3rlpy's plain DQN target), over an
-MLP and over the Nature CNN on stacked frames, and, as a check that the comparison can fail, our
-default against DiscreteCQL's double-DQN target.
-
+Discrete CQL draws nothing, so there both must match to float rounding (`d3rlpy_discrete_agreement.py`).
 CQL-SAC's sampled terms are equal only in expectation, and the two libraries draw their noise
-differently, so each comparison is a z-score of the difference of the two means over the trials,
-z = (mean ours − mean d3rlpy) / √(se² + se²): where the expectations agree, a standard normal draw.
-A scalar agrees at |z| < 4. A gradient's coordinates move together, so it is judged along five fixed
-directions, each a scalar with a proper z; the per-state TD targets are independent coordinates, so
-their mean z² must also stay within chance of 1. A convention that differs (a factor ½, a term left
-out, another axis) gives z in the tens or hundreds. `--plant` puts one such mistake into ours (among
-them Tianshou 2.0.1's all +1 "random" actions) to show that every case then differs.
+differently, so each comparison is a z-score of the difference of the two sides' means
+(`expectation_agreement.py`): a convention that differs (a factor ½, a term left out, another axis)
+gives z in the tens or hundreds, where agreement keeps it below 4. `--plant` puts such a mistake into
+ours (among them Tianshou 2.0.1's all +1 "random" actions) to show that every case then differs.
 
 d3rlpy is not a dependency (it pins gymnasium 1.0.0): install it beside the project without its
 dependencies, as BENCHMARKS.md's d3rlpy sections show:
@@ -48,7 +40,6 @@ import offline_rl  # first: it keeps TensorFlow out of the TensorBoard that Tian
 # isort: split
 
 import argparse
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +48,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from d3rlpy_baseline import quiet_d3rlpy
+from d3rlpy_discrete_agreement import DISCRETE_CASES, NUM_ACTIONS, NUM_QUANTILES, run_discrete_case
+from expectation_agreement import Agreement, agreement
 from torch import nn
 
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
@@ -115,77 +108,6 @@ CASES = (
         {},
     ),
 )
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """How far two sets of per-trial draws are from sharing their expectation."""
-
-    z: np.ndarray
-    """per coordinate: (mean ours − mean theirs) / standard error of that difference"""
-    projected_z: np.ndarray
-    """the same for the draws' projections on a few fixed directions (a vector's only)"""
-    relative_difference: float
-    """‖mean ours − mean theirs‖ / ‖mean theirs‖"""
-    independent: bool = False
-    """whether the coordinates are drawn independently of each other (one per state of the batch)"""
-
-    @property
-    def mean_z_squared(self) -> float:
-        return float(np.mean(self.z**2))
-
-    @property
-    def max_abs_z(self) -> float:
-        return float(np.max(np.abs(self.z)))
-
-    def agrees(self) -> bool:
-        """|z| < 4 for a scalar or a projection. Independent coordinates (per state) also need their mean
-        z² within 4 standard deviations of 1 (√(2/n) each). A gradient's coordinates are strongly
-        correlated, so their mean z² has no known spread; each projection on a fixed direction is a
-        scalar estimator with a proper z. A coordinate that should be exact must be."""
-        if self.z.size == 1:
-            return self.max_abs_z < 4.0
-        chance = 1.0 + 4.0 * math.sqrt(2.0 / self.z.size)
-        spread_ok = not self.independent or self.mean_z_squared < chance
-        return bool(np.all(np.isfinite(self.z)) and np.max(np.abs(self.projected_z)) < 4.0 and spread_ok)
-
-    def describe(self) -> str:
-        if self.z.size == 1:
-            return f"|z| {self.max_abs_z:.2f}"
-        return (
-            f"along {self.projected_z.size} directions max |z| {np.max(np.abs(self.projected_z)):.2f} "
-            f"(its {self.z.size} coordinates: mean z² {self.mean_z_squared:.2f})"
-        )
-
-
-def z_scores(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    """(mean ours − mean theirs) / its standard error, per column of two (trials, columns) arrays; a
-    column drawn without noise on both sides is 0 where the two agree to float rounding, else inf."""
-    difference = ours.mean(0) - theirs.mean(0)
-    error = np.sqrt(ours.var(0, ddof=1) / len(ours) + theirs.var(0, ddof=1) / len(theirs))
-    exact = error <= 1e-12 * (np.abs(ours.mean(0)) + np.abs(theirs.mean(0))) + 1e-300  # no noise but rounding
-    rounding = 1e-5 * np.abs(theirs.mean(0)) + 1e-7
-    exact_z = np.where(np.abs(difference) <= rounding, 0.0, np.inf)
-    return np.where(exact, exact_z, difference / np.where(exact, 1, error))
-
-
-def agreement(ours: np.ndarray, theirs: np.ndarray, directions: int = 5, *, independent: bool = False) -> Agreement:
-    """Compare (trials, ...) draws of two estimators of the same quantity: coordinate by coordinate,
-    and along `directions` − 1 random directions (fixed seed) and the two sides' summed means (where
-    the expectations agree, that sum is independent of the difference tested, so the direction taken
-    from the draws does not bias it, as `theirs`' mean alone would)."""
-    ours = np.asarray(ours, np.float64).reshape(len(ours), -1)
-    theirs = np.asarray(theirs, np.float64).reshape(len(theirs), -1)
-    z = z_scores(ours, theirs)
-    projected = np.zeros(0)
-    if z.size > 1:
-        random = np.random.default_rng(0).standard_normal((z.size, directions - 1))
-        basis = np.column_stack([ours.mean(0) + theirs.mean(0), random])
-        basis /= np.maximum(np.linalg.norm(basis, axis=0), 1e-300)
-        projected = z_scores(ours @ basis, theirs @ basis)
-    mean_theirs = float(np.linalg.norm(theirs.mean(0)))
-    relative = float(np.linalg.norm(ours.mean(0) - theirs.mean(0)) / max(mean_theirs, 1e-12))
-    return Agreement(z, projected, relative, independent)
 
 
 # --------------------------------------------------------------------------------------------
@@ -497,145 +419,6 @@ def run_case(
     theirs = draws(lambda: d3rlpy_draw(impl, theirs_batch, lagrange), trials, seed=2_000_000)
     per_state = {"TD target"}
     return exact, {name: agreement(mine[name], theirs[name], independent=name in per_state) for name in mine}
-
-
-# --------------------------------------------------------------------------------------------
-# discrete CQL on a QR-DQN head: nothing is drawn, so both must match to float rounding
-NUM_ACTIONS, NUM_QUANTILES, DISCRETE_HIDDEN = 4, 16, (32, 32)
-FRAMES, PIXEL_BATCH = (4, 84, 84), 32
-
-
-@dataclass(frozen=True)
-class DiscreteCase:
-    name: str
-    double_q: bool
-    """ours: the target's greedy action under the online network (`--double-q`), else the target one"""
-    d3rlpy_double: bool
-    """d3rlpy: DiscreteCQL's own double-DQN target, else its plain DQN's (the target network's argmax)"""
-    pixels: bool = False
-    """stacks of 84×84 frames through the Nature CNN (ours `--cnn nature`, d3rlpy's `PixelEncoderFactory`)"""
-
-
-DISCRETE_CASES = (
-    DiscreteCase("double DQN target (ours --double-q; d3rlpy DiscreteCQL's own)", True, True),
-    DiscreteCase("the target network's greedy action (ours, as Dopamine's QR-DQN; d3rlpy's DQN target)", False, False),
-    DiscreteCase(
-        "4 stacked 84×84 frames, the Nature CNN (ours --cnn nature; d3rlpy PixelEncoderFactory)", True, True, True
-    ),
-    DiscreteCase("our default target against d3rlpy DiscreteCQL's (double DQN): expected to differ", False, True),
-)
-
-
-def build_discrete_ours(double_q: bool, pixels: bool) -> Any:
-    from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-
-    config = DiscreteCQLConfig(
-        num_quantiles=NUM_QUANTILES,
-        gamma=GAMMA,
-        cql_weight=CQL_WEIGHT,
-        hidden_sizes=list(DISCRETE_HIDDEN),
-        double_q=double_q,
-        reward_clip=False,
-    )
-    observations = (
-        gym.spaces.Box(0, 255, FRAMES, np.uint8) if pixels else gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
-    )
-    algorithm = CQLQRDQN.build(observations, gym.spaces.Discrete(NUM_ACTIONS), config, device="cpu")
-    for parameter in algorithm.model_target.parameters():  # a target apart from the online network
-        parameter.data.add_(0.3 * torch.randn_like(parameter))
-    return algorithm
-
-
-def build_discrete_d3rlpy(double: bool, pixels: bool) -> Any:
-    import d3rlpy
-    from d3rlpy.algos.qlearning.torch.dqn_impl import DQNImpl
-
-    algo = d3rlpy.algos.DiscreteCQLConfig(
-        batch_size=BATCH,
-        gamma=GAMMA,
-        alpha=CQL_WEIGHT,
-        encoder_factory=(
-            d3rlpy.models.PixelEncoderFactory()
-            if pixels
-            else d3rlpy.models.VectorEncoderFactory(hidden_units=list(DISCRETE_HIDDEN))
-        ),
-        q_func_factory=d3rlpy.models.QRQFunctionFactory(n_quantiles=NUM_QUANTILES),
-    ).create(device="cpu:0")
-    algo.create_impl(FRAMES if pixels else (OBS_DIM,), NUM_ACTIONS)
-    impl = algo.impl
-    if not double:
-        impl.compute_target = DQNImpl.compute_target.__get__(impl)
-    return impl
-
-
-def copy_discrete_weights(ours: Any, impl: Any) -> None:
-    """Layer by layer, in the order both build them: convolutions, the dense layers, the quantile head."""
-    with torch.no_grad():
-        for mine, theirs in (
-            (ours.model, impl._modules.q_funcs[0]),
-            (ours.model_target, impl._modules.targ_q_funcs[0]),
-        ):
-            layers = (nn.Conv2d, nn.Linear)
-            ours_layers = [m for m in mine.modules() if isinstance(m, layers)]
-            their_layers = [m for m in theirs.modules() if isinstance(m, layers)]
-            for source, destination in zip(ours_layers, their_layers, strict=True):
-                destination.weight.copy_(source.weight)
-                destination.bias.copy_(source.bias)
-
-
-def run_discrete_case(case: DiscreteCase, *, seed: int) -> dict[str, float]:
-    """Largest |ours − d3rlpy| of each loss and of the gradient, relative to the largest |d3rlpy| value."""
-    from d3rlpy.torch_utility import TorchMiniBatch
-
-    torch.manual_seed(seed)
-    ours = build_discrete_ours(case.double_q, case.pixels)
-    impl = build_discrete_d3rlpy(case.d3rlpy_double, case.pixels)
-    copy_discrete_weights(ours, impl)
-    generator = torch.Generator().manual_seed(seed)
-    size = PIXEL_BATCH if case.pixels else BATCH
-
-    def observations() -> torch.Tensor:
-        if case.pixels:  # frames as stored, uint8; ours scales them inside, d3rlpy's scaler before its network
-            return torch.randint(256, (size, *FRAMES), generator=generator, dtype=torch.uint8)
-        return torch.randn(size, OBS_DIM, generator=generator)
-
-    obs, obs_next = observations(), observations()
-    act = torch.randint(NUM_ACTIONS, (size,), generator=generator)
-    rew = torch.randn(size, generator=generator)
-    terminated = (torch.rand(size, generator=generator) < 0.2).float()
-    scaled = (lambda frames: frames.float() / 255.0) if case.pixels else (lambda values: values)
-
-    ours.model.zero_grad(set_to_none=True)
-    losses = ours.compute_losses(obs, act, rew, GAMMA * (1.0 - terminated), obs_next)
-    losses["loss"].backward()
-    ours_gradient = torch.cat([p.grad.reshape(-1) for p in ours.model.parameters()])
-
-    q_function = impl._modules.q_funcs[0]
-    q_function.zero_grad(set_to_none=True)
-    batch = TorchMiniBatch(
-        observations=scaled(obs),
-        actions=act.unsqueeze(1),
-        rewards=rew.unsqueeze(1),
-        next_observations=scaled(obs_next),
-        next_actions=torch.zeros(size, 1, dtype=torch.long),
-        returns_to_go=torch.zeros(size, 1),
-        terminals=terminated.unsqueeze(1),
-        intervals=torch.ones(size, 1),
-        device="cpu:0",
-    )
-    theirs = impl.compute_loss(batch, impl.compute_target(batch))
-    theirs.loss.backward()
-    their_gradient = torch.cat([p.grad.reshape(-1) for p in q_function.parameters()])
-
-    def relative(mine: torch.Tensor, other: torch.Tensor) -> float:
-        return float((mine.detach() - other.detach()).abs().max() / other.detach().abs().max().clamp_min(1e-12))
-
-    return {
-        "quantile-Huber TD loss": relative(losses["qr_loss"], theirs.td_loss),
-        "conservative term": relative(losses["cql_loss"], theirs.conservative_loss),
-        "total loss": relative(losses["loss"], theirs.loss),
-        "gradient": relative(ours_gradient, their_gradient),
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -257,7 +257,7 @@ def test_the_d3rlpy_agreement_tells_equal_expectations_from_different_ones(monke
     along its projections, and a coordinate drawn without noise must match exactly."""
     import numpy as np
 
-    agreement = load_benchmark("d3rlpy_agreement", monkeypatch).agreement
+    agreement = load_benchmark("expectation_agreement", monkeypatch).agreement
     rng = np.random.default_rng(1)
     same = agreement(rng.normal(3.0, 1.0, 400), rng.normal(3.0, 1.0, 400))
     assert same.agrees() and same.max_abs_z < 4
