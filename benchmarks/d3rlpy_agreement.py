@@ -373,8 +373,7 @@ def d3rlpy_draw(impl: Any, batch: Any, lagrange: bool) -> dict[str, np.ndarray]:
         parameter.grad = None
     actor = impl.compute_actor_loss(batch, modules.policy(batch.observations))
     actor.actor_loss.backward()
-    policy = modules.policy
-    actor_grad = [g for m in linears(policy) for g in (m.weight.grad.reshape(-1), m.bias.grad.reshape(-1))]
+    actor_grad = flat_gradient(list(modules.policy.parameters()))  # its layers, then the mean and log-std heads
     with torch.no_grad():
         target = batch.rewards + impl._gamma * (1.0 - batch.terminals) * impl.compute_target(batch)
     draw = {
@@ -383,7 +382,7 @@ def d3rlpy_draw(impl: Any, batch: Any, lagrange: bool) -> dict[str, np.ndarray]:
         "conservative loss": critic.conservative_loss.detach().numpy().copy(),
         "actor loss": actor.actor_loss.detach().numpy().copy(),
         "critics' gradient": critic_grad,
-        "actor's gradient": torch.cat(actor_grad).numpy().copy(),
+        "actor's gradient": actor_grad,
     }
     if lagrange:
         draw["dual gradient (log α′)"] = dual_gradient.reshape(-1).numpy().copy()
