@@ -36,7 +36,7 @@ import numpy as np
 
 from offline_rl.atomic import atomic_hdf5
 from offline_rl.data.hdf5_files import says_file_is_damaged
-from offline_rl.errors import DatasetError, OfflineRLError
+from offline_rl.errors import DatasetError, OfflineRLError, first_line
 from offline_rl.file_lock import FileLock
 
 JOURNAL_FORMAT = "offline_rl.collection_journal/1"
@@ -153,7 +153,7 @@ class CollectionJournal:
             if not says_file_is_damaged(error):
                 raise
             raise DatasetError(
-                f"{path}: unreadable ({error}); delete {self.directory} to start the collection again"
+                f"{path}: unreadable ({first_line(error)}); delete {self.directory} to start the collection again"
             ) from None
 
     def _check_settings(self, kept: dict[str, Any]) -> None:
