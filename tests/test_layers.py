@@ -3,7 +3,7 @@
 `offline_rl/apps/` is the application around the algorithms (flags, programs, trainers' plumbing);
 everything else under `offline_rl/` is what a script built on the library imports. The only other
 modules allowed to import `offline_rl.apps` are the commands themselves (`python -m offline_rl.collect`,
-`offline_rl.sweep`, `offline_rl.results`), which run programs.
+`offline_rl.inspect`, `offline_rl.sweep`, `offline_rl.results`), which run programs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "offline_rl"
-COMMANDS = {"apps", "sweep", "results", "collect.py"}
+COMMANDS = {"apps", "sweep", "results", "collect.py", "inspect.py"}
 
 
 def imported_modules(path: Path) -> set[str]:
