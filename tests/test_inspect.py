@@ -58,8 +58,8 @@ def test_a_named_d4rl_file_gets_its_env_and_the_datas_normalised_score(tmp_path:
     assert line_of(lines, "actions: ").startswith("actions: continuous, (3,) float32, in [")
     assert line_of(lines, "episode ends: ") == "episode ends: 1 terminated, 1 truncated"
     expected = 100 * (200.0 - -20.272305) / (3234.3 - -20.272305)  # D4RL's hopper references
-    assert line_of(lines, "normalised score") == (
-        f"normalised score of the data's mean return: {expected:.1f} (references: random -20.3, expert 3234.3)"
+    assert line_of(lines, "normalized score") == (
+        f"normalized score of the data's mean return: {expected:.1f} (references: random -20.3, expert 3234.3)"
     )
     train = line_of(lines, "train: ")
     assert train == "train: python examples/d4rl_cql.py --dataset hopper-medium-v2"
@@ -81,7 +81,7 @@ def test_discrete_data_points_to_discrete_cql_and_counts_its_actions(tmp_path: P
         f"actions: discrete, indices 0 to 1 (2 used; the commonest {100 * counts.max() / 300:.1f}% of steps)"
     )
     assert line_of(lines, "transitions: ") == "transitions: 300"
-    assert not [line for line in lines if line.startswith("normalised score")]  # CartPole has no references
+    assert not [line for line in lines if line.startswith("normalized score")]  # CartPole has no references
     train = line_of(lines, "train: ")
     assert train == "train: python examples/atari_cql.py --load-buffer-name 'cart pole.hdf5'"
     assert parses_as_printed(train) == "examples/atari_cql.py"
@@ -144,8 +144,8 @@ def test_a_minari_dataset_gets_its_references_and_several_sources_are_described_
     assert first[0] == "test/pendulum/inspect-v0: Minari dataset, dataset test/pendulum/inspect-v0"
     assert line_of(first, "env: ") == "env: Pendulum-v1 (it was recorded on Pendulum-v1)"
     expected = 100 * (np.mean(returns) - -1500.0) / (-100.0 - -1500.0)
-    assert line_of(first, "normalised score") == (
-        f"normalised score of the data's mean return: {expected:.1f} (references: random -1500.0, expert -100.0)"
+    assert line_of(first, "normalized score") == (
+        f"normalized score of the data's mean return: {expected:.1f} (references: random -1500.0, expert -100.0)"
     )
     assert second[0] == "local.hdf5: D4RL-format HDF5 file, dataset local"
     assert line_of(second, "transitions: ") == "transitions: 4"
@@ -154,7 +154,7 @@ def test_a_minari_dataset_gets_its_references_and_several_sources_are_described_
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("walker2d-medium-v2", "download disabled"),
+        ("walker2d-medium-v2", "walker2d_medium-v2.hdf5; pass download=True (--download) to fetch it"),
         ("notes.txt", "notes.txt: not an HDF5 file"),
         ("missing.hdf5", "missing.hdf5: no such file or directory"),
     ],
@@ -202,7 +202,7 @@ def test_a_d3rlpy_file_named_after_a_d4rl_dataset_gets_its_references(tmp_path: 
     assert line_of(lines, "transitions: ") == "transitions: 6"
     assert line_of(lines, "env: ").startswith("env: HalfCheetah-v4 (it is D4RL data of gym's HalfCheetah")  # by name
     expected = 100 * (np.mean(returns) - -280.178953) / (12135.0 - -280.178953)  # D4RL's halfcheetah references
-    assert line_of(lines, "normalised score") == (
-        f"normalised score of the data's mean return: {expected:.1f} (references: random -280.2, expert 12135.0)"
+    assert line_of(lines, "normalized score") == (
+        f"normalized score of the data's mean return: {expected:.1f} (references: random -280.2, expert 12135.0)"
     )
     assert line_of(lines, "train: ") == "train: python examples/d4rl_cql.py --dataset halfcheetah-medium-v2.h5"

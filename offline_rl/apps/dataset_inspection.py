@@ -82,7 +82,7 @@ def describe_dataset(source: str, buffer: Any, format_name: str) -> list[str]:
     if low is not None and high is not None:
         score = normalized_score(stats.return_mean, float(low), float(high))
         lines.append(
-            f"normalised score of the data's mean return: {score:.1f} (references: random {float(low):.1f}, "
+            f"normalized score of the data's mean return: {score:.1f} (references: random {float(low):.1f}, "
             f"expert {float(high):.1f})"
         )
     task = "" if belongs_to is not None else " --task <env>"

@@ -340,7 +340,10 @@ def resolve_d4rl_source(source: str | os.PathLike[str], *, download: bool = True
     local = d4rl_path(name)
     if not local.exists():
         if not download:
-            raise DownloadError(f"dataset '{name}' not found at {local} (download disabled); URL: {d4rl_url(name)}")
+            raise DownloadError(
+                f"dataset '{name}' not found at {local}; pass download=True (--download) to fetch it from "
+                f"{d4rl_url(name)}, or set D4RL_DATASET_DIR to where it is"
+            )
         download_file(d4rl_url(name), local, hint="or set D4RL_DATASET_DIR")
     return local, name
 
