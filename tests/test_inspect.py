@@ -112,12 +112,15 @@ def test_a_buffer_that_records_no_env_says_training_needs_the_task(tmp_path: Pat
     assert parses_as_printed(train.replace("<env>", "Pendulum-v1")) == "examples/d4rl_cql.py"
 
 
-def test_a_frame_stack_buffer_is_described_by_its_stacks(tmp_path: Path) -> None:
+def test_a_frame_stack_buffer_is_described_by_its_stacks_and_their_padding(tmp_path: Path) -> None:
     save_buffer(synthetic_frame_stack_buffer(300, seed=0), tmp_path / "frames.hdf5")
 
     lines = inspected("frames.hdf5", cwd=tmp_path)
 
-    assert line_of(lines, "observations: ") == "observations: (4, 84, 84) uint8"
+    assert line_of(lines, "observations: ") == (
+        "observations: (4, 84, 84) uint8; stacks padded with an episode's first frame repeated (gymnasium's "
+        "FrameStackObservation)"
+    )
     assert line_of(lines, "actions: ").startswith("actions: discrete, indices 0 to 5 (6 used;")
     assert line_of(lines, "episode ends: ") == "episode ends: 3 terminated, 0 truncated"
     assert (
@@ -178,13 +181,24 @@ def test_a_minari_dataset_of_atari_screens_is_described_as_atari_cql_stacks_it(t
     record_minari_dataset("atari/breakout/inspect-v0", recording, 60, None, jpeg_encoding=False)
     recording.close()
 
-    lines = inspected("atari/breakout/inspect-v0", cwd=tmp_path)
+    assert_atari_description(
+        "atari/breakout/inspect-v0",
+        tmp_path,
+        "Minari dataset of Atari screens, dataset atari/breakout/inspect-v0",
+        "ALE/Breakout-v5",
+        "ALE's RGB screens, converted to 84×84 grayscale frames; stacks padded with an episode's first frame "
+        "repeated (gymnasium's FrameStackObservation)",
+    )
 
-    assert lines[0] == "atari/breakout/inspect-v0: Minari dataset of Atari screens, dataset atari/breakout/inspect-v0"
-    assert line_of(lines, "env: ") == "env: ALE/Breakout-v5 (it was recorded on ALE/Breakout-v5)"
-    assert line_of(lines, "observations: ").startswith("observations: (4, 84, 84) uint8; ")
+
+def assert_atari_description(source: str, cwd: Path, heading: str, game: str, observations: str) -> None:
+    """The lines an Atari dataset gets: its heading, its game, its stacks, and a command atari_cql.py takes."""
+    lines = inspected(source, cwd=cwd)
+    assert lines[0] == f"{source}: {heading}"
+    assert line_of(lines, "env: ") == f"env: {game} (it was recorded on {game})"
+    assert line_of(lines, "observations: ") == f"observations: (4, 84, 84) uint8; {observations}"
     train = line_of(lines, "train: ")
-    assert train == "train: python examples/atari_cql.py --load-buffer-name atari/breakout/inspect-v0"
+    assert train == f"train: python examples/atari_cql.py --load-buffer-name {source}"
     assert parses_as_printed(train) == "examples/atari_cql.py"
 
 
@@ -206,3 +220,20 @@ def test_a_d3rlpy_file_named_after_a_d4rl_dataset_gets_its_references(tmp_path: 
         f"normalized score of the data's mean return: {expected:.1f} (references: random -280.2, expert 12135.0)"
     )
     assert line_of(lines, "train: ") == "train: python examples/d4rl_cql.py --dataset halfcheetah-medium-v2.h5"
+
+
+def test_a_converted_dqn_replay_checkpoint_names_its_game_and_frame_padding(tmp_path: Path) -> None:
+    from test_dqn_replay import convert_folder, three_checkpoints
+
+    folder = tmp_path / "Pong" / "1" / "replay_logs"
+    folder.mkdir(parents=True)
+    three_checkpoints(folder)
+    assert convert_folder(folder, tmp_path / "buffers").returncode == 0
+
+    assert_atari_description(
+        "buffers/ckpt_1.hdf5",
+        tmp_path,
+        "Tianshou buffer, dataset Pong/1/ckpt.1",
+        "ALE/Pong-v5",
+        "stacks padded with black frames before an episode's first (Dopamine's, so DQN Replay's and RL Unplugged's)",
+    )

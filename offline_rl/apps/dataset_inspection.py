@@ -95,11 +95,23 @@ def describe_dataset(source: str, buffer: Any, format_name: str) -> list[str]:
     return lines
 
 
+PADDING_WORDS = {
+    "zero": "black frames before an episode's first (Dopamine's, so DQN Replay's and RL Unplugged's)",
+    "reset": "an episode's first frame repeated (gymnasium's FrameStackObservation)",
+}
+
+
 def observation_line(buffer: Any, info: dict[str, Any]) -> str:
-    """One observation's shape and dtype (a frame stack's as sampled), and what the data says of them."""
+    """One observation's shape and dtype (a frame stack's as sampled), what the data says of them, and
+    how its stacks are padded at episode starts, which `atari_cql.py`'s evaluation env copies."""
+    from offline_rl.data.frame_padding import frame_padding_of
+
     obs = np.asarray(buffer[np.array([0])].obs)
-    note = f"; {info['observations']}" if info.get("observations") else ""
-    return f"{tuple(obs.shape[1:])} {obs.dtype}{note}"
+    notes = [str(info["observations"])] if info.get("observations") else []
+    if obs.ndim == 4:  # (1, stack, H, W)
+        padding = frame_padding_of(buffer) or info.get("frame_padding")
+        notes.append(f"stacks padded with {PADDING_WORDS[padding]}" if padding else "stack padding unknown")
+    return f"{tuple(obs.shape[1:])} {obs.dtype}" + "".join(f"; {note}" for note in notes)
 
 
 def action_line(actions: np.ndarray, *, discrete: bool) -> str:
