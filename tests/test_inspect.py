@@ -102,7 +102,7 @@ def test_a_buffer_that_records_no_env_says_training_needs_the_task(tmp_path: Pat
 
     lines = inspected("plain.hdf5", cwd=tmp_path)
 
-    assert lines[0] == "plain.hdf5: Tianshou buffer, dataset plain.hdf5"
+    assert lines[0] == "plain.hdf5: Tianshou buffer"
     assert line_of(lines, "env: ") == "env: none recorded (training needs --task with the env it was recorded on)"
     low, high = buffer.act.min(), buffer.act.max()
     assert line_of(lines, "actions: ") == f"actions: continuous, (2,) float32, in [{low:.3f}, {high:.3f}]"

@@ -68,7 +68,8 @@ def describe_dataset(source: str, buffer: Any, format_name: str) -> list[str]:
 
     info, stats = dataset_info(buffer), dataset_stats(buffer)
     belongs_to = dataset_env(info)
-    lines = [f"{source}: {format_name}, dataset {info.get('name', source)}"]
+    name = f", dataset {info['name']}" if info.get("name") else ""  # a foreign buffer's file records none
+    lines = [f"{source}: {format_name}{name}"]
     lines.append(
         f"env: {belongs_to.task} (it {belongs_to.origin})"
         if belongs_to is not None
