@@ -3,8 +3,8 @@
 Why: a researcher handed a file (a colleague's buffer, a downloaded D4RL file, a Minari directory)
 wants to know before an hour of training whether it is what they think: its format, the env it was
 recorded on, its actions, how many episodes end by termination and how many by a time limit, and its
-returns, on D4RL's normalised scale where the dataset has references (a "medium" dataset's data
-scores ~40). Each line comes from the loaders the training examples use, so what this says is what a
+returns, on D4RL's normalised scale where the dataset has references (D4RL's halfcheetah-medium data
+scores ~40, its random data ~0). Each line comes from the loaders the training examples use, so what this says is what a
 run would see; nothing is downloaded unless `--download` says so.
 """
 
