@@ -38,7 +38,7 @@ setup(
             "offline-rl-atari-cql = offline_rl.apps.console:atari_cql",
             "offline-rl-atari-qrdqn = offline_rl.apps.console:atari_qrdqn",
             "offline-rl-collect = offline_rl.apps.console:collect",
-            "offline-rl-inspect = offline_rl.apps.console:inspect",
+            "offline-rl-describe = offline_rl.apps.console:describe",
             "offline-rl-convert-d4rl = offline_rl.apps.console:convert_d4rl",
             "offline-rl-convert-minari = offline_rl.apps.console:convert_minari",
             "offline-rl-convert-rl-unplugged = offline_rl.apps.console:convert_rl_unplugged",

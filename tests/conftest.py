@@ -218,7 +218,7 @@ _PROGRAMS = {
     "converters/d4rl.py": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
     "converters/minari.py": ("offline_rl.apps.buffer_conversion", "convert_minari"),
     "-m offline_rl.collect": ("offline_rl.collect", "main"),
-    "-m offline_rl.inspect": ("offline_rl.apps.dataset_inspection", "main"),
+    "-m offline_rl.describe": ("offline_rl.apps.dataset_description", "main"),
 }
 
 

@@ -20,7 +20,7 @@ from offline_rl.apps.buffer_conversion import (
     DownloadableConversionConfig,
     conversion_config_from_args,
 )
-from offline_rl.apps.dataset_inspection import InspectConfig
+from offline_rl.apps.dataset_description import DescribeConfig
 from offline_rl.apps.dqn_replay_conversion import DQNReplayConversionConfig
 from offline_rl.apps.dqn_replay_conversion import config_from_args as dqn_replay_config_from_args
 from offline_rl.apps.flags import build_parser, parse_config
@@ -49,7 +49,7 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
     "converters/dqn_replay_atari.py": dqn_replay_config_from_args,
     "-m offline_rl.sweep": lambda argv: parse_config(SweepConfig(), argv, prog="sweep", description=""),
     "-m offline_rl.results": lambda argv: parse_config(ResultsConfig(), argv, prog="results", description=""),
-    "-m offline_rl.inspect": lambda argv: parse_config(InspectConfig(), argv, prog="inspect", description=""),
+    "-m offline_rl.describe": lambda argv: parse_config(DescribeConfig(), argv, prog="describe", description=""),
 }
 
 DOCUMENTED_IN = [
@@ -70,7 +70,7 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
     for name in DOCUMENTED_IN:
         text = re.sub(r"\\+\n", " ", (REPO_ROOT / name).read_text(encoding="utf-8"))
         # commands at the start of a line (code blocks, docstrings) or chained after `&&`; not prose
-        programs = r"-m offline_rl\.(?:collect|inspect|sweep|results)|(?:examples|converters)/\w+\.py"
+        programs = r"-m offline_rl\.(?:collect|describe|sweep|results)|(?:examples|converters)/\w+\.py"
         pattern = rf"(?:^[ \t]*|&& )python3? ({programs})([^\n`]*)"
         for match in re.finditer(pattern, text, flags=re.MULTILINE):
             script, rest = match.group(1), match.group(2)
@@ -127,7 +127,7 @@ def test_old_and_other_projects_spellings_still_work() -> None:
         DownloadableConversionConfig(),
         RLUnpluggedConversionConfig(),
         DQNReplayConversionConfig(),
-        InspectConfig(),
+        DescribeConfig(),
     ],
     ids=lambda config: type(config).__name__,
 )

@@ -3,18 +3,19 @@
 `offline_rl/apps/` is the application around the algorithms (flags, programs, trainers' plumbing);
 everything else under `offline_rl/` is what a script built on the library imports. The only other
 modules allowed to import `offline_rl.apps` are the commands themselves (`python -m offline_rl.collect`,
-`offline_rl.inspect`, `offline_rl.sweep`, `offline_rl.results`), which run programs.
+`offline_rl.describe`, `offline_rl.sweep`, `offline_rl.results`), which run programs.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "offline_rl"
-COMMANDS = {"apps", "sweep", "results", "collect.py", "inspect.py"}
+COMMANDS = {"apps", "sweep", "results", "collect.py", "describe.py"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -51,3 +52,13 @@ def test_the_check_sees_an_import_of_the_application_layer(tmp_path: Path) -> No
     assert "offline_rl.apps.run_config" in imported_modules(module)
     module.write_text("from offline_rl import apps\n")
     assert "offline_rl.apps" in imported_modules(module)
+
+
+def test_no_module_is_named_after_a_standard_library_module() -> None:
+    """A file named like a standard module replaces it for any Python started in its folder: with an
+    `offline_rl/inspect.py`, `python -c "import dataclasses"` run from `offline_rl/` stopped with an
+    ImportError, since dataclasses imports inspect. Commands and modules take other names."""
+    names = {path.stem for path in PACKAGE.rglob("*.py")} | {
+        path.name for path in PACKAGE.rglob("*") if path.is_dir() and path.name != "__pycache__"
+    }
+    assert names & set(sys.stdlib_module_names) == set()

@@ -233,7 +233,7 @@ def test_one_run_shows_its_score_without_a_spread_or_an_interval() -> None:
     """A bootstrap over one run returns its own score as both ends: "± 0.0 ... [x, x]" claimed a
     certainty no single seed gives."""
     from offline_rl.results.report import GroupRow, markdown_table
-    from offline_rl.results.statistics import aggregate
+    from offline_rl.results.score_statistics import aggregate
 
     def row(scores: list[float]) -> GroupRow:
         final = aggregate(np.array(scores), reps=50)

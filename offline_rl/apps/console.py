@@ -16,7 +16,7 @@ COMMANDS = {
     "offline-rl-atari-cql": ("offline_rl.apps.atari_cql", "main"),
     "offline-rl-atari-qrdqn": ("offline_rl.apps.atari_qrdqn", "main"),
     "offline-rl-collect": ("offline_rl.collect", "main"),
-    "offline-rl-inspect": ("offline_rl.apps.dataset_inspection", "main"),
+    "offline-rl-describe": ("offline_rl.apps.dataset_description", "main"),
     "offline-rl-convert-d4rl": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
     "offline-rl-convert-minari": ("offline_rl.apps.buffer_conversion", "convert_minari"),
     "offline-rl-convert-rl-unplugged": ("offline_rl.apps.rl_unplugged_conversion", "main"),
@@ -41,7 +41,7 @@ d4rl_cql = _command("offline-rl-d4rl-cql")
 atari_cql = _command("offline-rl-atari-cql")
 atari_qrdqn = _command("offline-rl-atari-qrdqn")
 collect = _command("offline-rl-collect")
-inspect = _command("offline-rl-inspect")
+describe = _command("offline-rl-describe")
 convert_d4rl = _command("offline-rl-convert-d4rl")
 convert_minari = _command("offline-rl-convert-minari")
 convert_rl_unplugged = _command("offline-rl-convert-rl-unplugged")

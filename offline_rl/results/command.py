@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from offline_rl.results.statistics import DEFAULT_REPS
+from offline_rl.results.score_statistics import DEFAULT_REPS
 from offline_rl.settings import check_ranges, setting
 
 PROG = "python -m offline_rl.results"

@@ -15,7 +15,7 @@ import numpy as np
 
 from offline_rl.atomic import atomic_path
 from offline_rl.results.runs import CONSERVATISM_TAGS, Run, score_name
-from offline_rl.results.statistics import mean_curve_interval
+from offline_rl.results.score_statistics import mean_curve_interval
 
 _LINE_STYLES = {"q_data": "-", "q_random": "--", "q_policy": ":"}
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from offline_rl.atomic import atomic_path
 from offline_rl.results.runs import Run, groups, score_name
-from offline_rl.results.statistics import DEFAULT_REPS, Aggregate, aggregate, rank_correlation
+from offline_rl.results.score_statistics import DEFAULT_REPS, Aggregate, aggregate, rank_correlation
 
 CSV_COLUMNS = (
     "dataset",

@@ -1,4 +1,4 @@
-"""`python -m offline_rl.inspect`: what a dataset holds and the command that trains on it.
+"""`python -m offline_rl.describe`: what a dataset holds and the command that trains on it.
 
 Why: a researcher handed a file (a colleague's buffer, a downloaded D4RL file, a Minari directory)
 wants to know before an hour of training whether it is what they think: its format, the env it was
@@ -18,7 +18,7 @@ import numpy as np
 
 from offline_rl.settings import check_ranges, setting
 
-PROG = "python -m offline_rl.inspect"
+PROG = "python -m offline_rl.describe"
 DESCRIPTION = "What each dataset holds (format, env, actions, episodes, returns) and the command that trains on it."
 
 FORMAT_NAMES = {
@@ -30,8 +30,8 @@ FORMAT_NAMES = {
 
 
 @dataclass
-class InspectConfig:
-    FLAG_GROUP: ClassVar[str] = "inspect"
+class DescribeConfig:
+    FLAG_GROUP: ClassVar[str] = "describe"
 
     sources: list[str] = setting(
         help="datasets: D4RL-format or d3rlpy files, Tianshou buffers, Minari directories, or D4RL names / "
@@ -45,7 +45,7 @@ class InspectConfig:
         check_ranges(self)
 
 
-def load_for_inspection(source: str, *, download: bool) -> tuple[Any, str]:
+def load_for_description(source: str, *, download: bool) -> tuple[Any, str]:
     """(the buffer, its format's name) as the training example for its actions would load it; Minari's
     Atari screens as `atari_cql.py` stacks them."""
     from offline_rl.data.detect import detect_format, load_dataset
@@ -132,9 +132,9 @@ def action_line(actions: np.ndarray, *, discrete: bool) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from offline_rl.apps.flags import parse_config
 
-    config = parse_config(InspectConfig(), argv, prog=PROG, description=DESCRIPTION)
+    config = parse_config(DescribeConfig(), argv, prog=PROG, description=DESCRIPTION)
     for position, source in enumerate(config.sources):
-        buffer, format_name = load_for_inspection(source, download=config.download)
+        buffer, format_name = load_for_description(source, download=config.download)
         if position:
             print()
         print("\n".join(describe_dataset(source, buffer, format_name)))

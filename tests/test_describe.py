@@ -1,4 +1,4 @@
-"""`python -m offline_rl.inspect`: each format described from its loader, with the data's normalised score
+"""`python -m offline_rl.describe`: each format described from its loader, with the data's normalised score
 computed by hand here, and a training command that the named example accepts as printed."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from offline_rl.data.transitions import make_replay_buffer
 EXAMPLES = {"examples/d4rl_cql.py": d4rl_cql.config_from_args, "examples/atari_cql.py": atari_cql.config_from_args}
 
 
-def inspected(*sources: str, cwd: Path) -> list[str]:
-    done = run_in_process("-m offline_rl.inspect", *sources, cwd=cwd)
+def described(*sources: str, cwd: Path) -> list[str]:
+    done = run_in_process("-m offline_rl.describe", *sources, cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.splitlines()
 
@@ -49,7 +49,7 @@ def test_a_named_d4rl_file_gets_its_env_and_the_datas_normalised_score(tmp_path:
     arrays["rewards"] = np.array([100.0, 100.0, 100.0, 50.0, 50.0], dtype=np.float32)  # returns 300 and 100
     write_d4rl_file(tmp_path / "d4rl" / "hopper_medium-v2.hdf5", **arrays)
 
-    lines = inspected("hopper-medium-v2", cwd=tmp_path)
+    lines = described("hopper-medium-v2", cwd=tmp_path)
 
     assert lines[0] == "hopper-medium-v2: D4RL-format HDF5 file, dataset hopper-medium-v2"
     assert line_of(lines, "env: ").startswith("env: Hopper-v")
@@ -74,7 +74,7 @@ def test_discrete_data_points_to_discrete_cql_and_counts_its_actions(tmp_path: P
     with h5py.File(tmp_path / "cart pole.hdf5", "r") as file:
         counts = np.bincount(np.asarray(file["actions"]))
 
-    lines = inspected("cart pole.hdf5", cwd=tmp_path)
+    lines = described("cart pole.hdf5", cwd=tmp_path)
 
     assert line_of(lines, "env: ") == "env: CartPole-v1 (it was recorded on CartPole-v1)"
     assert line_of(lines, "actions: ") == (
@@ -100,7 +100,7 @@ def test_a_buffer_that_records_no_env_says_training_needs_the_task(tmp_path: Pat
     )
     buffer.save_hdf5(str(tmp_path / "plain.hdf5"))  # Tianshou's own writer: no metadata of ours
 
-    lines = inspected("plain.hdf5", cwd=tmp_path)
+    lines = described("plain.hdf5", cwd=tmp_path)
 
     assert lines[0] == "plain.hdf5: Tianshou buffer"
     assert line_of(lines, "env: ") == "env: none recorded (training needs --task with the env it was recorded on)"
@@ -115,7 +115,7 @@ def test_a_buffer_that_records_no_env_says_training_needs_the_task(tmp_path: Pat
 def test_a_frame_stack_buffer_is_described_by_its_stacks_and_their_padding(tmp_path: Path) -> None:
     save_buffer(synthetic_frame_stack_buffer(300, seed=0), tmp_path / "frames.hdf5")
 
-    lines = inspected("frames.hdf5", cwd=tmp_path)
+    lines = described("frames.hdf5", cwd=tmp_path)
 
     assert line_of(lines, "observations: ") == (
         "observations: (4, 84, 84) uint8; stacks padded with an episode's first frame repeated (gymnasium's "
@@ -130,7 +130,7 @@ def test_a_frame_stack_buffer_is_described_by_its_stacks_and_their_padding(tmp_p
 
 def test_a_minari_dataset_gets_its_references_and_several_sources_are_described_in_turn(tmp_path: Path) -> None:
     episodes = record_minari_dataset(
-        "test/pendulum/inspect-v0",
+        "test/pendulum/describe-v0",
         gym.make("Pendulum-v1"),
         250,
         gym.spec("Pendulum-v1"),
@@ -141,10 +141,10 @@ def test_a_minari_dataset_gets_its_references_and_several_sources_are_described_
     d4rl_arrays = episodes_to_arrays([4], ["timeout"])
     write_d4rl_file(tmp_path / "local.hdf5", **d4rl_arrays)
 
-    lines = inspected("test/pendulum/inspect-v0", "local.hdf5", cwd=tmp_path)
+    lines = described("test/pendulum/describe-v0", "local.hdf5", cwd=tmp_path)
 
     first, second = lines[: lines.index("")], lines[lines.index("") + 1 :]
-    assert first[0] == "test/pendulum/inspect-v0: Minari dataset, dataset test/pendulum/inspect-v0"
+    assert first[0] == "test/pendulum/describe-v0: Minari dataset, dataset test/pendulum/describe-v0"
     assert line_of(first, "env: ") == "env: Pendulum-v1 (it was recorded on Pendulum-v1)"
     expected = 100 * (np.mean(returns) - -1500.0) / (-100.0 - -1500.0)
     assert line_of(first, "normalized score") == (
@@ -164,7 +164,7 @@ def test_a_minari_dataset_gets_its_references_and_several_sources_are_described_
 )
 def test_what_cannot_be_read_is_one_line_and_exit_status_2(tmp_path: Path, source: str, expected: str) -> None:
     (tmp_path / "notes.txt").write_text("not a dataset\n")
-    done = run_in_process("-m offline_rl.inspect", source, cwd=tmp_path)
+    done = run_in_process("-m offline_rl.describe", source, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith("error: ") and expected in done.stderr
@@ -178,13 +178,13 @@ def test_a_minari_dataset_of_atari_screens_is_described_as_atari_cql_stacks_it(t
 
     spec = recorded_spec("Breakout")
     recording = make_env(spec.id, spec=spec)
-    record_minari_dataset("atari/breakout/inspect-v0", recording, 60, None, jpeg_encoding=False)
+    record_minari_dataset("atari/breakout/describe-v0", recording, 60, None, jpeg_encoding=False)
     recording.close()
 
     assert_atari_description(
-        "atari/breakout/inspect-v0",
+        "atari/breakout/describe-v0",
         tmp_path,
-        "Minari dataset of Atari screens, dataset atari/breakout/inspect-v0",
+        "Minari dataset of Atari screens, dataset atari/breakout/describe-v0",
         "ALE/Breakout-v5",
         "ALE's RGB screens, converted to 84×84 grayscale frames; stacks padded with an episode's first frame "
         "repeated (gymnasium's FrameStackObservation)",
@@ -193,7 +193,7 @@ def test_a_minari_dataset_of_atari_screens_is_described_as_atari_cql_stacks_it(t
 
 def assert_atari_description(source: str, cwd: Path, heading: str, game: str, observations: str) -> None:
     """The lines an Atari dataset gets: its heading, its game, its stacks, and a command atari_cql.py takes."""
-    lines = inspected(source, cwd=cwd)
+    lines = described(source, cwd=cwd)
     assert lines[0] == f"{source}: {heading}"
     assert line_of(lines, "env: ") == f"env: {game} (it was recorded on {game})"
     assert line_of(lines, "observations: ") == f"observations: (4, 84, 84) uint8; {observations}"
@@ -210,7 +210,7 @@ def test_a_d3rlpy_file_named_after_a_d4rl_dataset_gets_its_references(tmp_path: 
     # observation in d3rlpy's layout, so it is not a transition
     returns = [0 + 1 + 2 + 3, 10 + 11]
 
-    lines = inspected("halfcheetah-medium-v2.h5", cwd=tmp_path)
+    lines = described("halfcheetah-medium-v2.h5", cwd=tmp_path)
 
     assert lines[0] == "halfcheetah-medium-v2.h5: d3rlpy dataset file, dataset halfcheetah-medium-v2"
     assert line_of(lines, "transitions: ") == "transitions: 6"
