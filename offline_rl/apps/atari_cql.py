@@ -21,6 +21,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from offline_rl.apps.flags import parse_config, shell_quoted
+from offline_rl.apps.programs import training_command
 from offline_rl.apps.run_config import OfflineRunConfig
 from offline_rl.apps.task_choice import default_task_misfit, evaluation_task, warn_atari_only_settings
 from offline_rl.data.names import combined_label
@@ -158,8 +159,8 @@ def load_atari_buffer(config: AtariCQLConfig) -> Any:
         raise OfflineRLError(
             f"--load-buffer-name {config.buffers_label()}: its actions are continuous (floats, shape "
             f"{tuple(np.asarray(buffer.act[:1]).shape[1:])}); discrete CQL takes integer action indices (in a "
-            f"D4RL-format file, an integer 'actions' column). Train on it with CQL-SAC: python "
-            f"examples/d4rl_cql.py --dataset {' '.join(map(shell_quoted, names))}"
+            f"D4RL-format file, an integer 'actions' column). Train on it with CQL-SAC: "
+            f"{training_command(names, discrete=False)}"
         )
     if config.buffer_from_rl_unplugged and not isinstance(buffer, FramePoolBuffer):
         raise OfflineRLError(

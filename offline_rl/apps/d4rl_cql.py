@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from offline_rl.apps.flags import parse_config, shell_quoted
+from offline_rl.apps.flags import parse_config
+from offline_rl.apps.programs import training_command
 from offline_rl.apps.run_config import OfflineRunConfig, TorchConfig
 from offline_rl.apps.task_choice import default_task_misfit, evaluation_task
 from offline_rl.cql_sac.config import CQLSACConfig
@@ -107,7 +108,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
         recorded = f" (recorded on {info['task']})" if info.get("task") else ""
         raise OfflineRLError(
             f"--dataset {source}: its actions are discrete{recorded}; CQL-SAC needs continuous ones. Train on it "
-            f"with discrete CQL: python examples/atari_cql.py --load-buffer-name {shell_quoted(source)}"
+            f"with discrete CQL: {training_command([source], discrete=True)}"
         )
     given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
     task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)

@@ -60,7 +60,7 @@ def load_for_description(source: str, *, download: bool) -> tuple[Any, str]:
 
 def describe_dataset(source: str, buffer: Any, format_name: str) -> list[str]:
     """The lines printed for one dataset."""
-    from offline_rl.apps.flags import shell_quoted
+    from offline_rl.apps.programs import training_command
     from offline_rl.data import dataset_info, dataset_stats
     from offline_rl.data.transitions import has_discrete_actions
     from offline_rl.envs import dataset_env
@@ -87,12 +87,7 @@ def describe_dataset(source: str, buffer: Any, format_name: str) -> list[str]:
             f"expert {float(high):.1f})"
         )
     task = "" if belongs_to is not None else " --task <env>"
-    command = (
-        f"python examples/atari_cql.py --load-buffer-name {shell_quoted(source)}{task}"
-        if discrete
-        else f"python examples/d4rl_cql.py --dataset {shell_quoted(source)}{task}"
-    )
-    lines.append(f"train: {command}")
+    lines.append(f"train: {training_command([source], discrete=discrete)}{task}")
     return lines
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,3 +59,13 @@ def program_recording(names: Collection[str]) -> Program | None:
     an older version lacks the settings added since, never one of its program's."""
     matching = programs_holding(names)
     return matching[0] if len(matching) == 1 else None
+
+
+def training_command(sources: Sequence[str], *, discrete: bool) -> str:
+    """The command line that trains on `sources`, as printed for the user to copy: discrete CQL takes
+    them as --load-buffer-name, CQL-SAC as --dataset. One place, so that every message that points
+    from a dataset to its trainer names the same program and flag."""
+    from offline_rl.apps.flags import shell_quoted  # flags reads PROGRAMS at import: imported here
+
+    program, flag = (PROGRAMS["atari_cql"], "--load-buffer-name") if discrete else (PROGRAMS["d4rl_cql"], "--dataset")
+    return f"python {program.command} {flag} {' '.join(map(shell_quoted, sources))}"
