@@ -44,13 +44,11 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
     final = Path(final_path).expanduser()
     # Named before the `try`, created inside it: a stop (Ctrl-C, a SIGTERM passed on to a worker) that
     # landed between creating the file and entering the `try` would leave it outside the cleanup below.
-    tmp = _temporary_name(final.parent, prefix=f".{final.name}.", suffix=".part")
+    tmp = staging_name(final)
     try:
-        _create_empty(tmp, where=str(final))
+        create_staging(tmp, final)
         yield tmp
-        if tmp.exists():
-            tmp.chmod(0o666 & ~_current_umask())
-        os.replace(tmp, final)
+        publish(tmp, final)
     except BaseException as error:
         code = _full_disk_errno(error)
         if code is None and isinstance(error, OSError | RuntimeError) and _nearly_full(tmp.parent):
@@ -60,6 +58,26 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
         if code is not None:
             raise OfflineRLError(f"{final}: not written, {os.strerror(code)} (nothing partial was left)") from None
         raise
+
+
+def staging_name(final: Path, *, suffix: str = ".part") -> Path:
+    """The hidden name, beside `final`, that it is written under until complete (not yet created).
+    `suffix` ends it: a writer that picks its format from the name (OpenCV's videos) needs `final`'s."""
+    return _temporary_name(final.parent, prefix=f".{final.name}.", suffix=suffix)
+
+
+def create_staging(tmp: Path, final: Path) -> None:
+    """Create the staging file `tmp` of `final` (empty, private; its folder too): one line naming
+    `final` where that folder cannot be written."""
+    _create_empty(tmp, where=str(final))
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Give the complete staging file `tmp` the permissions of any tool's output and rename it to
+    `final` (atomic: the same folder, so the same file system)."""
+    if tmp.exists():
+        tmp.chmod(0o666 & ~_current_umask())
+    os.replace(tmp, final)
 
 
 @contextlib.contextmanager

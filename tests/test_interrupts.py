@@ -132,6 +132,21 @@ def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: P
     assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
 
 
+def test_a_watch_ended_by_sigterm_leaves_no_half_video(tmp_path: Path) -> None:
+    videos = tmp_path / "videos"
+    flags = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "1", "--save-video", str(videos)]
+    watch = _start([str(REPO_ROOT / "examples/atari_qrdqn.py"), *flags], tmp_path)
+    deadline = time.monotonic() + 120
+    while not list(videos.glob(".*.part.mp4")):  # an episode being filmed
+        assert watch.poll() is None and time.monotonic() < deadline, watch.communicate()
+        time.sleep(0.05)
+    watch.send_signal(signal.SIGTERM)
+    _, err = watch.communicate(timeout=120)
+    assert watch.returncode == EXIT_TERMINATED, err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
+    assert not list(videos.iterdir())
+
+
 @pytest.mark.parametrize("code", [130, 143])
 def test_a_sweep_trial_told_to_stop_is_not_retried(code: int, tmp_path: Path) -> None:
     """A scheduler ending the job sends SIGTERM to every process: a trial that stops on it is

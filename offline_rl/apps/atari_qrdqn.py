@@ -96,6 +96,10 @@ class AtariQRDQNConfig:
     def validate(self) -> None:
         check_ranges(self)
         require(not self.save_buffer_name or self.run.watch, "--save-buffer-name collects while playing: add --watch")
+        require(
+            not (self.save_buffer_name and self.run.save_video),
+            "--save-video records --watch's evaluation episodes, not a collection: give it without --save-buffer-name",
+        )
 
 
 def config_from_args(argv: Sequence[str] | None) -> AtariQRDQNConfig:
@@ -193,7 +197,7 @@ def collection_plan(config: AtariQRDQNConfig) -> Any:
 def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
     from offline_rl.apps.discrete_collection import collect_buffer
-    from offline_rl.apps.training import evaluation_collector, watch
+    from offline_rl.apps.training import showing_collector, watch
 
     policy = algorithm.policy
     policy.set_eps_inference(config.eps_test)
@@ -202,17 +206,19 @@ def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     if config.save_buffer_name:
         return collect_buffer(collection_plan(config), policy)
 
-    def make_env() -> gym.Env:
-        return make_discrete_env(config.task, config.frames_stack)
+    def make_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --save-video
+        return make_discrete_env(config.task, config.frames_stack, **kwargs)
 
+    test_collector, videos = showing_collector(policy, make_env, config.run, task=config.task)
     return watch(
         algorithm,
-        evaluation_collector(policy, make_env, config.run, rendering=config.run.render > 0),
+        test_collector,
         task=config.task,
         episodes=config.run.test_num,
         render=config.run.render,
         reporter=EvaluationReporter(**human_normalised(config.task)),
         source=config.run.resume_path or "an untrained policy",
+        videos=videos,
     )
 
 

@@ -118,6 +118,12 @@ class RunConfig:
         per_invocation=True,
     )
     watch: bool = setting(False, "only evaluate --resume-path, do not train", per_invocation=True)
+    save_video: str | None = setting(
+        None,
+        "with --watch: record each episode played as an MP4 video in this folder (<task>-<n>.mp4, numbered after "
+        "those there), and its return; MuJoCo renders off screen with EGL where there is no display",
+        per_invocation=True,
+    )
     export_policy: str | None = setting(
         None,
         "only write --resume-path's policy to this file, for use without offline_rl: .onnx (ONNX; needs onnx, "
@@ -140,6 +146,8 @@ class RunConfig:
             "--export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
         )
         require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
+        require(not self.save_video or self.watch, "--save-video records the episodes --watch plays: add --watch")
+        require(not (self.save_video and self.render), "give --render (a window) or --save-video (files), not both")
         require(not self.test_steps_cut or self.test_steps > 0, "--test-steps-cut: add --test-steps N (the steps)")
         require(
             not self.test_steps_cut or self.test_num == 1,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,6 +31,9 @@ from offline_rl.cpu_cores import available_cores, busy_cores, core_budget
 from offline_rl.deployment import require_export_tools
 from offline_rl.errors import OfflineRLError
 from offline_rl.results.runs import RUN_SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from offline_rl.video import VideoFolder
 
 
 @dataclass
@@ -60,6 +63,8 @@ def start_session(run: RunConfig) -> Session:
         require_export_tools(run.export_policy)
     for flag, path in run.output_files().items():
         check_output(path, flag=flag)
+    if run.save_video:
+        check_output(run.save_video, flag="--save-video", directory=True)
     if run.trains:  # --watch and --export-policy log nothing
         require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
@@ -102,7 +107,7 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str,
 
 def check_run_folder(run: RunConfig) -> None:
     """A training run writes logs and checkpoints under --logdir, a resumed one beside its checkpoint;
-    `--watch` writes nothing, `--export-policy` its one file."""
+    `--watch` writes nothing but its `--save-video` videos, `--export-policy` its one file."""
     if not run.trains:
         return
     if run.resume_path:
@@ -139,6 +144,31 @@ def evaluation_collector(policy: Any, make_env: Callable[[], Any], run: RunConfi
     return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=bool(budget) and run.test_steps_cut)
 
 
+def showing_collector(
+    policy: Any, make_test_env: Callable[..., Any], run: RunConfig, *, task: str
+) -> tuple[Any, VideoFolder | None]:
+    """The evaluation collector of a run (`evaluation_collector`), its episodes shown in a window
+    (`--render`: `make_test_env(render_mode="human")`) or filmed into `--save-video`'s folder (with
+    `render_mode="rgb_array"`), where asked; and that folder's videos, if filmed. Shown envs step in
+    this process and play --test-num whole episodes."""
+    if run.render > 0:
+        return evaluation_collector(policy, lambda: make_test_env(render_mode="human"), run, rendering=True), None
+    if not run.save_video:
+        return evaluation_collector(policy, make_test_env, run), None
+    from offline_rl.video import VideoFolder, prepare_offscreen_rendering
+
+    prepare_offscreen_rendering()
+    videos = VideoFolder(run.save_video, task, on_saved=say_saved_video)
+    make = lambda: videos.wrap(make_test_env(render_mode="rgb_array"))  # noqa: E731
+    return evaluation_collector(policy, make, run, rendering=True), videos
+
+
+def say_saved_video(path: Path, steps: int, episode_return: float) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(f"video {path}: return {episode_return:.2f} in {steps} steps")  # above the evaluation's bar
+
+
 def vector_envs(make: Callable[[], Any], num: int, seed: int, *, rendering: bool = False) -> Any:
     """`num` envs from `make`, seeded `seed, seed + 1, ...`: in subprocesses where that is faster
     (`envs_in_subprocesses`), else in Tianshou's `DummyVectorEnv`."""
@@ -165,14 +195,26 @@ def watch(
     render: float,
     reporter: EvaluationReporter,
     source: str,
+    videos: VideoFolder | None = None,
 ) -> dict[str, Any]:
-    """Evaluate only: `episodes` whole episodes, printed as one line."""
+    """Evaluate only: `episodes` whole episodes, printed as one line (with `videos`, filmed there). The
+    envs are closed at the end, so that a video of an episode a stop cut short leaves no file behind."""
     algorithm.eval()
-    test_collector.reset()
-    result = test_collector.collect(n_episode=episodes, render=render or None)
+    try:
+        test_collector.reset()
+        result = test_collector.collect(n_episode=episodes, render=render or None)
+    finally:
+        test_collector.close()
     record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
-    print(f"watch {task} from {source}: {reporter.format(record)} over {int(record['episodes'])} episodes")
-    return {"mode": "watch", "task": task, "source": source, **record}
+    episodes_played, filmed = int(record["episodes"]), ""
+    if videos is not None:
+        filmed = f"; {len(videos.saved)} video{'' if len(videos.saved) == 1 else 's'} in {videos.folder}"
+    played = f"{episodes_played} episode{'' if episodes_played == 1 else 's'}"
+    print(f"watch {task} from {source}: {reporter.format(record)} over {played}{filmed}")
+    summary = {"mode": "watch", "task": task, "source": source, **record}
+    if videos is not None:
+        summary["videos"] = [str(path) for path in videos.saved]
+    return summary
 
 
 def train_offline(
@@ -272,7 +314,8 @@ def evaluate_or_train(
     """What every offline example ends with: `--export-policy`, `--fqe-updates` (no env), or evaluation
     envs, then `--watch` or offline training.
 
-    `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed when `--render`);
+    `make_test_env(**kwargs)` builds one evaluation env (`render_mode` is passed for `--render` and
+    `--save-video`);
     `training` holds `train_offline`'s keyword arguments (algo_name, saved, on_best, dataset_name).
     """
     if settings.export_policy:
@@ -283,10 +326,7 @@ def evaluate_or_train(
         from offline_rl.apps.value_estimate import estimate_policy_value
 
         return estimate_policy_value(algorithm, buffer, settings, device=str(algorithm.device))
-    render_kwargs = {"render_mode": "human"} if settings.render > 0 else {}
-    test_collector = evaluation_collector(
-        algorithm.policy, lambda: make_test_env(**render_kwargs), settings, rendering=bool(render_kwargs)
-    )
+    test_collector, videos = showing_collector(algorithm.policy, make_test_env, settings, task=task)
     if settings.watch:
         return watch(
             algorithm,
@@ -296,6 +336,7 @@ def evaluate_or_train(
             render=settings.render,
             reporter=reporter_factory(None),
             source=str(settings.resume_path),
+            videos=videos,
         )
     return train_offline(
         algorithm,

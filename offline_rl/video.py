@@ -1,0 +1,211 @@
+"""Videos of the episodes a policy plays (`--save-video`): one MP4 file per episode, written frame by
+frame as the episode is played.
+
+Gymnasium's own `RecordVideo` needs moviepy and keeps an episode's frames in memory until it ends: a
+1000-step MuJoCo episode at 480×480 is 0.7 GB, and ten evaluation envs play in step. Here each frame
+goes to OpenCV's encoder as it is rendered (OpenCV is already installed for the Atari preprocessing),
+under a hidden name that becomes the video's only when its episode has ended (`offline_rl.atomic`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from offline_rl.atomic import create_staging, publish, staging_name
+from offline_rl.errors import OfflineRLError, first_line
+
+VIDEO_CODEC = "mp4v"
+"""MPEG-4 Part 2 in an .mp4 file: what OpenCV's PyPI wheels encode (they carry no H.264 encoder).
+VLC, QuickTime, Windows' player and ffmpeg play it; web browsers mostly do not."""
+
+DEFAULT_FPS = 30.0
+"""Frames per second of an env that does not say (its `metadata["render_fps"]`)."""
+
+
+ATARI_FRAMES_PER_SECOND = 60.0
+"""The console's (NTSC) frame rate: an Atari step of `AtariPreprocessing` plays its frame skip of these
+(ALE's `render_fps` of 30 is the rate of its own window, not the game's)."""
+
+
+def mujoco_rendering_hint() -> str:
+    """What lets MuJoCo render without a display, for an error where it could not."""
+    chosen = os.environ.get("MUJOCO_GL", "unset")
+    return (
+        f"; MuJoCo renders off screen with MUJOCO_GL=egl (libEGL: Debian's libegl1) or MUJOCO_GL=osmesa "
+        f"(libosmesa6, slower); MUJOCO_GL is {chosen}"
+    )
+
+
+def prepare_offscreen_rendering() -> None:
+    """Make MuJoCo render off screen on a machine with no display. Its default, GLFW, needs a window
+    system; tried first and failing, it leaves PyOpenGL set up for GLX, so that EGL (a GPU's, or
+    Mesa's in software) then fails too. A choice already made in `MUJOCO_GL` is kept."""
+    if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ["MUJOCO_GL"] = "egl"
+
+
+def frames_per_second(env: gym.Env) -> float:
+    """The rate at which `env`'s steps happen in the game or simulation, so that a video plays in real
+    time: its render rate; for an Atari game, the console's 60 frames a second over the frames a step
+    plays (`AtariPreprocessing`'s frame skip)."""
+    from gymnasium.wrappers import AtariPreprocessing
+
+    fps = float(env.metadata.get("render_fps") or DEFAULT_FPS)
+    layer: gym.Env = env
+    while isinstance(layer, gym.Wrapper) and not isinstance(layer, AtariPreprocessing):
+        layer = layer.env
+    # (a MuJoCo env's own `frame_skip` is its physics steps per step, already counted in its render_fps)
+    return ATARI_FRAMES_PER_SECOND / layer.frame_skip if isinstance(layer, AtariPreprocessing) else fps
+
+
+class VideoFile:
+    """One video written frame by frame to a hidden staging file beside `path`, renamed by `finish`
+    (to `path`, or the name it is given then) and removed by `discard` (an episode that did not end: a
+    stop, or an env closed mid-episode)."""
+
+    def __init__(self, path: Path, fps: float, first_frame: np.ndarray) -> None:
+        import cv2
+
+        self.path = path
+        self.staging = staging_name(path, suffix=".part.mp4")  # OpenCV picks the container from the name
+        create_staging(self.staging, path)
+        height, width = first_frame.shape[:2]
+        self.size = (width + width % 2, height + height % 2)  # MPEG-4 encodes even sizes
+        self._writer = cv2.VideoWriter(str(self.staging), cv2.VideoWriter_fourcc(*VIDEO_CODEC), fps, self.size)
+        if not self._writer.isOpened():
+            self.staging.unlink(missing_ok=True)
+            raise OfflineRLError(f"{path}: OpenCV cannot write {VIDEO_CODEC} video here (its ffmpeg is missing)")
+        self.frames = 0
+        self.add(first_frame)
+
+    def add(self, frame: np.ndarray) -> None:
+        import cv2
+
+        width, height = self.size
+        bgr = cv2.cvtColor(np.ascontiguousarray(frame, dtype=np.uint8), cv2.COLOR_RGB2BGR)
+        if bgr.shape[:2] != (height, width):
+            bgr = cv2.copyMakeBorder(bgr, 0, height - bgr.shape[0], 0, width - bgr.shape[1], cv2.BORDER_REPLICATE)
+        self._writer.write(bgr)
+        self.frames += 1
+
+    def finish(self, path: Path | None = None) -> Path:
+        """Close the video and give it its name: `path`, else the one it was opened with."""
+        self._writer.release()
+        self.path = path or self.path
+        if self.staging.stat().st_size == 0:  # OpenCV reports no failed write: a full disk leaves nothing
+            self.staging.unlink(missing_ok=True)
+            raise OfflineRLError(f"{self.path}: not written (the encoder wrote nothing; is the disk full?)")
+        publish(self.staging, self.path)
+        return self.path
+
+    def discard(self) -> None:
+        self._writer.release()
+        self.staging.unlink(missing_ok=True)
+
+
+SavedVideo = Callable[[Path, int, float], None]
+"""Told of each video written: its path, the episode's steps and its return."""
+
+
+class VideoFolder:
+    """The videos of one command, in `folder`, named `<name>-<n>.mp4` and numbered in the order their
+    episodes end, after any of that name already there: a second `--watch` into the same folder adds
+    its videos and replaces none. The envs it wraps (`wrap`) share it, so they must step in this
+    process (Tianshou's `DummyVectorEnv`)."""
+
+    def __init__(self, folder: str | os.PathLike[str], name: str, *, on_saved: SavedVideo | None = None) -> None:
+        self.folder = Path(folder).expanduser()
+        self.stem = re.sub(r"[^\w.-]+", "-", name).strip("-") or "episode"  # `ALE/Pong-v5`: one file name
+        self.on_saved = on_saved
+        self.saved: list[Path] = []
+        pattern = re.compile(rf"{re.escape(self.stem)}-(\d+)\.mp4")
+        existing = (pattern.fullmatch(path.name) for path in self.folder.glob("*.mp4")) if self.folder.is_dir() else ()
+        self._last_number = max((int(found[1]) for found in existing if found), default=0)
+
+    def wrap(self, env: gym.Env) -> EpisodeVideo:
+        return EpisodeVideo(env, self)
+
+    def staging_path(self) -> Path:
+        """The name a video is written beside (its staging file's) until its episode ends and is numbered."""
+        return self.folder / f"{self.stem}.mp4"
+
+    def next_path(self) -> Path:
+        self._last_number += 1
+        return self.folder / f"{self.stem}-{self._last_number}.mp4"
+
+    def saved_video(self, path: Path, steps: int, episode_return: float) -> None:
+        self.saved.append(path)
+        if self.on_saved is not None:
+            self.on_saved(path, steps, episode_return)
+
+
+class EpisodeVideo(gym.Wrapper):
+    """Records every episode `env` plays to its `VideoFolder`: the frame after reset and one after each
+    step. The return it reports is the sum of the rewards this wrapper sees, so it should be the
+    outermost one: the return an evaluation scores. `env` must be made with `render_mode="rgb_array"`."""
+
+    def __init__(self, env: gym.Env, folder: VideoFolder) -> None:
+        super().__init__(env)
+        self.videos = folder
+        self.fps = frames_per_second(env)
+        self._video: VideoFile | None = None
+        self._first_frame: np.ndarray | None = None
+        self._steps = 0
+        self._return = 0.0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._discard()
+        observation, info = self.env.reset(**kwargs)
+        # kept, not yet written: an env reset after its last episode (as collectors do) leaves no file
+        self._first_frame = self._frame()
+        self._steps, self._return = 0, 0.0
+        return observation, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if self._video is None:
+            if self._first_frame is None:
+                raise OfflineRLError("a recorded env was stepped before its first reset")
+            self._video = VideoFile(self.videos.staging_path(), self.fps, self._first_frame)
+        self._video.add(self._frame())
+        self._steps += 1
+        self._return += float(reward)
+        if terminated or truncated:
+            video, self._video = self._video, None
+            self.videos.saved_video(video.finish(self.videos.next_path()), self._steps, self._return)
+        return observation, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self._discard()
+        super().close()
+
+    def _discard(self) -> None:
+        if self._video is not None:
+            self._video.discard()
+            self._video = None
+
+    def _frame(self) -> np.ndarray:
+        try:
+            frame = self.env.render()
+        except Exception as error:  # an env's renderer: no display, no OpenGL, a package missing
+            hint = mujoco_rendering_hint() if "mujoco" in type(self.env.unwrapped).__module__ else ""
+            raise OfflineRLError(
+                f"--save-video: {self._name()} could not render a frame ({first_line(error)}){hint}"
+            ) from None
+        if not isinstance(frame, np.ndarray) or frame.ndim != 3:
+            raise OfflineRLError(
+                f"--save-video: {self._name()} rendered {type(frame).__name__}, not an RGB image "
+                f"(render_mode {self.env.render_mode!r}; 'rgb_array' is needed)"
+            )
+        return frame
+
+    def _name(self) -> str:
+        spec = self.env.spec
+        return spec.id if spec is not None else type(self.env.unwrapped).__name__

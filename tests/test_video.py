@@ -1,0 +1,206 @@
+"""`--save-video`: every episode `--watch` plays, as an MP4 file of what the env rendered, with its return."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, run_in_process, script_env
+from offline_rl.envs import make_atari_env
+from offline_rl.errors import OfflineRLError
+from offline_rl.video import EpisodeVideo, VideoFolder, frames_per_second
+
+VIDEO_LINE = re.compile(r"video (\S+): return (-?[\d.]+) in (\d+) steps")
+
+
+def read_video(path: Path) -> tuple[list[np.ndarray], float]:
+    """The RGB frames of a video file, decoded by OpenCV, and its frame rate."""
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame[..., ::-1])
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    capture.release()
+    return frames, fps
+
+
+def short_pong(steps: int, folder: VideoFolder | None = None) -> gym.Env:
+    env = gym.wrappers.TimeLimit(make_atari_env("PongNoFrameskip-v4", render_mode="rgb_array"), steps)
+    return env if folder is None else folder.wrap(env)
+
+
+def test_each_episode_becomes_a_numbered_video_of_its_frames(tmp_path: Path) -> None:
+    saved: list[tuple[str, int, float]] = []
+    folder = VideoFolder(tmp_path, "ALE/Pong-v5", on_saved=lambda path, n, ret: saved.append((path.name, n, ret)))
+    env = short_pong(40, folder)
+    twin = short_pong(40)  # the same game unfilmed, for the frames the video should hold
+    rewards = []
+    for seed in (3, 4):
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        twin.reset(seed=seed)
+        expected = [twin.render()]
+        total, done = 0.0, False
+        while not done:
+            action = env.action_space.sample()
+            _, reward, terminated, truncated, _ = env.step(action)
+            twin.step(action)
+            expected.append(twin.render())
+            total += float(reward)
+            done = terminated or truncated
+        rewards.append(total)
+        frames, fps = read_video(tmp_path / f"ALE-Pong-v5-{len(rewards)}.mp4")
+        assert len(frames) == 41 and fps == pytest.approx(15.0)  # the frame after reset, one a step; 60 Hz / 4
+        assert frames[0].shape == expected[0].shape == (210, 160, 3)
+        # lossy, but frame by frame the same pictures: close to each, and where the game moved between two
+        # steps (the ball, the paddles), a frame shows its own step's picture, not the other's
+        errors = [np.abs(got.astype(int) - want).mean() for got, want in zip(frames, expected, strict=True)]
+        assert max(errors) < 6.0, errors
+        moved = np.abs(expected[10].astype(int) - expected[30]).max(axis=-1) > 50
+        assert moved.sum() > 20
+        own, other = (np.abs(frames[10][moved].astype(int) - expected[i][moved]).mean() for i in (10, 30))
+        assert own < other / 3, (own, other)
+    assert saved == [("ALE-Pong-v5-1.mp4", 40, rewards[0]), ("ALE-Pong-v5-2.mp4", 40, rewards[1])]
+
+    # An episode cut short (a stop, or the env closed after its last counted episode) leaves nothing.
+    env.reset(seed=5)
+    env.step(0)
+    env.close()
+    twin.close()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ALE-Pong-v5-1.mp4", "ALE-Pong-v5-2.mp4"]
+
+    # Another watch into the same folder adds its videos after those there.
+    again = VideoFolder(tmp_path, "ALE/Pong-v5")
+    env = short_pong(3, again)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(0)
+    env.close()
+    assert again.saved == [tmp_path / "ALE-Pong-v5-3.mp4"]
+
+
+class _Unrenderable(gym.Env):
+    """An env whose renderer fails, or that was made without rgb frames."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode: str | None, fails: bool) -> None:
+        self.render_mode, self.fails = render_mode, fails
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.zeros(1, np.float32), 1.0, True, False, {}
+
+    def render(self) -> np.ndarray | None:
+        if self.fails:
+            raise RuntimeError("no display\nsecond line")
+        return None
+
+
+@pytest.mark.parametrize(
+    ("render_mode", "fails", "message"),
+    [
+        ("rgb_array", True, r"^--save-video: _Unrenderable could not render a frame \(no display\)$"),
+        (None, False, r"^--save-video: _Unrenderable rendered NoneType, not an RGB image \(render_mode None;"),
+    ],
+)
+def test_an_env_that_renders_no_frame_is_one_line(tmp_path: Path, render_mode, fails, message) -> None:
+    env = EpisodeVideo(_Unrenderable(render_mode, fails), VideoFolder(tmp_path, "x"))
+    with pytest.raises(OfflineRLError, match=message):
+        env.reset()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_mujoco_env_plays_at_its_own_rate() -> None:
+    env = gym.make("HalfCheetah-v4")  # 5 physics steps of 0.01 s a step: its render_fps, 20, says so already
+    assert frames_per_second(env) == 20.0
+    env.close()
+
+
+def test_watch_films_the_episodes_it_scores(tmp_path: Path) -> None:
+    """An Atari game: the videos' returns are the episodes `--watch` scores, and the files are there."""
+    args = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "2", "--eps-test", "1.0"]
+    watched = run_in_process("examples/atari_qrdqn.py", *args, "--save-video", "videos", cwd=tmp_path)
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    lines = VIDEO_LINE.findall(watched.stdout)
+    assert [Path(path).name for path, _, _ in lines] == ["PongNoFrameskip-v4-1.mp4", "PongNoFrameskip-v4-2.mp4"]
+    mean = float(re.search(r"return (-?[\d.]+) ±", watched.stdout.splitlines()[-1]).group(1))
+    assert np.mean([float(ret) for _, ret, _ in lines]) == pytest.approx(mean, abs=0.01)
+    assert watched.stdout.splitlines()[-1].endswith("over 2 episodes; 2 videos in videos")
+    for path, _, steps in lines:
+        frames, _ = read_video(tmp_path / path)
+        assert len(frames) == int(steps) + 1
+    assert sorted(path.name for path in (tmp_path / "videos").iterdir()) == [Path(p).name for p, _, _ in lines]
+
+
+def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
+    """`d4rl_cql.py --watch --save-video` in a fresh interpreter with no display and no MUJOCO_GL: MuJoCo's
+    default window system would fail there, so the command picks EGL itself."""
+    env = script_env()
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        env.pop(name, None)
+    tiny = ["--task", "InvertedPendulum-v4", "--dataset-size", "500", "--hidden-sizes", "8", "--critic-layers", "1"]
+    trained = run_in_process(
+        "examples/d4rl_cql.py", *tiny, "--epoch", "1", "--step-per-epoch", "2", "--test-num", "1", cwd=tmp_path
+    )
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    (policy,) = (tmp_path / "log").rglob("policy_last.pth")
+    watch = ["--task", "InvertedPendulum-v4", "--watch", "--resume-path", str(policy), "--test-num", "1"]
+    watched = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), *watch, "--save-video", "videos"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert watched.returncode == 0, watched.stderr[-2000:]
+    ((path, episode_return, steps),) = VIDEO_LINE.findall(watched.stdout)
+    assert float(episode_return) == int(steps)  # InvertedPendulum: a reward of 1 a step
+    frames, fps = read_video(tmp_path / path)
+    assert len(frames) == int(steps) + 1 and frames[0].shape == (480, 480, 3) and fps == pytest.approx(25.0)
+    assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) > 10  # a scene, not a blank frame
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "message"),
+    [
+        ("examples/d4rl_cql.py", ["--save-video", "v"], "--save-video records the episodes --watch plays: add --watch"),
+        (
+            "examples/atari_qrdqn.py",
+            ["--watch", "--save-video", "v", "--render", "0.01"],
+            r"give --render \(a window\) or --save-video \(files\), not both",
+        ),
+        (
+            "examples/atari_qrdqn.py",
+            ["--watch", "--save-buffer-name", "b.hdf5", "--save-video", "v"],
+            "--save-video records --watch's evaluation episodes, not a collection",
+        ),
+    ],
+)
+def test_save_video_outside_watch_is_refused(tmp_path: Path, program, args, message) -> None:
+    refused = run_in_process(program, *args, cwd=tmp_path)
+    assert refused.returncode == 2 and re.search(message, refused.stderr), refused.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_video_folder_that_is_a_file_is_refused_before_playing(tmp_path: Path) -> None:
+    (tmp_path / "videos").write_text("not a folder")
+    args = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "1", "--save-video", "videos"]
+    refused = run_in_process("examples/atari_qrdqn.py", *args, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines()[-1] == "error: --save-video videos: is a file; expected a folder"
