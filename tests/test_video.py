@@ -204,3 +204,35 @@ def test_a_video_folder_that_is_a_file_is_refused_before_playing(tmp_path: Path)
     refused = run_in_process("examples/atari_qrdqn.py", *args, cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert refused.stderr.strip().splitlines()[-1] == "error: --save-video videos: is a file; expected a folder"
+
+
+def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path: Path) -> None:
+    """A window (`--render`), videos (`--save-video`) or neither: the env is made for it, and shown envs
+    step in this process and play whole episodes, not a budget of steps."""
+    from test_exact_resume import cartpole_policy
+    from tianshou.env import DummyVectorEnv
+
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.training import showing_collector
+
+    asked: list[dict[str, str]] = []
+
+    def make(**kwargs: str) -> gym.Env:
+        asked.append(kwargs)  # a window cannot open here: CartPole, unshown, stands in for it
+        return short_pong(5) if kwargs.get("render_mode") == "rgb_array" else gym.make("CartPole-v1")
+
+    budget = {"test_num": 2, "test_steps": 1000}
+    for run, mode, filmed in [
+        (RunConfig(**budget), None, False),
+        (RunConfig(**budget, render=0.01), "human", False),
+        (RunConfig(**budget, watch=True, save_video=str(tmp_path)), "rgb_array", True),
+    ]:
+        asked.clear()
+        collector, videos = showing_collector(cartpole_policy(0.0), make, run, task="t")
+        assert [kwargs.get("render_mode") for kwargs in asked] == [mode, mode]
+        assert (videos is not None) == filmed
+        if mode is not None:
+            assert isinstance(collector.env, DummyVectorEnv) and collector.min_steps == 0
+        else:
+            assert collector.min_steps == 1000
+        collector.close()
