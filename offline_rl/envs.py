@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import warnings
 from typing import TYPE_CHECKING, Any, SupportsFloat
@@ -18,7 +19,7 @@ import numpy as np
 from offline_rl.d4rl_adroit import adroit_task_of, d4rl_adroit_id, register_d4rl_adroit
 from offline_rl.d4rl_antmaze import antmaze_of, register_d4rl_antmaze
 from offline_rl.d4rl_maze2d import maze2d_of, register_d4rl_maze2d
-from offline_rl.errors import OfflineRLError, OfflineRLWarning
+from offline_rl.errors import OfflineRLError, OfflineRLWarning, first_line
 from offline_rl.mujoco_margins import keep_classic_margins
 from offline_rl.robotics_joints import repair_joint_accessors
 from offline_rl.robotics_mazes import keep_maze_models_private
@@ -43,6 +44,27 @@ def _register_atari() -> None:
 _HARMLESS_MUJOCO_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 
 
+MUJOCO_OFFSCREEN_BACKENDS = "MUJOCO_GL=egl (libEGL: Debian's libegl1) or MUJOCO_GL=osmesa (libosmesa6, slower)"
+"""What lets MuJoCo render without a display, for the errors where it could not."""
+
+
+def import_mujoco() -> Any:
+    """`import mujoco`, whose import loads the OpenGL backend `MUJOCO_GL` names: a backend whose library
+    is missing (`osmesa` without OSMesa: an AttributeError deep in PyOpenGL) or a value MuJoCo does not
+    know is one line naming the variable, not a traceback."""
+    try:
+        import mujoco
+    except (ImportError, AttributeError, OSError, RuntimeError) as error:
+        chosen = os.environ.get("MUJOCO_GL")
+        if chosen is None:
+            raise
+        raise OfflineRLError(
+            f"MUJOCO_GL={chosen}: MuJoCo could not load that OpenGL backend ({first_line(error)}); unset it, or "
+            f"set {MUJOCO_OFFSCREEN_BACKENDS} where that library is installed"
+        ) from None
+    return mujoco
+
+
 @functools.cache
 def _route_mujoco_warnings() -> None:
     """Send MuJoCo's warnings through Python's `warnings`, minus one known-harmless deprecation.
@@ -51,10 +73,7 @@ def _route_mujoco_warnings() -> None:
     creation (ten evaluation envs: ten copies) and appends it to MUJOCO_LOG.TXT in the current
     directory; routed here, it is dropped and no log file appears.
     """
-    try:
-        import mujoco
-    except ImportError:  # pragma: no cover - mujoco is a hard dependency
-        return
+    mujoco = import_mujoco()
 
     def handle(message: str) -> None:
         if not any(harmless in message for harmless in _HARMLESS_MUJOCO_WARNINGS):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -19,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.atomic import create_staging, publish, staging_name
+from offline_rl.envs import MUJOCO_OFFSCREEN_BACKENDS
 from offline_rl.errors import OfflineRLError, first_line
 
 VIDEO_CODEC = "mp4v"
@@ -37,17 +39,32 @@ ATARI_FRAMES_PER_SECOND = 60.0
 def mujoco_rendering_hint() -> str:
     """What lets MuJoCo render without a display, for an error where it could not."""
     chosen = os.environ.get("MUJOCO_GL", "unset")
-    return (
-        f"; MuJoCo renders off screen with MUJOCO_GL=egl (libEGL: Debian's libegl1) or MUJOCO_GL=osmesa "
-        f"(libosmesa6, slower); MUJOCO_GL is {chosen}"
-    )
+    return f"; MuJoCo renders off screen with {MUJOCO_OFFSCREEN_BACKENDS}; MUJOCO_GL is {chosen}"
+
+
+def display_available() -> bool:
+    """Whether windows can open here: on Linux, an X or Wayland display is named (a server reached over
+    SSH, a cluster node or a container has none); elsewhere, always."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def require_display() -> None:
+    """`--render` on a machine with no display: one line that points to `--save-video`. Without it,
+    MuJoCo's window system (GLFW) ends the process in a failed C assertion."""
+    if not display_available():
+        raise OfflineRLError(
+            "--render opens a window, but this machine has no display (DISPLAY and WAYLAND_DISPLAY are unset); "
+            "--save-video DIR films the episodes into files instead"
+        )
 
 
 def prepare_offscreen_rendering() -> None:
     """Make MuJoCo render off screen on a machine with no display. Its default, GLFW, needs a window
     system; tried first and failing, it leaves PyOpenGL set up for GLX, so that EGL (a GPU's, or
     Mesa's in software) then fails too. A choice already made in `MUJOCO_GL` is kept."""
-    if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    if "MUJOCO_GL" not in os.environ and not display_available():
         os.environ["MUJOCO_GL"] = "egl"
 
 

@@ -236,3 +236,36 @@ def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path:
         else:
             assert collector.min_steps == 1000
         collector.close()
+
+
+def test_a_mujoco_gl_that_cannot_load_is_one_line(tmp_path: Path) -> None:
+    """MuJoCo loads `MUJOCO_GL`'s backend at import: a value it does not know (or `osmesa` without OSMesa)
+    used to end any MuJoCo command in a traceback from deep inside PyOpenGL."""
+    failed = subprocess.run(
+        [sys.executable, "-m", "offline_rl.collect", "--task", "HalfCheetah-v4", "--output", "data.hdf5"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**script_env(), "MUJOCO_GL": "bogus"},
+        timeout=300,
+    )
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr, failed.stderr[-2000:]
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "error: MUJOCO_GL=bogus: MuJoCo could not load that OpenGL backend (invalid value for environment "
+        "variable MUJOCO_GL: bogus); unset it, or set MUJOCO_GL=egl (libEGL: Debian's libegl1) or "
+        "MUJOCO_GL=osmesa (libosmesa6, slower) where that library is installed"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_render_without_a_display_points_to_save_video(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window cannot open on a server: before, MuJoCo's GLFW ended the process in a failed C assertion."""
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    args = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "1", "--render", "0.01"]
+    refused = run_in_process("examples/atari_qrdqn.py", *args, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: --render opens a window, but this machine has no display (DISPLAY and WAYLAND_DISPLAY are unset); "
+        "--save-video DIR films the episodes into files instead"
+    )

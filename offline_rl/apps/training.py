@@ -65,6 +65,10 @@ def start_session(run: RunConfig) -> Session:
         check_output(path, flag=flag)
     if run.save_video:
         check_output(run.save_video, flag="--save-video", directory=True)
+    if run.render > 0:
+        from offline_rl.video import require_display
+
+        require_display()
     if run.trains:  # --watch and --export-policy log nothing
         require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
