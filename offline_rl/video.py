@@ -27,6 +27,9 @@ VIDEO_CODEC = "mp4v"
 """MPEG-4 Part 2 in an .mp4 file: what OpenCV's PyPI wheels encode (they carry no H.264 encoder).
 VLC, QuickTime, Windows' player and ffmpeg play it; web browsers mostly do not."""
 
+BAR_DELAY_S = 3.0
+"""The filming bar shows once filming has taken this long: a short watch prints no bar."""
+
 DEFAULT_FPS = 30.0
 """Frames per second of an env that does not say (its `metadata["render_fps"]`)."""
 
@@ -99,7 +102,6 @@ class VideoFile:
         if not self._writer.isOpened():
             self.staging.unlink(missing_ok=True)
             raise OfflineRLError(f"{path}: OpenCV cannot write {VIDEO_CODEC} video here (its ffmpeg is missing)")
-        self.frames = 0
         self.add(first_frame)
 
     def add(self, frame: np.ndarray) -> None:
@@ -110,7 +112,6 @@ class VideoFile:
         if bgr.shape[:2] != (height, width):
             bgr = cv2.copyMakeBorder(bgr, 0, height - bgr.shape[0], 0, width - bgr.shape[1], cv2.BORDER_REPLICATE)
         self._writer.write(bgr)
-        self.frames += 1
 
     def finish(self, path: Path | None = None) -> Path:
         """Close the video and give it its name: `path`, else the one it was opened with."""
@@ -145,6 +146,7 @@ class VideoFolder:
         pattern = re.compile(rf"{re.escape(self.stem)}-(\d+)\.mp4")
         existing = (pattern.fullmatch(path.name) for path in self.folder.glob("*.mp4")) if self.folder.is_dir() else ()
         self._last_number = max((int(found[1]) for found in existing if found), default=0)
+        self._bar: Any = None
 
     def wrap(self, env: gym.Env) -> EpisodeVideo:
         return EpisodeVideo(env, self)
@@ -161,6 +163,22 @@ class VideoFolder:
         self.saved.append(path)
         if self.on_saved is not None:
             self.on_saved(path, steps, episode_return)
+
+    def frame_written(self) -> None:
+        """Count a frame on the folder's bar. Filming is slow where MuJoCo draws in software (~57 ms a
+        480×480 frame on 2 cores), and envs that play in step end their episodes together: ten 1000-step
+        episodes would otherwise show no progress for ten minutes."""
+        if self._bar is None:
+            from offline_rl.progress import progress_bar
+
+            self._bar = progress_bar(desc="filming", unit=" frames", leave=False, delay=BAR_DELAY_S)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        """Close the folder's bar (the videos themselves are closed by their envs)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 class EpisodeVideo(gym.Wrapper):
@@ -191,7 +209,9 @@ class EpisodeVideo(gym.Wrapper):
             if self._first_frame is None:
                 raise OfflineRLError("a recorded env was stepped before its first reset")
             self._video = VideoFile(self.videos.staging_path(), self.fps, self._first_frame)
+            self.videos.frame_written()
         self._video.add(self._frame())
+        self.videos.frame_written()
         self._steps += 1
         self._return += float(reward)
         if terminated or truncated:

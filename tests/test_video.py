@@ -131,8 +131,12 @@ def test_a_mujoco_env_plays_at_its_own_rate() -> None:
     env.close()
 
 
-def test_watch_films_the_episodes_it_scores(tmp_path: Path) -> None:
-    """An Atari game: the videos' returns are the episodes `--watch` scores, and the files are there."""
+def test_watch_films_the_episodes_it_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Atari game: the videos' returns are the episodes `--watch` scores, the files are there, and a bar
+    counted the frames filmed."""
+    import offline_rl.video
+
+    monkeypatch.setattr(offline_rl.video, "BAR_DELAY_S", 0.0)
     args = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "2", "--eps-test", "1.0"]
     watched = run_in_process("examples/atari_qrdqn.py", *args, "--save-video", "videos", cwd=tmp_path)
     assert watched.returncode == 0, watched.stderr[-2000:]
@@ -144,6 +148,8 @@ def test_watch_films_the_episodes_it_scores(tmp_path: Path) -> None:
     for path, _, steps in lines:
         frames, _ = read_video(tmp_path / path)
         assert len(frames) == int(steps) + 1
+    filmed = sum(int(steps) + 1 for _, _, steps in lines)
+    assert re.search(rf"^filming: {filmed} frames \[", watched.stderr, re.MULTILINE), watched.stderr[-2000:]
     assert sorted(path.name for path in (tmp_path / "videos").iterdir()) == [Path(p).name for p, _, _ in lines]
 
 
@@ -269,3 +275,20 @@ def test_render_without_a_display_points_to_save_video(tmp_path: Path, monkeypat
         "error: --render opens a window, but this machine has no display (DISPLAY and WAYLAND_DISPLAY are unset); "
         "--save-video DIR films the episodes into files instead"
     )
+
+
+def test_a_frame_of_odd_size_is_padded_to_the_even_size_mpeg4_encodes(tmp_path: Path) -> None:
+    from offline_rl.video import VideoFile
+
+    rng = np.random.default_rng(0)
+    frames = [np.repeat(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8), 33 * 21, 0).reshape(21, 33, 3)]
+    frames += [np.full((21, 33, 3), value, np.uint8) for value in (40, 200)]
+    video = VideoFile(tmp_path / "odd.mp4", 10.0, frames[0])
+    for frame in frames[1:]:
+        video.add(frame)
+    assert video.finish() == tmp_path / "odd.mp4"
+    read, fps = read_video(tmp_path / "odd.mp4")
+    assert [frame.shape for frame in read] == [(22, 34, 3)] * 3 and fps == pytest.approx(10.0)
+    for got, want in zip(read, frames, strict=True):  # the padding repeats the edge: the picture is unchanged
+        assert np.abs(got.astype(int) - want[0, 0]).mean() < 8
+    assert [path.name for path in tmp_path.iterdir()] == ["odd.mp4"]

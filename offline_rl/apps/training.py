@@ -209,6 +209,8 @@ def watch(
         result = test_collector.collect(n_episode=episodes, render=render or None)
     finally:
         test_collector.close()
+        if videos is not None:
+            videos.close()
     record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
     episodes_played, filmed = int(record["episodes"]), ""
     if videos is not None:
