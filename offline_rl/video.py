@@ -165,7 +165,7 @@ class VideoFolder:
             self.on_saved(path, steps, episode_return)
 
     def frame_written(self) -> None:
-        """Count a frame on the folder's bar. Filming is slow where MuJoCo draws in software (~57 ms a
+        """Count a frame on the folder's bar. Filming is slow where MuJoCo draws in software (~46 ms a
         480×480 frame on 2 cores), and envs that play in step end their episodes together: ten 1000-step
         episodes would otherwise show no progress for ten minutes."""
         if self._bar is None:

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, run_in_process, script_env
+from conftest import REPO_ROOT, run_in_process, run_repo_script, script_env
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
 from offline_rl.video import EpisodeVideo, VideoFolder, frames_per_second
@@ -292,3 +292,17 @@ def test_a_frame_of_odd_size_is_padded_to_the_even_size_mpeg4_encodes(tmp_path: 
     for got, want in zip(read, frames, strict=True):  # the padding repeats the edge: the picture is unchanged
         assert np.abs(got.astype(int) - want[0, 0]).mean() < 8
     assert [path.name for path in tmp_path.iterdir()] == ["odd.mp4"]
+
+
+def test_the_filming_benchmark_runs_each_row(tmp_path: Path) -> None:
+    """`benchmarks/video_recording.py` on a short Pong episode: every row measured, or gymnasium's skipped
+    where moviepy (not a dependency) is missing."""
+    args = ["--task", "PongNoFrameskip-v4", "--steps", "20"]
+    done = run_repo_script("benchmarks/video_recording.py", *args, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = done.stdout.strip().splitlines()[1:]
+    measured = r" +[\d.]+ s \( *[\d.]+ ms/frame\), resident memory \+ *\d+ MB, (\d) file\(s\) of [\d.]+ MB$"
+    assert re.fullmatch(r"render only \(no file\)" + measured, rows[0])[1] == "0"
+    assert re.fullmatch(r"offline_rl EpisodeVideo" + measured, rows[1])[1] == "1"
+    gymnasium_row = re.fullmatch(r"gymnasium RecordVideo" + measured, rows[2])
+    assert (gymnasium_row is not None and gymnasium_row[1] == "1") or "moviepy" in rows[2].lower(), rows[2]
