@@ -73,16 +73,23 @@ def prepare_offscreen_rendering() -> None:
 
 def frames_per_second(env: gym.Env) -> float:
     """The rate at which `env`'s steps happen in the game or simulation, so that a video plays in real
-    time: its render rate; for an Atari game, the console's 60 frames a second over the frames a step
-    plays (`AtariPreprocessing`'s frame skip)."""
+    time: its render rate; for an Atari game, the console's 60 frames a second over the emulator frames
+    a step plays (ALE's own frame skip, times `AtariPreprocessing`'s: 1 × 4 for `*NoFrameskip-v4` and
+    the `ALE/*-v5` envs the examples make, 4 × 1 for a Minari recording's screens)."""
     from gymnasium.wrappers import AtariPreprocessing
 
-    fps = float(env.metadata.get("render_fps") or DEFAULT_FPS)
+    if not type(env.unwrapped).__module__.startswith("ale_py"):
+        # (a MuJoCo env's own `frame_skip` is its physics steps per step, already counted in its render_fps)
+        return float(env.metadata.get("render_fps") or DEFAULT_FPS)
+    skip = getattr(env.unwrapped, "_frameskip", 1)
+    # a (low, high) pair: each step skips a random count from low to high - 1
+    frames = (skip[0] + skip[1] - 1) / 2 if isinstance(skip, tuple) else float(skip)
     layer: gym.Env = env
-    while isinstance(layer, gym.Wrapper) and not isinstance(layer, AtariPreprocessing):
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, AtariPreprocessing):
+            frames *= layer.frame_skip
         layer = layer.env
-    # (a MuJoCo env's own `frame_skip` is its physics steps per step, already counted in its render_fps)
-    return ATARI_FRAMES_PER_SECOND / layer.frame_skip if isinstance(layer, AtariPreprocessing) else fps
+    return ATARI_FRAMES_PER_SECOND / frames
 
 
 class VideoFile:
@@ -207,7 +214,7 @@ class EpisodeVideo(gym.Wrapper):
         observation, reward, terminated, truncated, info = self.env.step(action)
         if self._video is None:
             if self._first_frame is None:
-                raise OfflineRLError("a recorded env was stepped before its first reset")
+                raise RuntimeError("a filmed env was stepped before its first reset")
             self._video = VideoFile(self.videos.staging_path(), self.fps, self._first_frame)
             self.videos.frame_written()
         self._video.add(self._frame())

@@ -125,10 +125,21 @@ def test_an_env_that_renders_no_frame_is_one_line(tmp_path: Path, render_mode, f
     assert not list(tmp_path.iterdir())
 
 
-def test_a_mujoco_env_plays_at_its_own_rate() -> None:
-    env = gym.make("HalfCheetah-v4")  # 5 physics steps of 0.01 s a step: its render_fps, 20, says so already
-    assert frames_per_second(env) == 20.0
-    env.close()
+def test_videos_play_in_real_time() -> None:
+    from gymnasium.wrappers import AtariPreprocessing
+
+    from offline_rl.envs import make_env
+
+    envs = [
+        (gym.make("HalfCheetah-v4"), 20.0),  # 5 physics steps of 0.01 s a step: its render_fps says so already
+        (make_atari_env("PongNoFrameskip-v4"), 15.0),  # 60 Hz over AtariPreprocessing's 4 frames a step
+        (make_atari_env("Pong", protocol="sticky"), 15.0),  # ALE/Pong-v5, made to skip no frame itself
+        (AtariPreprocessing(make_env("ALE/Pong-v5"), frame_skip=1, noop_max=0), 15.0),  # Minari's screens
+        (make_env("ALE/Pong-v5", frameskip=(2, 5)), 20.0),  # 2, 3 or 4 frames a step: 3 on average
+    ]
+    for env, fps in envs:
+        assert frames_per_second(env) == fps, env
+        env.close()
 
 
 def test_watch_films_the_episodes_it_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
