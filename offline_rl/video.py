@@ -35,8 +35,8 @@ DEFAULT_FPS = 30.0
 
 
 ATARI_FRAMES_PER_SECOND = 60.0
-"""The console's (NTSC) frame rate: an Atari step of `AtariPreprocessing` plays its frame skip of these
-(ALE's `render_fps` of 30 is the rate of its own window, not the game's)."""
+"""The console's (NTSC) frame rate; an Atari step plays several of these frames (`frames_per_second`).
+ALE's `render_fps` of 30 is the rate of its own window, not the game's."""
 
 
 def mujoco_rendering_hint() -> str:

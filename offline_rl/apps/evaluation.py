@@ -36,6 +36,11 @@ StartValuesOf = Callable[[np.ndarray, Sequence[np.ndarray]], "StartValues | None
 (`CQLSAC.start_values`, `CQLQRDQN.start_values`)."""
 
 
+def counted(count: int, noun: str) -> str:
+    """`count` `noun`s, in the singular for one ("1 episode", "2 episodes")."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 @dataclass
 class EvaluationReporter:
     """Tianshou `compute_score_fn` that also prints and records each evaluation.
@@ -103,8 +108,7 @@ class EvaluationReporter:
     def __call__(self, stats: CollectStats) -> float:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64)) | self.value_check(stats)
         self.seconds += float(stats.collect_time)
-        episodes = int(record["episodes"])
-        played = f"{episodes} episode{'' if episodes == 1 else 's'}"
+        played = counted(int(record["episodes"]), "episode")
         self.current_is_initial, self._initial_pending = self._initial_pending, False
         text = self.format(record) + self.format_value_check(record)
         if self.current_is_initial:

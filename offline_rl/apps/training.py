@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from offline_rl.apps.cli import pick_device
-from offline_rl.apps.evaluation import EvaluationReporter
+from offline_rl.apps.evaluation import EvaluationReporter, counted
 from offline_rl.apps.run_config import OfflineRunConfig, RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.apps.run_folder import RunFolder
 from offline_rl.apps.update_rate import update_rate_monitor, watch_update_rate
@@ -212,14 +212,13 @@ def watch(
         if videos is not None:
             videos.close()
     record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
-    episodes_played, filmed = int(record["episodes"]), ""
-    if videos is not None:
-        filmed = f"; {len(videos.saved)} video{'' if len(videos.saved) == 1 else 's'} in {videos.folder}"
-    played = f"{episodes_played} episode{'' if episodes_played == 1 else 's'}"
-    print(f"watch {task} from {source}: {reporter.format(record)} over {played}{filmed}")
     summary = {"mode": "watch", "task": task, "source": source, **record}
+    filmed = ""
     if videos is not None:
+        filmed = f"; {counted(len(videos.saved), 'video')} in {videos.folder}"
         summary["videos"] = [str(path) for path in videos.saved]
+    played = counted(int(record["episodes"]), "episode")
+    print(f"watch {task} from {source}: {reporter.format(record)} over {played}{filmed}")
     return summary
 
 
