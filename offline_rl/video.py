@@ -9,6 +9,7 @@ under a hidden name that becomes the video's only when its episode has ended (`o
 
 from __future__ import annotations
 
+import abc
 import os
 import re
 import sys
@@ -139,32 +140,30 @@ SavedVideo = Callable[[Path, int, float], None]
 """Told of each video written: its path, the episode's steps and its return."""
 
 
-class VideoFolder:
-    """The videos of one command, in `folder`, named `<name>-<n>.mp4` and numbered in the order their
-    episodes end, after any of that name already there: a second `--watch` into the same folder adds
-    its videos and replaces none. The envs it wraps (`wrap`) share it, so they must step in this
-    process (Tianshou's `DummyVectorEnv`)."""
+class Videos(abc.ABC):
+    """Where the episodes of the envs it wraps (`wrap`) are filmed, and which ones: every episode
+    (`VideoFolder`) or the chosen evaluations' first (`EvaluationVideos`). The envs share it, so they
+    must step in this process (Tianshou's `DummyVectorEnv`)."""
 
-    def __init__(self, folder: str | os.PathLike[str], name: str, *, on_saved: SavedVideo | None = None) -> None:
-        self.folder = Path(folder).expanduser()
-        self.stem = re.sub(r"[^\w.-]+", "-", name).strip("-") or "episode"  # `ALE/Pong-v5`: one file name
+    flag = "--save-video"
+    """The flag that asked for the videos, for the errors of an env that cannot be filmed."""
+
+    def __init__(self, *, on_saved: SavedVideo | None = None) -> None:
         self.on_saved = on_saved
         self.saved: list[Path] = []
-        pattern = re.compile(rf"{re.escape(self.stem)}-(\d+)\.mp4")
-        existing = (pattern.fullmatch(path.name) for path in self.folder.glob("*.mp4")) if self.folder.is_dir() else ()
-        self._last_number = max((int(found[1]) for found in existing if found), default=0)
         self._bar: Any = None
 
     def wrap(self, env: gym.Env) -> EpisodeVideo:
         return EpisodeVideo(env, self)
 
-    def staging_path(self) -> Path:
-        """The name a video is written beside (its staging file's) until its episode ends and is numbered."""
-        return self.folder / f"{self.stem}.mp4"
+    @abc.abstractmethod
+    def claim(self, env: EpisodeVideo) -> Path | None:
+        """Whether the episode `env` starts now is filmed: the name its frames are written beside
+        until it ends (its staging file's), or None."""
 
-    def next_path(self) -> Path:
-        self._last_number += 1
-        return self.folder / f"{self.stem}-{self._last_number}.mp4"
+    @abc.abstractmethod
+    def final_path(self, env: EpisodeVideo) -> Path:
+        """The name of the video of the episode `env` has just ended."""
 
     def saved_video(self, path: Path, steps: int, episode_return: float) -> None:
         self.saved.append(path)
@@ -172,7 +171,7 @@ class VideoFolder:
             self.on_saved(path, steps, episode_return)
 
     def frame_written(self) -> None:
-        """Count a frame on the folder's bar. Filming is slow where MuJoCo draws in software (~46 ms a
+        """Count a frame on the filming bar. Filming is slow where MuJoCo draws in software (~46 ms a
         480×480 frame on 2 cores), and envs that play in step end their episodes together: ten 1000-step
         episodes would otherwise show no progress for ten minutes."""
         if self._bar is None:
@@ -182,22 +181,78 @@ class VideoFolder:
         self._bar.update(1)
 
     def close(self) -> None:
-        """Close the folder's bar (the videos themselves are closed by their envs)."""
+        """Close the filming bar (the videos themselves are closed by their envs)."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
 
 
-class EpisodeVideo(gym.Wrapper):
-    """Records every episode `env` plays to its `VideoFolder`: the frame after reset and one after each
-    step. The return it reports is the sum of the rewards this wrapper sees, so it should be the
-    outermost one: the return an evaluation scores. `env` must be made with `render_mode="rgb_array"`."""
+class VideoFolder(Videos):
+    """Every episode, in `folder`, named `<name>-<n>.mp4` and numbered in the order the episodes end,
+    after any of that name already there: a second `--watch` into the same folder adds its videos and
+    replaces none."""
 
-    def __init__(self, env: gym.Env, folder: VideoFolder) -> None:
+    def __init__(self, folder: str | os.PathLike[str], name: str, *, on_saved: SavedVideo | None = None) -> None:
+        super().__init__(on_saved=on_saved)
+        self.folder = Path(folder).expanduser()
+        self.stem = re.sub(r"[^\w.-]+", "-", name).strip("-") or "episode"  # `ALE/Pong-v5`: one file name
+        pattern = re.compile(rf"{re.escape(self.stem)}-(\d+)\.mp4")
+        existing = (pattern.fullmatch(path.name) for path in self.folder.glob("*.mp4")) if self.folder.is_dir() else ()
+        self._last_number = max((int(found[1]) for found in existing if found), default=0)
+
+    def claim(self, env: EpisodeVideo) -> Path:
+        return self.folder / f"{self.stem}.mp4"  # numbered when its episode ends
+
+    def final_path(self, env: EpisodeVideo) -> Path:
+        self._last_number += 1
+        return self.folder / f"{self.stem}-{self._last_number}.mp4"
+
+
+class EvaluationVideos(Videos):
+    """A training run's evaluations, filmed one episode each (`--video-interval`): `film(path)` before an
+    evaluation's envs are reset asks for the first episode to start, `film(None)` for none. The env
+    that claims it keeps the claim through further resets until an episode of it ends (the trainer
+    resets the envs once before its first evaluation and again as it begins), so one episode of the
+    evaluation is filmed: the first env's, which resets first."""
+
+    flag = "--video-interval"
+
+    def __init__(self, *, on_saved: SavedVideo | None = None) -> None:
+        super().__init__(on_saved=on_saved)
+        self._wanted: Path | None = None
+        self._holder: EpisodeVideo | None = None
+
+    def film(self, path: Path | None) -> None:
+        self._wanted, self._holder = path, None
+        self.close()  # a bar per video: training goes on between them
+
+    def claim(self, env: EpisodeVideo) -> Path | None:
+        if self._wanted is None or self._holder not in (None, env):
+            return None
+        self._holder = env
+        return self._wanted
+
+    def final_path(self, env: EpisodeVideo) -> Path:
+        path = self._wanted
+        if path is None or self._holder is not env:
+            raise RuntimeError("an evaluation video ended that was not asked for")
+        self._wanted, self._holder = None, None
+        self.close()
+        return path
+
+
+class EpisodeVideo(gym.Wrapper):
+    """Records the episodes `env` plays that its `Videos` choose: the frame after reset and one after
+    each step. The return it reports is the sum of the rewards this wrapper sees, so it should be the
+    outermost one: the return an evaluation scores. `env` must be made with `render_mode="rgb_array"`;
+    it renders nothing in the episodes that are not filmed."""
+
+    def __init__(self, env: gym.Env, videos: Videos) -> None:
         super().__init__(env)
-        self.videos = folder
+        self.videos = videos
         self.fps = frames_per_second(env)
         self._video: VideoFile | None = None
+        self._staging: Path | None = None  # the episode is filmed: its video is written beside this name
         self._first_frame: np.ndarray | None = None
         self._steps = 0
         self._return = 0.0
@@ -205,25 +260,28 @@ class EpisodeVideo(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self._discard()
         observation, info = self.env.reset(**kwargs)
+        self._staging = self.videos.claim(self)
         # kept, not yet written: an env reset after its last episode (as collectors do) leaves no file
-        self._first_frame = self._frame()
+        self._first_frame = self._frame() if self._staging is not None else None
         self._steps, self._return = 0, 0.0
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
+        if self._staging is None:
+            return observation, reward, terminated, truncated, info
         if self._video is None:
             if self._first_frame is None:
                 raise RuntimeError("a filmed env was stepped before its first reset")
-            self._video = VideoFile(self.videos.staging_path(), self.fps, self._first_frame)
+            self._video = VideoFile(self._staging, self.fps, self._first_frame)
             self.videos.frame_written()
         self._video.add(self._frame())
         self.videos.frame_written()
         self._steps += 1
         self._return += float(reward)
         if terminated or truncated:
-            video, self._video = self._video, None
-            self.videos.saved_video(video.finish(self.videos.next_path()), self._steps, self._return)
+            video, self._video, self._staging = self._video, None, None
+            self.videos.saved_video(video.finish(self.videos.final_path(self)), self._steps, self._return)
         return observation, reward, terminated, truncated, info
 
     def close(self) -> None:
@@ -241,11 +299,11 @@ class EpisodeVideo(gym.Wrapper):
         except Exception as error:  # an env's renderer: no display, no OpenGL, a package missing
             hint = mujoco_rendering_hint() if "mujoco" in type(self.env.unwrapped).__module__ else ""
             raise OfflineRLError(
-                f"--save-video: {self._name()} could not render a frame ({first_line(error)}){hint}"
+                f"{self.videos.flag}: {self._name()} could not render a frame ({first_line(error)}){hint}"
             ) from None
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
             raise OfflineRLError(
-                f"--save-video: {self._name()} rendered {type(frame).__name__}, not an RGB image "
+                f"{self.videos.flag}: {self._name()} rendered {type(frame).__name__}, not an RGB image "
                 f"(render_mode {self.env.render_mode!r}; 'rgb_array' is needed)"
             )
         return frame

@@ -1,4 +1,5 @@
-"""`--save-video`: every episode `--watch` plays, as an MP4 file of what the env rendered, with its return."""
+"""`--save-video`: every episode `--watch` plays, as an MP4 file of what the env rendered, with its return;
+`--video-interval`: the first episode of a training run's chosen evaluations, in its run folder."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, run_in_process, run_repo_script, script_env
+from conftest import REPO_ROOT, load_benchmark, run_in_process, run_repo_script, script_env
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
-from offline_rl.video import EpisodeVideo, VideoFolder, frames_per_second
+from offline_rl.video import EpisodeVideo, EvaluationVideos, VideoFolder, Videos, frames_per_second
 
 VIDEO_LINE = re.compile(r"video (\S+): return (-?[\d.]+) in (\d+) steps")
 
@@ -35,7 +36,7 @@ def read_video(path: Path) -> tuple[list[np.ndarray], float]:
     return frames, fps
 
 
-def short_pong(steps: int, folder: VideoFolder | None = None) -> gym.Env:
+def short_pong(steps: int, folder: Videos | None = None) -> gym.Env:
     env = gym.wrappers.TimeLimit(make_atari_env("PongNoFrameskip-v4", render_mode="rgb_array"), steps)
     return env if folder is None else folder.wrap(env)
 
@@ -193,10 +194,131 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
     assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) > 10  # a scene, not a blank frame
 
 
+class CountedRenders(gym.Wrapper):
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.renders = 0
+
+    def render(self) -> object:
+        self.renders += 1
+        return self.env.render()
+
+
+def test_an_evaluation_films_the_first_episode_to_start_and_renders_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`EvaluationVideos`: the env that resets first after `film(path)` keeps the claim through another reset
+    (the trainer resets the envs twice before its first evaluation), its episode becomes `path`, and no
+    other episode is filmed, or rendered at all, until the next `film`."""
+    play_out = load_benchmark("video_recording", monkeypatch).play  # one seeded episode of random actions
+    saved: list[tuple[str, int]] = []
+    videos = EvaluationVideos(on_saved=lambda path, steps, _: saved.append((path.name, steps)))
+    first, second = CountedRenders(short_pong(30)), CountedRenders(short_pong(20))
+    filmed_first, filmed_second = videos.wrap(first), videos.wrap(second)
+    videos.film(tmp_path / "evaluation-0.mp4")
+    for env in (filmed_first, filmed_second):
+        env.reset(seed=1)
+    assert (first.renders, second.renders) == (1, 0)
+    assert play_out(filmed_second, 2) == 20 and play_out(filmed_first, 1) == 30
+    assert saved == [("evaluation-0.mp4", 30)] and second.renders == 0
+    assert len(read_video(tmp_path / "evaluation-0.mp4")[0]) == 31
+    play_out(filmed_first, 3)  # the evaluation's next episode on the same env: not asked for
+    assert len(saved) == 1 and first.renders == 32
+    videos.film(None)
+    play_out(filmed_second, 4)
+    videos.film(tmp_path / "evaluation-2.mp4")
+    play_out(filmed_second, 5)
+    assert saved[1:] == [("evaluation-2.mp4", 20)] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "evaluation-0.mp4",
+        "evaluation-2.mp4",
+    ]
+
+
+TINY_RUN = [
+    "--task",
+    "InvertedPendulum-v4",
+    "--dataset-size",
+    "500",
+    "--hidden-sizes",
+    "8",
+    "--critic-layers",
+    "1",
+    "--step-per-epoch",
+    "2",
+    "--test-num",
+    "2",
+]
+
+
+def without_display() -> dict[str, str]:
+    """The environment of a fresh interpreter on a server: no display and no rendering backend chosen."""
+    env = script_env()
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        env.pop(name, None)
+    return env
+
+
+def run_d4rl_cql(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir(exist_ok=True)
+    command = [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=without_display(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def evaluation_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("evaluation ")]
+
+
+def test_a_training_run_films_its_chosen_evaluations_and_scores_them_as_unfilmed(tmp_path: Path) -> None:
+    """`d4rl_cql.py --video-interval 2`, MuJoCo with no display: the evaluation before training, every second
+    one and the last are filmed into the run folder, each video the first env's episode; the scores are those
+    of the same run unfilmed; resumed, the run films on, and leaves the video of the weights it resumes."""
+    filmed = run_d4rl_cql(*TINY_RUN, "--epoch", "3", "--video-interval", "2", cwd=tmp_path / "filmed")
+    (run,) = (tmp_path / "filmed" / "log").rglob("checkpoint.pth")
+    lines = VIDEO_LINE.findall(filmed.stdout)
+    videos = run.parent / "videos"
+    assert [path for path, _, _ in lines] == [
+        str(videos.relative_to(tmp_path / "filmed") / f"evaluation-{k}.mp4") for k in (0, 2, 3)
+    ]
+    for path, episode_return, steps in lines:
+        assert float(episode_return) == int(steps)  # InvertedPendulum: a reward of 1 a step
+        frames, fps = read_video(tmp_path / "filmed" / path)
+        assert len(frames) == int(steps) + 1 and frames[0].shape == (480, 480, 3) and fps == pytest.approx(25.0)
+    assert f"; 3 videos in {videos.relative_to(tmp_path / 'filmed')}; last evaluation" in filmed.stdout
+    assert sorted(path.name for path in videos.iterdir()) == [
+        "evaluation-0.mp4",
+        "evaluation-2.mp4",
+        "evaluation-3.mp4",
+    ]
+
+    unfilmed = run_in_process("examples/d4rl_cql.py", *TINY_RUN, "--epoch", "3", cwd=tmp_path)
+    assert unfilmed.returncode == 0, unfilmed.stderr[-2000:]
+    assert (
+        evaluation_lines(filmed.stdout) == evaluation_lines(unfilmed.stdout)
+        and len(evaluation_lines(filmed.stdout)) == 4
+    )
+
+    before = (videos / "evaluation-3.mp4").stat()
+    resumed = run_d4rl_cql("--resume-path", str(run), "--epoch", "4", cwd=tmp_path / "filmed")
+    assert [Path(path).name for path, _, _ in VIDEO_LINE.findall(resumed.stdout)] == ["evaluation-4.mp4"]
+    after = (videos / "evaluation-3.mp4").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    # --watch reads the run's settings but not its training's: filming evaluations is not refused there
+    watched = run_in_process("examples/d4rl_cql.py", "--watch", "--resume-path", str(run), cwd=tmp_path)
+    assert watched.returncode == 0 and not VIDEO_LINE.findall(watched.stdout), watched.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("program", "args", "message"),
     [
         ("examples/d4rl_cql.py", ["--save-video", "v"], "--save-video records the episodes --watch plays: add --watch"),
+        ("examples/d4rl_cql.py", ["--watch", "--video-interval", "1"], "--video-interval films a training run's"),
+        (
+            "examples/atari_qrdqn.py",
+            ["--video-interval", "1", "--render", "0.01"],
+            r"give --render \(a window\) or --video-interval, not both",
+        ),
         (
             "examples/atari_qrdqn.py",
             ["--watch", "--save-video", "v", "--render", "0.01"],
@@ -224,8 +346,9 @@ def test_a_video_folder_that_is_a_file_is_refused_before_playing(tmp_path: Path)
 
 
 def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path: Path) -> None:
-    """A window (`--render`), videos (`--save-video`) or neither: the env is made for it, and shown envs
-    step in this process and play whole episodes, not a budget of steps."""
+    """A window (`--render`), videos (`--save-video`, `--video-interval`) or neither: the env is made for it,
+    and shown envs step in this process; those shown in a window or filmed by `--watch` play whole episodes,
+    those of a filmed training run the evaluation's budget of steps, as unfilmed."""
     from test_exact_resume import cartpole_policy
     from tianshou.env import DummyVectorEnv
 
@@ -239,19 +362,19 @@ def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path:
         return short_pong(5) if kwargs.get("render_mode") == "rgb_array" else gym.make("CartPole-v1")
 
     budget = {"test_num": 2, "test_steps": 1000}
-    for run, mode, filmed in [
-        (RunConfig(**budget), None, False),
-        (RunConfig(**budget, render=0.01), "human", False),
-        (RunConfig(**budget, watch=True, save_video=str(tmp_path)), "rgb_array", True),
+    for run, mode, videos_kind, budget_kept in [
+        (RunConfig(**budget), None, None, True),
+        (RunConfig(**budget, render=0.01), "human", None, False),
+        (RunConfig(**budget, watch=True, save_video=str(tmp_path)), "rgb_array", VideoFolder, False),
+        (RunConfig(**budget, video_interval=5), "rgb_array", EvaluationVideos, True),
     ]:
         asked.clear()
         collector, videos = showing_collector(cartpole_policy(0.0), make, run, task="t")
         assert [kwargs.get("render_mode") for kwargs in asked] == [mode, mode]
-        assert (videos is not None) == filmed
+        assert type(videos) is videos_kind if videos_kind else videos is None
         if mode is not None:
-            assert isinstance(collector.env, DummyVectorEnv) and collector.min_steps == 0
-        else:
-            assert collector.min_steps == 1000
+            assert isinstance(collector.env, DummyVectorEnv)
+        assert collector.min_steps == (1000 if budget_kept else 0)
         collector.close()
 
 

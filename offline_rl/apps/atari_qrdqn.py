@@ -43,6 +43,7 @@ from offline_rl.settings import check_ranges, require, setting
 if TYPE_CHECKING:
     from offline_rl.apps.run_folder import RunFolder
     from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
+    from offline_rl.video import Videos
 
 
 @dataclass
@@ -235,7 +236,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     from tianshou.utils import TensorboardLogger
 
     from offline_rl.apps.run_folder import RunFolder
-    from offline_rl.apps.training import evaluation_collector, vector_envs
+    from offline_rl.apps.training import closed_when_filmed, film_evaluations, showing_collector, vector_envs
     from offline_rl.apps.update_rate import pause_at_evaluations, update_rate_monitor
     from offline_rl.compat import set_target_update_counter, target_update_counter
     from offline_rl.data.online_replay import save_replay
@@ -248,8 +249,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
             config.task, config.frames_stack, clip_rewards=config.reward_clip, life_loss=config.episode_life
         )
 
-    def make_test_env() -> gym.Env:
-        return make_discrete_env(config.task, config.frames_stack)
+    def make_test_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --video-interval
+        return make_discrete_env(config.task, config.frames_stack, **kwargs)
 
     replay = online_replay(config)
 
@@ -275,7 +276,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     train_collector = Collector(
         policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
     )
-    test_collector = evaluation_collector(policy, make_test_env, run)
+    test_collector, videos = showing_collector(policy, make_test_env, run, task=config.task)
+    film_evaluations(test_collector, videos, folder)
     first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
     env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
 
@@ -286,7 +288,10 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
         monitor.updated(env_step)  # log-file lines; slowdown notice
         policy.set_eps_training(training_epsilon(config, env_step))
 
-    with folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"):
+    with (
+        folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
+        closed_when_filmed(test_collector, videos),
+    ):
         result = algorithm.run_training(
             OffPolicyTrainerParams(
                 training_collector=train_collector,
@@ -299,7 +304,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                 **folder.trainer_params(),
             )
         )
-    return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step)
+    return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step, videos=videos)
 
 
 def online_replay(config: AtariQRDQNConfig) -> NullCheckedVectorReplayBuffer:
@@ -322,8 +327,12 @@ def training_epsilon(config: AtariQRDQNConfig, env_step: int) -> float:
     return config.eps_train - fraction * (config.eps_train - config.eps_train_final)
 
 
-def _finish_online(config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, first_env_step: int) -> dict[str, Any]:
+def _finish_online(
+    config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, first_env_step: int, videos: Videos | None = None
+) -> dict[str, Any]:
     """The run's summary (`steps`: collected by this invocation) and its closing lines."""
+    from offline_rl.apps.training import filmed
+
     elapsed = time.time() - folder.started
     summary = {
         "mode": "train",
@@ -338,7 +347,8 @@ def _finish_online(config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, f
     return folder.finish(
         summary,
         f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "
-        f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)",
+        f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)"
+        + filmed(summary, videos),
         f"collect a dataset with --watch --resume-path {shell_quoted(best_policy)} --save-buffer-name expert.hdf5",
     )
 

@@ -69,6 +69,16 @@ class EvaluationReporter:
     _initial_pending: bool = True
 
     @property
+    def next_index(self) -> int:
+        """The number the next evaluation is printed with: the one before training is numbered by the
+        epoch it starts from (0, or a resumed run's), the trained ones by their epoch."""
+        return self.first_index if self._initial_pending else self.first_index + len(self.history) + 1
+
+    @property
+    def next_is_initial(self) -> bool:
+        return self._initial_pending
+
+    @property
     def best_score(self) -> float:
         return self.best["return_mean"] if self.best is not None else -math.inf
 

@@ -45,6 +45,7 @@ is scored on those that end within the budget.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,10 +83,15 @@ class EvaluationCollector(Collector):
         self.min_steps = min_steps
         self.partial_episodes = False  # a step collection may have left episodes half-counted in Tianshou's buffer
         self.reset_owed: dict[str, Any] | None = None  # the reset an episode collection ends with, until needed
+        self.before_reset: Callable[[], None] | None = None
+        """Called as the envs are about to be reset: before each evaluation, which begins with a reset
+        (`--video-interval` chooses there whether the evaluation is filmed)."""
         super().__init__(policy, envs, exploration_noise=True)
 
     def reset_env(self, gym_reset_kwargs: dict[str, Any] | None = None) -> Any:
         self.reset_owed = None
+        if self.before_reset is not None:
+            self.before_reset()
         self.env.seed(self.seeds)
         return super().reset_env(gym_reset_kwargs=gym_reset_kwargs)
 

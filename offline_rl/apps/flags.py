@@ -306,6 +306,20 @@ def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[
     return _replace_paths(restored, kept), str(path)
 
 
+def _drop_training_settings(config: Any, resumed: Any) -> None:
+    """A command that only reads a run's networks (`--watch`, `--export-policy`) takes none of the
+    settings that act on training alone (`RunConfig.TRAINING_ONLY`) from the run: they are reset to
+    their defaults unless a flag changed them, so that `--watch` of a run trained with `--video-interval`
+    is not refused for it, while `--watch --video-interval 5` of another run still is."""
+    run, before = getattr(config, "run", None), getattr(resumed, "run", None)
+    if run is None or before is None or getattr(run, "trains", True):
+        return
+    defaults = {f.name: f for f in dataclasses.fields(run)}
+    for name in getattr(run, "TRAINING_ONLY", ()):
+        if getattr(run, name) == getattr(before, name):
+            setattr(run, name, defaults[name].default)
+
+
 def _report_overrides(resumed: Any, config: Any, source: str) -> None:
     """One line per setting a flag changed from what the resumed run used."""
     before = {path: getattr(owner, f.name) for path, f, owner in leaf_fields(resumed)}
@@ -501,6 +515,8 @@ def parse_config(
         # argparse gives lists for nargs='+': tuple-typed fields get tuples
         updates[path] = kind.container(value) if kind.is_list and value is not None else value
     config = _replace_paths(default, updates)
+    if resumed is not None:
+        _drop_training_settings(config, resumed[0])
     validate_tree(config)
     if resumed is not None:
         run = getattr(config, "run", None)

@@ -89,6 +89,9 @@ class RunConfig:
     """Seed, budget, evaluation, logs and checkpoints of one run."""
 
     FLAG_GROUP: ClassVar[str] = "run"
+    TRAINING_ONLY: ClassVar[tuple[str, ...]] = ("video_interval",)
+    """Settings that act on training alone: a command that only reads a resumed run's networks does
+    not take them from the run (`flags._drop_training_settings`)."""
 
     seed: int = setting(0, "seed of torch, numpy and the evaluation envs", **SEED_RANGE)
     epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1)
@@ -124,6 +127,12 @@ class RunConfig:
         "those there), and its return; MuJoCo renders off screen with EGL where there is no display",
         per_invocation=True,
     )
+    video_interval: int = setting(
+        0,
+        "while training: film the first episode of every N-th evaluation (the one before training included) "
+        "and of the last, as <run folder>/videos/evaluation-<k>.mp4 (0: none); envs then step in this process",
+        minimum=0,
+    )
     export_policy: str | None = setting(
         None,
         "only write --resume-path's policy to this file, for use without offline_rl: .onnx (ONNX; needs onnx, "
@@ -146,8 +155,17 @@ class RunConfig:
             "--export-policy needs --resume-path (a run's policy.pth, policy_last.pth or checkpoint.pth)",
         )
         require(not (self.export_policy and self.watch), "give --watch or --export-policy, not both")
-        require(not self.save_video or self.watch, "--save-video records the episodes --watch plays: add --watch")
+        require(
+            not self.save_video or self.watch,
+            "--save-video records the episodes --watch plays: add --watch (a training run films its evaluations "
+            "with --video-interval N)",
+        )
         require(not (self.save_video and self.render), "give --render (a window) or --save-video (files), not both")
+        require(
+            not self.video_interval or self.trains,
+            "--video-interval films a training run's evaluations; --watch films with --save-video DIR",
+        )
+        require(not (self.video_interval and self.render), "give --render (a window) or --video-interval, not both")
         require(not self.test_steps_cut or self.test_steps > 0, "--test-steps-cut: add --test-steps N (the steps)")
         require(
             not self.test_steps_cut or self.test_num == 1,

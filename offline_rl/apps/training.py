@@ -9,9 +9,10 @@ offline and the online trainer alike) is `offline_rl.apps.run_folder`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from offline_rl.errors import OfflineRLError
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 if TYPE_CHECKING:
-    from offline_rl.video import VideoFolder
+    from offline_rl.video import VideoFolder, Videos
 
 
 @dataclass
@@ -133,38 +134,92 @@ def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool 
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
 
 
-def evaluation_collector(policy: Any, make_env: Callable[[], Any], run: RunConfig, *, rendering: bool = False) -> Any:
+def evaluation_collector(
+    policy: Any, make_env: Callable[[], Any], run: RunConfig, *, rendering: bool = False, in_process: bool = False
+) -> Any:
     """The evaluation collector of a run: --test-num envs from `make_env` (`vector_envs`), reseeded
     `--seed` + 10 000 + i before every evaluation (`EvaluationCollector`); the offset keeps their
     episodes apart from the training envs an online run seeds from `--seed`. Each evaluation plays
     --test-num episodes, or episodes for --test-steps steps, whole or cut there (--test-steps-cut)
     (not while rendering: a window to watch needs no budget, and the own loop that plays budgets
-    draws nothing)."""
+    draws nothing). Rendering envs, and `in_process` ones (filmed evaluations), step in this process."""
     from offline_rl.apps.evaluation_collector import EvaluationCollector
 
     seed = run.seed + 10_000
-    envs = vector_envs(make_env, run.test_num, seed, rendering=rendering)
+    envs = vector_envs(make_env, run.test_num, seed, rendering=rendering or in_process)
     budget = 0 if rendering else run.test_steps
     return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=bool(budget) and run.test_steps_cut)
 
 
 def showing_collector(
     policy: Any, make_test_env: Callable[..., Any], run: RunConfig, *, task: str
-) -> tuple[Any, VideoFolder | None]:
+) -> tuple[Any, Videos | None]:
     """The evaluation collector of a run (`evaluation_collector`), its episodes shown in a window
-    (`--render`: `make_test_env(render_mode="human")`) or filmed into `--save-video`'s folder (with
-    `render_mode="rgb_array"`), where asked; and that folder's videos, if filmed. Shown envs step in
-    this process and play --test-num whole episodes."""
+    (`--render`: `make_test_env(render_mode="human")`) or filmed (with `render_mode="rgb_array"`):
+    every episode of `--watch` into `--save-video`'s folder, or a training run's chosen evaluations
+    (`--video-interval`, `film_evaluations`); and the videos, if filmed. Envs shown in a window or
+    filmed by `--watch` step in this process and play --test-num whole episodes; a filmed training
+    run's step in this process and evaluate as they would unfilmed."""
     if run.render > 0:
         return evaluation_collector(policy, lambda: make_test_env(render_mode="human"), run, rendering=True), None
-    if not run.save_video:
+    if not (run.save_video or run.video_interval):
         return evaluation_collector(policy, make_test_env, run), None
-    from offline_rl.video import VideoFolder, prepare_offscreen_rendering
+    from offline_rl.video import EvaluationVideos, VideoFolder, prepare_offscreen_rendering
 
     prepare_offscreen_rendering()
-    videos = VideoFolder(run.save_video, task, on_saved=say_saved_video)
+    if run.save_video:
+        videos: Videos = VideoFolder(run.save_video, task, on_saved=say_saved_video)
+    else:
+        videos = EvaluationVideos(on_saved=say_saved_video)
     make = lambda: videos.wrap(make_test_env(render_mode="rgb_array"))  # noqa: E731
-    return evaluation_collector(policy, make, run, rendering=True), videos
+    return evaluation_collector(policy, make, run, rendering=bool(run.save_video), in_process=True), videos
+
+
+VIDEOS_FOLDER = "videos"
+"""Where in its run folder a training run's evaluation videos go (`--video-interval`)."""
+
+
+def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFolder) -> None:
+    """Choose, as each evaluation begins, whether its first episode is filmed: every
+    `--video-interval`-th evaluation (the one before training is the 0th) and the last, each as
+    `<run folder>/videos/evaluation-<k>.mp4`, numbered as the evaluation's line is. A resumed run's
+    evaluation of the weights it resumes repeats the episode of the evaluation it re-scores, which
+    is filmed only if that video is missing."""
+    from offline_rl.video import EvaluationVideos
+
+    if not isinstance(videos, EvaluationVideos):
+        return
+    interval, last, reporter = folder.settings.video_interval, folder.settings.epoch, folder.reporter
+
+    def choose() -> None:
+        index = reporter.next_index
+        path = folder.log_path / VIDEOS_FOLDER / f"evaluation-{index}.mp4"
+        wanted = index % interval == 0 or index == last
+        if wanted and reporter.next_is_initial and index > 0 and path.exists():
+            wanted = False
+        videos.film(path if wanted else None)
+
+    test_collector.before_reset = choose
+
+
+@contextlib.contextmanager
+def closed_when_filmed(test_collector: Any, videos: Videos | None) -> Iterator[None]:
+    """Close a filmed training run's evaluation envs when it ends, however it ends: a video its stop
+    cut short then leaves no file behind."""
+    try:
+        yield
+    finally:
+        if videos is not None:
+            test_collector.close()
+            videos.close()
+
+
+def filmed(summary: dict[str, Any], videos: Videos | None) -> str:
+    """The videos a training run wrote, added to its `summary`, and what its closing line says of them."""
+    if videos is None:
+        return ""
+    summary["videos"] = [str(path) for path in videos.saved]
+    return f"; {counted(len(videos.saved), 'video')}" + (f" in {videos.saved[0].parent}" if videos.saved else "")
 
 
 def say_saved_video(path: Path, steps: int, episode_return: float) -> None:
@@ -235,11 +290,13 @@ def train_offline(
     on_best: Callable[[Any, Path], None] | None = None,
     dataset_name: str | None = None,
     checkpoint: dict[str, Any] | None = None,
+    videos: Videos | None = None,
 ) -> dict[str, Any]:
     """Run Tianshou's offline trainer with logging and checkpoints; return the summary.
 
     `checkpoint` is the one `--resume-path` named: its evaluation count and best evaluation carry
     on, so a resumed run neither renumbers its evaluations nor forgets (or overwrites) its best.
+    `videos` (`--video-interval`) films the test collector's chosen evaluations into the run folder.
     """
     from tianshou.trainer import OfflineTrainerParams
     from tianshou.utils import TensorboardLogger
@@ -262,7 +319,11 @@ def train_offline(
     logger = watch_update_rate(log_every_window(TensorboardLogger(folder.writer, save_interval=1)), monitor)
     folder.reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     updates_before = int(algorithm.num_updates)
-    with folder.training(lambda: f"{int(algorithm.num_updates) - updates_before} updates"):
+    film_evaluations(test_collector, videos, folder)
+    with (
+        folder.training(lambda: f"{int(algorithm.num_updates) - updates_before} updates"),
+        closed_when_filmed(test_collector, videos),
+    ):
         result = algorithm.run_training(
             OfflineTrainerParams(
                 buffer=buffer,
@@ -293,7 +354,8 @@ def train_offline(
     return folder.finish(
         summary,
         f"done: {task} on {dataset_name}: {counted} in {elapsed:.0f} s ({rate:.1f}/s, {device.type}; "
-        f"training {elapsed - evaluating:.0f} s at {training_rate:.1f}/s, evaluation {evaluating:.0f} s)",
+        f"training {elapsed - evaluating:.0f} s at {training_rate:.1f}/s, evaluation {evaluating:.0f} s)"
+        + filmed(summary, videos),
     )
 
 
@@ -350,6 +412,7 @@ def evaluate_or_train(
         settings,
         reporter_factory,
         task=task,
+        videos=videos,
         **training,
     )
 

@@ -49,6 +49,8 @@ _NOT_SETTINGS = {
     "watch",
     "export_policy",
     "render",
+    "save_video",
+    "video_interval",
     "device",
     "threads",
     "cpu_products",
