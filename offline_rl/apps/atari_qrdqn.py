@@ -236,7 +236,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     from tianshou.utils import TensorboardLogger
 
     from offline_rl.apps.run_folder import RunFolder
-    from offline_rl.apps.training import closed_when_filmed, film_evaluations, showing_collector, vector_envs
+    from offline_rl.apps.training import evaluation_envs_closed, film_evaluations, showing_collector, vector_envs
     from offline_rl.apps.update_rate import pause_at_evaluations, update_rate_monitor
     from offline_rl.compat import set_target_update_counter, target_update_counter
     from offline_rl.data.online_replay import save_replay
@@ -290,7 +290,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
 
     with (
         folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
-        closed_when_filmed(test_collector, videos),
+        evaluation_envs_closed(test_collector, videos),
     ):
         result = algorithm.run_training(
             OffPolicyTrainerParams(

@@ -34,7 +34,7 @@ from offline_rl.errors import OfflineRLError
 from offline_rl.results.runs import RUN_SUMMARY_FILE
 
 if TYPE_CHECKING:
-    from offline_rl.video import VideoFolder, Videos
+    from offline_rl.video import Videos
 
 
 @dataclass
@@ -203,19 +203,20 @@ def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFold
 
 
 @contextlib.contextmanager
-def closed_when_filmed(test_collector: Any, videos: Videos | None) -> Iterator[None]:
-    """Close a filmed training run's evaluation envs when it ends, however it ends: a video its stop
-    cut short then leaves no file behind."""
+def evaluation_envs_closed(test_collector: Any, videos: Videos | None) -> Iterator[None]:
+    """Close a run's evaluation envs (a watch's or a training run's) and its filming bar when it ends,
+    however it ends: a video its stop cut short then leaves no file behind."""
     try:
         yield
     finally:
+        test_collector.close()
         if videos is not None:
-            test_collector.close()
             videos.close()
 
 
 def filmed(summary: dict[str, Any], videos: Videos | None) -> str:
-    """The videos a training run wrote, added to its `summary`, and what its closing line says of them."""
+    """The videos a run wrote (a watch's or a training run's), added to its `summary`, and what its
+    closing line says of them."""
     if videos is None:
         return ""
     summary["videos"] = [str(path) for path in videos.saved]
@@ -254,26 +255,18 @@ def watch(
     render: float,
     reporter: EvaluationReporter,
     source: str,
-    videos: VideoFolder | None = None,
+    videos: Videos | None = None,
 ) -> dict[str, Any]:
     """Evaluate only: `episodes` whole episodes, printed as one line (with `videos`, filmed there). The
     envs are closed at the end, so that a video of an episode a stop cut short leaves no file behind."""
     algorithm.eval()
-    try:
+    with evaluation_envs_closed(test_collector, videos):
         test_collector.reset()
         result = test_collector.collect(n_episode=episodes, render=render or None)
-    finally:
-        test_collector.close()
-        if videos is not None:
-            videos.close()
     record = reporter.describe(np.asarray(result.returns, dtype=np.float64))
     summary = {"mode": "watch", "task": task, "source": source, **record}
-    filmed = ""
-    if videos is not None:
-        filmed = f"; {counted(len(videos.saved), 'video')} in {videos.folder}"
-        summary["videos"] = [str(path) for path in videos.saved]
     played = counted(int(record["episodes"]), "episode")
-    print(f"watch {task} from {source}: {reporter.format(record)} over {played}{filmed}")
+    print(f"watch {task} from {source}: {reporter.format(record)} over {played}{filmed(summary, videos)}")
     return summary
 
 
@@ -322,7 +315,7 @@ def train_offline(
     film_evaluations(test_collector, videos, folder)
     with (
         folder.training(lambda: f"{int(algorithm.num_updates) - updates_before} updates"),
-        closed_when_filmed(test_collector, videos),
+        evaluation_envs_closed(test_collector, videos),
     ):
         result = algorithm.run_training(
             OfflineTrainerParams(
