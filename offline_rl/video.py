@@ -106,11 +106,14 @@ class VideoFile:
         create_staging(self.staging, path)
         height, width = first_frame.shape[:2]
         self.size = (width + width % 2, height + height % 2)  # MPEG-4 encodes even sizes
-        self._writer = cv2.VideoWriter(str(self.staging), cv2.VideoWriter_fourcc(*VIDEO_CODEC), fps, self.size)
-        if not self._writer.isOpened():
+        try:  # until it is returned no one else can remove the staging file: a stop here (Ctrl-C, SIGTERM) too
+            self._writer = cv2.VideoWriter(str(self.staging), cv2.VideoWriter_fourcc(*VIDEO_CODEC), fps, self.size)
+            if not self._writer.isOpened():
+                raise OfflineRLError(f"{path}: OpenCV cannot write {VIDEO_CODEC} video here (its ffmpeg is missing)")
+            self.add(first_frame)
+        except BaseException:
             self.staging.unlink(missing_ok=True)
-            raise OfflineRLError(f"{path}: OpenCV cannot write {VIDEO_CODEC} video here (its ffmpeg is missing)")
-        self.add(first_frame)
+            raise
 
     def add(self, frame: np.ndarray) -> None:
         import cv2
@@ -280,8 +283,9 @@ class EpisodeVideo(gym.Wrapper):
         self._steps += 1
         self._return += float(reward)
         if terminated or truncated:
-            video, self._video, self._staging = self._video, None, None
-            self.videos.saved_video(video.finish(self.videos.final_path(self)), self._steps, self._return)
+            path = self._video.finish(self.videos.final_path(self))  # a stop before its rename: `close` discards it
+            self._video, self._staging = None, None
+            self.videos.saved_video(path, self._steps, self._return)
         return observation, reward, terminated, truncated, info
 
     def close(self) -> None:

@@ -194,6 +194,33 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
     assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) > 10  # a scene, not a blank frame
 
 
+def test_a_stop_while_a_video_opens_or_closes_leaves_no_hidden_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C or SIGTERM (an exception anywhere) while the encoder opens, or between the video's last
+    frame and its rename: the staging file is removed, by the video being opened or by the env's close."""
+    import offline_rl.video
+
+    play = load_benchmark("video_recording", monkeypatch).play
+
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(offline_rl.video.VideoFile, "add", stop)
+        with pytest.raises(KeyboardInterrupt):
+            play(short_pong(5, VideoFolder(tmp_path, "opening")), 0)
+    assert not list(tmp_path.iterdir())
+    env = short_pong(5, VideoFolder(tmp_path, "closing"))
+    with monkeypatch.context() as patch:
+        patch.setattr(offline_rl.video, "publish", stop)
+        with pytest.raises(KeyboardInterrupt):
+            play(env, 0)
+    assert list(tmp_path.iterdir())  # the staging file, until the env is closed
+    env.close()
+    assert not list(tmp_path.iterdir())
+
+
 class CountedRenders(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
