@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -13,9 +14,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, load_benchmark, run_in_process, run_repo_script, script_env
+from offline_rl.apps.training import PREVIEW_TAG
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
-from offline_rl.video import EpisodeVideo, EvaluationVideos, VideoFolder, Videos, frames_per_second
+from offline_rl.video import EpisodeVideo, EvaluationVideos, VideoFile, VideoFolder, Videos, frames_per_second
+from offline_rl.video_preview import animated_preview
 
 VIDEO_LINE = re.compile(r"video (\S+): return (-?[\d.]+) in (\d+) steps")
 
@@ -293,6 +296,92 @@ def run_d4rl_cql(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def tensorboard_previews(run_folder: Path) -> list[tuple[int, bytes]]:
+    """(step, GIF) of each filmed evaluation's preview in the run's TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_folder), size_guidance={"images": 0})
+    events.Reload()
+    if PREVIEW_TAG not in events.Tags()["images"]:
+        return []
+    return [(image.step, image.encoded_image_string) for image in events.Images(PREVIEW_TAG)]
+
+
+def gif_frames(gif: bytes) -> tuple[list[np.ndarray], list[int]]:
+    """The RGB frames of an animated GIF, as floats, and how long each is shown (ms)."""
+    from PIL import Image, ImageSequence
+
+    frames, delays = [], []
+    for frame in ImageSequence.Iterator(Image.open(io.BytesIO(gif))):
+        frames.append(np.asarray(frame.convert("RGB"), dtype=float))
+        delays.append(int(frame.info["duration"]))
+    return frames, delays
+
+
+def write_video(path: Path, frames: list[np.ndarray], fps: float) -> Path:
+    video = VideoFile(path, fps, frames[0])
+    for frame in frames[1:]:
+        video.add(frame)
+    return video.finish()
+
+
+def numbered_frames(count: int, height: int, width: int) -> list[np.ndarray]:
+    """Frames of a white square moving right over a coloured gradient: where the square is tells which
+    frame a picture is (`square_at`)."""
+    background = np.zeros((height, width, 3), np.uint8)
+    background[..., 0] = np.linspace(0, 255, width).astype(np.uint8)
+    background[..., 1], background[..., 2] = 80, np.linspace(40, 200, height).astype(np.uint8)[:, None]
+    frames = []
+    for k in range(count):
+        frame = background.copy()
+        left = k * ((width - 16) // count)
+        frame[height // 2 - 8 : height // 2 + 8, left : left + 16] = 255
+        frames.append(frame)
+    return frames
+
+
+def square_at(frame: np.ndarray) -> float:
+    """Where (the fraction of the width) the white square's middle is."""
+    row = np.asarray(frame, dtype=float)[frame.shape[0] // 2].min(axis=1)  # white: every channel bright
+    columns = np.flatnonzero(row > 200)
+    return float(columns.mean() + 0.5) / frame.shape[1]
+
+
+@pytest.mark.parametrize(
+    ("fps", "count", "size", "kept", "shape"),
+    [
+        (125.0, 31, (480, 480), list(range(0, 31, 5)), (160, 160)),  # Hopper's rate: every 5th, 25 a second
+        (15.0, 20, (210, 160), list(range(20)), (210, 160)),  # an Atari screen: all kept, never widened
+        (20.0, 20, (120, 320), list(range(20)), (60, 160)),  # aspect kept
+    ],
+)
+def test_a_preview_plays_in_real_time_at_most_25_frames_a_second(
+    tmp_path: Path, fps: float, count: int, size: tuple[int, int], kept: list[int], shape: tuple[int, int]
+) -> None:
+    source = numbered_frames(count, *size)
+    preview = animated_preview(write_video(tmp_path / "v.mp4", source, fps))
+    frames, delays = gif_frames(preview.gif)
+    assert (preview.frames, preview.height, preview.width) == (len(kept), *shape)
+    assert [frame.shape[:2] for frame in frames] == [shape] * len(kept)
+    # each frame is the source frame it stands for, its colours about the same
+    assert [square_at(frame) for frame in frames] == pytest.approx([square_at(source[k]) for k in kept], abs=0.02)
+    assert np.abs(frames[0].mean(axis=(0, 1)) - source[0].mean(axis=(0, 1))).max() < 6
+    # shown for as long as the frames it stands for, in hundredths, without the rounding adding up
+    ends = np.cumsum(delays)
+    for position, end in enumerate(ends[:-1]):
+        assert abs(end - 1000 * kept[position + 1] / fps) <= 5
+    assert abs(ends[-1] - 1000 * count / fps) <= 5 or delays[-1] == 20
+    assert preview.seconds == pytest.approx(count / fps)
+
+
+def test_a_preview_shows_the_first_minute_of_a_long_episode(tmp_path: Path) -> None:
+    source = numbered_frames(40, 48, 720)
+    preview = animated_preview(write_video(tmp_path / "v.mp4", source, 10.0), max_seconds=2.5)
+    frames, delays = gif_frames(preview.gif)
+    assert len(frames) == 26 and preview.seconds == pytest.approx(2.6)  # frames 0 to 25: 2.5 s after the first
+    assert sum(delays) == 2600 and square_at(frames[-1]) == pytest.approx(square_at(source[25]), abs=0.02)
+
+
 def evaluation_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("evaluation ")]
 
@@ -318,6 +407,17 @@ def test_a_training_run_films_its_chosen_evaluations_and_scores_them_as_unfilmed
         "evaluation-2.mp4",
         "evaluation-3.mp4",
     ]
+    # each video's preview is in TensorBoard at its evaluation's step (2 updates an epoch): the whole
+    # episode, shrunk to 160 pixels, in real time (InvertedPendulum's 25 frames a second)
+    previews = tensorboard_previews(run.parent)
+    assert [step for step, _ in previews] == [0, 4, 6]
+    for (_, gif), (path, _, steps) in zip(previews, lines, strict=True):
+        frames, delays = gif_frames(gif)
+        # (a frame that repeats the one before is merged into it, its time added)
+        assert 1 < len(frames) <= int(steps) + 1 and frames[0].shape == (160, 160, 3)
+        assert sum(delays) == pytest.approx(1000 * (int(steps) + 1) / 25, abs=10)
+        shrunk = read_video(tmp_path / "filmed" / path)[0][-1][1::3, 1::3].astype(float)
+        assert np.abs(frames[-1] - shrunk).mean() < 12  # the same picture, its palette and shrinking aside
 
     unfilmed = run_in_process("examples/d4rl_cql.py", *TINY_RUN, "--epoch", "3", cwd=tmp_path)
     assert unfilmed.returncode == 0, unfilmed.stderr[-2000:]
@@ -331,6 +431,7 @@ def test_a_training_run_films_its_chosen_evaluations_and_scores_them_as_unfilmed
     assert [Path(path).name for path, _, _ in VIDEO_LINE.findall(resumed.stdout)] == ["evaluation-4.mp4"]
     after = (videos / "evaluation-3.mp4").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert [step for step, _ in tensorboard_previews(run.parent)] == [0, 4, 6, 8]  # none logged twice
     # --watch reads the run's settings but not its training's: filming evaluations is not refused there
     watched = run_in_process("examples/d4rl_cql.py", "--watch", "--resume-path", str(run), cwd=tmp_path)
     assert watched.returncode == 0 and not VIDEO_LINE.findall(watched.stdout), watched.stderr[-2000:]

@@ -252,3 +252,44 @@ def test_a_run_that_stops_tells_wandb_its_exit_status(tmp_path: Path, stop: type
     with pytest.raises(stop), folder.training(lambda: "3 updates"):
         raise stop()
     assert run.exit_code == code
+
+
+def test_a_filmed_evaluations_preview_is_a_wandb_video_in_the_row_of_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GIF TensorBoard gets (`RunFolder.add_video`) reaches W&B as a video among its step's figures."""
+    wandb = pytest.importorskip("wandb", reason=WANDB_EXTRA)
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.video_preview import Preview
+
+    for name, value in {**OFFLINE, "HOME": str(tmp_path), "WANDB_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(name, value)
+    gif = b"GIF89a" + bytes(range(256)) * 4  # W&B stores the bytes as given
+    run = wandb.init(project="offline_rl", dir=str(tmp_path), settings=wandb.Settings(silent=True, console="off"))
+    wandb_run = WandbRun(run, tmp_path)
+    writer = RecordingWriter()
+    writer._get_file_writer = lambda: writer
+    writer.add_summary = lambda summary, step: writer.scalars.append((summary.value[0].tag, 0.0, step))
+    folder = RunFolder(None, RunConfig(), tmp_path, mirror_scalars(writer, wandb_run), None, {}, wandb=wandb_run)
+    folder.writer.add_scalar("update/critic_loss", 1.5, 4)
+    folder.add_video("eval/video", Preview(gif, 160, 160, 10, 0.4), 4)
+    folder.writer.add_scalar("eval/return_mean", 7.0, 4)
+    folder.writer.add_scalar("update/critic_loss", 1.25, 6)
+    wandb_run.finish(0)
+
+    assert writer.scalars == [
+        ("update/critic_loss", 1.5, 4),
+        ("eval/video", 0.0, 4),
+        ("eval/return_mean", 7.0, 4),
+        ("update/critic_loss", 1.25, 6),
+    ]
+    (records,) = wandb_records(tmp_path)
+    rows = history_rows(records)
+    # (the video's fields arrive as nested keys: eval/video/path, eval/video/_type, ...)
+    videos = [{key.split("/")[-1]: row[key] for key in row if key.startswith("eval/video/")} for row in rows]
+    figures = [sorted(key for key in row if not key.startswith(("_", "eval/video/"))) for row in rows]
+    assert figures == [["eval/return_mean", STEP_KEY, "update/critic_loss"], [STEP_KEY, "update/critic_loss"]]
+    assert rows[0][STEP_KEY] == 4 and videos[0]["_type"] == "video-file" and not videos[1]
+    (files,) = tmp_path.glob("wandb/offline-run-*/files")
+    assert (files / videos[0]["path"]).read_bytes() == gif

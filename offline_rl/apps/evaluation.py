@@ -78,6 +78,11 @@ class EvaluationReporter:
     def next_is_initial(self) -> bool:
         return self._initial_pending
 
+    def step_of(self, index: int) -> int:
+        """The step evaluation `index`'s figures are logged at, while it runs or as it ends: the updates
+        done (`updates_done`), else the index."""
+        return self.updates_done() if self.updates_done is not None else index
+
     @property
     def best_score(self) -> float:
         return self.best["return_mean"] if self.best is not None else -math.inf
@@ -130,7 +135,7 @@ class EvaluationReporter:
         index = self.first_index + len(self.history)
         print(f"evaluation {index} ({played}): {text}", flush=True)
         if self.writer is not None:
-            step = self.updates_done() if self.updates_done is not None else index
+            step = self.step_of(index)
             # the episodes too: a budget of steps (--test-steps) plays as many as fit, which varies with the play
             logged = (
                 "return_mean",

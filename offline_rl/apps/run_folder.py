@@ -56,6 +56,7 @@ from offline_rl.results.runs import (
     RUN_SETTINGS_FILE,
     RUN_SUMMARY_FILE,
 )
+from offline_rl.video_preview import Preview
 
 WRITER_METHODS = ("add_scalar", "add_text", "add_histogram", "add_figure", "flush", "close")
 """The TensorBoard writer's methods the run, its reporter and Tianshou's logger call."""
@@ -204,6 +205,19 @@ class RunFolder:
             **self.saved,
         )
         return str(path)
+
+    def add_video(self, tag: str, preview: Preview, step: int) -> None:
+        """A filmed evaluation's preview (`--video-interval`) in TensorBoard's Images tab, which animates
+        GIFs, under `tag` at `step` (the image summary `SummaryWriter.add_video` writes, without its
+        moviepy), and in W&B's row of that step."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        size = {"height": preview.height, "width": preview.width, "colorspace": 3}
+        summary = Summary(value=[Summary.Value(tag=tag, image=Summary.Image(encoded_image_string=preview.gif, **size))])
+        # through the writer's event file, as `add_video` does; signals held, as for the writer's own calls
+        interrupts_held_during(self.writer._get_file_writer().add_summary)(summary, step)
+        if self.wandb is not None:
+            self.wandb.add_video(tag, preview.gif, step)
 
     @contextlib.contextmanager
     def training(self, progress: Callable[[], str]) -> Iterator[None]:

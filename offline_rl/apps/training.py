@@ -177,6 +177,8 @@ def showing_collector(
 
 VIDEOS_FOLDER = "videos"
 """Where in its run folder a training run's evaluation videos go (`--video-interval`)."""
+PREVIEW_TAG = "eval/video"
+"""The TensorBoard image (and W&B video) of each filmed evaluation's preview, at the evaluation's step."""
 
 
 def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFolder) -> None:
@@ -184,8 +186,10 @@ def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFold
     `--video-interval`-th evaluation (the one before training is the 0th) and the last, each as
     `<run folder>/videos/evaluation-<k>.mp4`, numbered as the evaluation's line is. A resumed run's
     evaluation of the weights it resumes repeats the episode of the evaluation it re-scores, which
-    is filmed only if that video is missing."""
+    is filmed only if that video is missing. Each video's preview, a small GIF, goes to the run's
+    TensorBoard (and W&B) at the evaluation's step, where its curves are."""
     from offline_rl.video import EvaluationVideos
+    from offline_rl.video_preview import animated_preview
 
     if not isinstance(videos, EvaluationVideos):
         return
@@ -199,7 +203,14 @@ def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFold
             wanted = False
         videos.film(path if wanted else None)
 
-    test_collector.before_reset = choose
+    say_saved = videos.on_saved
+
+    def saved(path: Path, steps: int, episode_return: float) -> None:
+        if say_saved is not None:
+            say_saved(path, steps, episode_return)
+        folder.add_video(PREVIEW_TAG, animated_preview(path), reporter.step_of(reporter.next_index))
+
+    test_collector.before_reset, videos.on_saved = choose, saved
 
 
 @contextlib.contextmanager

@@ -73,7 +73,7 @@ class WandbRun:
 
     run: Any
     folder: Path
-    pending: dict[str, float] = field(default_factory=dict)
+    pending: dict[str, Any] = field(default_factory=dict)  # scalars, and videos (`add_video`)
     pending_step: int | None = None
     finished: bool = False
 
@@ -118,10 +118,22 @@ class WandbRun:
 
     def add_scalar(self, tag: str, value: Any, step: int | None) -> None:
         """One TensorBoard scalar; those of one step go to W&B as one row (`flush`)."""
+        self._row(step)[tag] = float(value)
+
+    def add_video(self, tag: str, gif: bytes, step: int) -> None:
+        """An animated GIF (a filmed evaluation's preview, as TensorBoard gets it), in the row of its step."""
+        import io
+
+        import wandb
+
+        self._row(step)[tag] = wandb.Video(io.BytesIO(gif), format="gif")
+
+    def _row(self, step: int | None) -> dict[str, Any]:
+        """The figures of `step`'s row, still open: another step's are sent first."""
         if step != self.pending_step:
             self.flush()
             self.pending_step = step
-        self.pending[tag] = float(value)
+        return self.pending
 
     def flush(self) -> None:
         if self.pending:
