@@ -382,6 +382,41 @@ def test_a_preview_shows_the_first_minute_of_a_long_episode(tmp_path: Path) -> N
     assert sum(delays) == 2600 and square_at(frames[-1]) == pytest.approx(square_at(source[25]), abs=0.02)
 
 
+def test_a_file_that_is_no_video_has_no_preview_and_the_run_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`animated_preview` of a file OpenCV cannot read is one line naming it; a training run's filmed
+    evaluation then says so and goes on (its video is kept), and logs a readable one at its step."""
+    from types import SimpleNamespace
+
+    from offline_rl.apps.evaluation import EvaluationReporter
+    from offline_rl.apps.run_config import RunConfig
+    from offline_rl.apps.training import film_evaluations
+
+    broken = tmp_path / "evaluation-2.mp4"
+    broken.write_bytes(b"not a video")
+    with pytest.raises(OfflineRLError, match=f"{re.escape(str(broken))}: OpenCV cannot read this video back"):
+        animated_preview(broken)
+
+    logged: list[tuple[str, int, int]] = []
+    reporter = EvaluationReporter(updates_done=lambda: 40)
+    folder = SimpleNamespace(
+        settings=RunConfig(video_interval=2, epoch=3),
+        reporter=reporter,
+        log_path=tmp_path,
+        add_video=lambda tag, preview, step: logged.append((tag, preview.width, step)),
+    )
+    videos, collector = EvaluationVideos(), SimpleNamespace()
+    film_evaluations(collector, videos, folder)  # type: ignore[arg-type]
+    videos.on_saved(broken, 3, 1.0)
+    assert (
+        capsys.readouterr().out.strip()
+        == f"no preview of it in TensorBoard: {broken}: OpenCV cannot read this video back for its preview"
+    )
+    videos.on_saved(write_video(tmp_path / "good.mp4", numbered_frames(4, 48, 64), 25.0), 3, 1.0)
+    assert logged == [(PREVIEW_TAG, 64, 40)]
+
+
 def evaluation_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("evaluation ")]
 

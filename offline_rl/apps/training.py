@@ -208,7 +208,14 @@ def film_evaluations(test_collector: Any, videos: Videos | None, folder: RunFold
     def saved(path: Path, steps: int, episode_return: float) -> None:
         if say_saved is not None:
             say_saved(path, steps, episode_return)
-        folder.add_video(PREVIEW_TAG, animated_preview(path), reporter.step_of(reporter.next_index))
+        try:
+            preview = animated_preview(path)
+        except OfflineRLError as error:  # the video is kept: a run is not stopped for its preview
+            from tqdm import tqdm
+
+            tqdm.write(f"no preview of it in TensorBoard: {error}")
+            return
+        folder.add_video(PREVIEW_TAG, preview, reporter.step_of(reporter.next_index))
 
     test_collector.before_reset, videos.on_saved = choose, saved
 
