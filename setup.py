@@ -31,6 +31,7 @@ setup(
         "minari[hf]>=0.5.2",  # hf (from 0.5.2): Minari downloads datasets through huggingface_hub
         "tensorboard>=2.18",  # before, its TensorFlow stub needs np.string_, gone in numpy 2
         "tqdm>=4.60",
+        "pillow>=9.3",  # --video-interval's GIF previews (offline_rl/video_preview.py); 9.3: the first for Python 3.11
     ],
     entry_points={
         "console_scripts": [
