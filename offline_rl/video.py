@@ -151,9 +151,16 @@ class Videos(abc.ABC):
     flag = "--save-video"
     """The flag that asked for the videos, for the errors of an env that cannot be filmed."""
 
-    def __init__(self, *, on_saved: SavedVideo | None = None) -> None:
+    def __init__(self, *, on_saved: SavedVideo | None = None, quality: str = "full") -> None:
+        from offline_rl.render_quality import VIDEO_QUALITIES
+
+        if quality not in VIDEO_QUALITIES:
+            raise ValueError(f"video quality {quality!r}: one of {', '.join(VIDEO_QUALITIES)}")
         self.on_saved = on_saved
         self.saved: list[Path] = []
+        self.quality = quality
+        """`--video-quality` (`offline_rl.render_quality`); "full" films what gymnasium draws."""
+        self._software: bool | None = None  # whether software draws the frames: asked at the first MuJoCo frame
         self._bar: Any = None
 
     def wrap(self, env: gym.Env) -> EpisodeVideo:
@@ -167,6 +174,34 @@ class Videos(abc.ABC):
     @abc.abstractmethod
     def final_path(self, env: EpisodeVideo) -> Path:
         """The name of the video of the episode `env` has just ended."""
+
+    def leaves_out_shadows(self, env: gym.Env) -> bool:
+        """Whether `env`, which has drawn its first frame, draws its next ones without MuJoCo's shadows and
+        reflections: `--video-quality fast`, or auto where Mesa draws in software (said once)."""
+        from offline_rl.render_quality import (
+            drawn_in_software,
+            leave_out_shadows_and_reflections,
+            mujoco_renderer_of,
+            opengl_renderer_name,
+        )
+
+        renderer = mujoco_renderer_of(env)
+        if renderer is None or self.quality == "full":
+            return False
+        if self.quality == "auto":
+            if self._software is None:
+                name = opengl_renderer_name()
+                self._software = drawn_in_software(name)
+                if self._software:
+                    from tqdm import tqdm
+
+                    tqdm.write(
+                        f"filming: MuJoCo's frames are drawn in software ({name}), so without shadows and "
+                        "reflections, ~4x faster (--video-quality full keeps them)"
+                    )
+            if not self._software:
+                return False
+        return leave_out_shadows_and_reflections(renderer)
 
     def saved_video(self, path: Path, steps: int, episode_return: float) -> None:
         self.saved.append(path)
@@ -195,8 +230,10 @@ class VideoFolder(Videos):
     after any of that name already there: a second `--watch` into the same folder adds its videos and
     replaces none."""
 
-    def __init__(self, folder: str | os.PathLike[str], name: str, *, on_saved: SavedVideo | None = None) -> None:
-        super().__init__(on_saved=on_saved)
+    def __init__(
+        self, folder: str | os.PathLike[str], name: str, *, on_saved: SavedVideo | None = None, quality: str = "full"
+    ) -> None:
+        super().__init__(on_saved=on_saved, quality=quality)
         self.folder = Path(folder).expanduser()
         self.stem = re.sub(r"[^\w.-]+", "-", name).strip("-") or "episode"  # `ALE/Pong-v5`: one file name
         pattern = re.compile(rf"{re.escape(self.stem)}-(\d+)\.mp4")
@@ -220,8 +257,8 @@ class EvaluationVideos(Videos):
 
     flag = "--video-interval"
 
-    def __init__(self, *, on_saved: SavedVideo | None = None) -> None:
-        super().__init__(on_saved=on_saved)
+    def __init__(self, *, on_saved: SavedVideo | None = None, quality: str = "full") -> None:
+        super().__init__(on_saved=on_saved, quality=quality)
         self._wanted: Path | None = None
         self._holder: EpisodeVideo | None = None
 
@@ -259,6 +296,7 @@ class EpisodeVideo(gym.Wrapper):
         self._first_frame: np.ndarray | None = None
         self._steps = 0
         self._return = 0.0
+        self._quality_chosen = False  # after its first frame: with or without shadows (`Videos.leaves_out_shadows`)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self._discard()
@@ -298,6 +336,14 @@ class EpisodeVideo(gym.Wrapper):
             self._video = None
 
     def _frame(self) -> np.ndarray:
+        frame = self._rendered()
+        if not self._quality_chosen:
+            self._quality_chosen = True
+            if self.videos.leaves_out_shadows(self.env):
+                frame = self._rendered()  # this one too
+        return frame
+
+    def _rendered(self) -> np.ndarray:
         try:
             frame = self.env.render()
         except Exception as error:  # an env's renderer: no display, no OpenGL, a package missing

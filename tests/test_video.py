@@ -17,6 +17,7 @@ from conftest import REPO_ROOT, load_benchmark, run_in_process, run_repo_script,
 from offline_rl.apps.training import PREVIEW_TAG
 from offline_rl.envs import make_atari_env
 from offline_rl.errors import OfflineRLError
+from offline_rl.render_quality import mujoco_renderer_of
 from offline_rl.video import EpisodeVideo, EvaluationVideos, VideoFile, VideoFolder, Videos, frames_per_second
 from offline_rl.video_preview import animated_preview
 
@@ -195,6 +196,60 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
     frames, fps = read_video(tmp_path / path)
     assert len(frames) == int(steps) + 1 and frames[0].shape == (480, 480, 3) and fps == pytest.approx(25.0)
     assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) > 10  # a scene, not a blank frame
+
+
+QUALITY_PROGRAM = """
+import json, sys
+import gymnasium as gym, numpy as np
+from pathlib import Path
+from offline_rl.render_quality import leave_out_shadows_and_reflections, mujoco_renderer_of, opengl_renderer_name
+from offline_rl.video import VideoFolder
+
+def references():
+    env = gym.make("HalfCheetah-v4", render_mode="rgb_array"); env.reset(seed=0)
+    frames = [env.render()]
+    software = "llvmpipe" in opengl_renderer_name()  # while MuJoCo's context is current
+    leave_out_shadows_and_reflections(mujoco_renderer_of(env))
+    frames.append(env.render()); env.close()
+    return frames, software
+
+(with_shadows, without), software = references()
+folder = VideoFolder(Path(sys.argv[2]), "cheetah", quality=sys.argv[1])
+env = folder.wrap(gym.wrappers.TimeLimit(gym.make("HalfCheetah-v4", render_mode="rgb_array"), 2))
+env.reset(seed=0)
+for _ in range(2):
+    env.step(np.zeros(6))
+np.save(Path(sys.argv[2]) / "references.npy", np.stack([with_shadows, without]))
+print(json.dumps({"software": software, "video": str(folder.saved[0])}))
+"""
+
+
+@pytest.mark.parametrize("quality", ["full", "fast", "auto"])
+def test_video_quality_fast_leaves_out_mujocos_shadows_from_the_first_frame_on(tmp_path: Path, quality: str) -> None:
+    """--video-quality: `fast` films MuJoCo's frames, the first one included, without shadows and
+    reflections; `full` as gymnasium draws them; `auto` fast only where software draws (said once)."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", QUALITY_PROGRAM, quality, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**script_env(), "MUJOCO_GL": "egl"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    fast = quality == "fast" or (quality == "auto" and result["software"])
+    with_shadows, without = np.load(tmp_path / "references.npy").astype(float)
+    assert np.abs(with_shadows - without).mean() > 10  # HalfCheetah's floor shows the difference
+    frames, _ = read_video(Path(result["video"]))
+    first = frames[0].astype(float)
+    nearer, farther = (without, with_shadows) if fast else (with_shadows, without)
+    assert np.abs(first - nearer).mean() < 4 < np.abs(first - farther).mean()
+    said = "filming: MuJoCo's frames are drawn in software" in done.stdout
+    assert said == (quality == "auto" and result["software"])
+    # Atari screens are not MuJoCo's: nothing to change there
+    assert mujoco_renderer_of(short_pong(1)) is None
 
 
 def test_a_stop_while_a_video_opens_or_closes_leaves_no_hidden_file(

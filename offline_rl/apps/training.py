@@ -168,9 +168,9 @@ def showing_collector(
 
     prepare_offscreen_rendering()
     if run.save_video:
-        videos: Videos = VideoFolder(run.save_video, task, on_saved=say_saved_video)
+        videos: Videos = VideoFolder(run.save_video, task, on_saved=say_saved_video, quality=run.video_quality)
     else:
-        videos = EvaluationVideos(on_saved=say_saved_video)
+        videos = EvaluationVideos(on_saved=say_saved_video, quality=run.video_quality)
     make = lambda: videos.wrap(make_test_env(render_mode="rgb_array"))  # noqa: E731
     return evaluation_collector(policy, make, run, rendering=bool(run.save_video), in_process=True), videos
 

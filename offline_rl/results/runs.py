@@ -51,6 +51,7 @@ _NOT_SETTINGS = {
     "render",
     "save_video",
     "video_interval",
+    "video_quality",
     "device",
     "threads",
     "cpu_products",
