@@ -3,8 +3,8 @@ without them where that is what makes filming slow.
 
 Where no GPU draws, Mesa's llvmpipe rasterises each 480×480 MuJoCo frame on the CPU: 43 ms a
 HalfCheetah frame on a 2-core Zen 4, of which the shadow pass and the floor's reflection (the scene
-drawn a second time, mirrored) take three quarters: without them a frame takes 10.6 ms. A GPU draws
-either in about a millisecond, so there the frames keep them. The robot, its motion and the camera are
+drawn a second time, mirrored) take three quarters: without them a frame takes 10.6 ms. On a GPU
+these passes cost little (not measured here), so there the frames keep them. The robot, its motion and the camera are
 the same either way; the floor is drawn without its mirror image and its tint.
 """
 

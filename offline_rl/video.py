@@ -197,7 +197,7 @@ class Videos(abc.ABC):
 
                     tqdm.write(
                         f"filming: MuJoCo's frames are drawn in software ({name}), so without shadows and "
-                        "reflections, ~4x faster (--video-quality full keeps them)"
+                        "reflections, drawn ~4x faster (--video-quality full keeps them)"
                     )
             if not self._software:
                 return False
