@@ -177,31 +177,29 @@ class Videos(abc.ABC):
 
     def leaves_out_shadows(self, env: gym.Env) -> bool:
         """Whether `env`, which has drawn its first frame, draws its next ones without MuJoCo's shadows and
-        reflections: `--video-quality fast`, or auto where Mesa draws in software (said once)."""
-        from offline_rl.render_quality import (
-            drawn_in_software,
-            leave_out_shadows_and_reflections,
-            mujoco_renderer_of,
-            opengl_renderer_name,
-        )
+        reflections: `--video-quality fast`, or auto where Mesa draws in software."""
+        from offline_rl.render_quality import leave_out_shadows_and_reflections, mujoco_renderer_of
 
         renderer = mujoco_renderer_of(env)
-        if renderer is None or self.quality == "full":
+        if renderer is None or self.quality == "full" or (self.quality == "auto" and not self._drawn_in_software()):
             return False
-        if self.quality == "auto":
-            if self._software is None:
-                name = opengl_renderer_name()
-                self._software = drawn_in_software(name)
-                if self._software:
-                    from tqdm import tqdm
-
-                    tqdm.write(
-                        f"filming: MuJoCo's frames are drawn in software ({name}), so without shadows and "
-                        "reflections, drawn ~4x faster (--video-quality full keeps them)"
-                    )
-            if not self._software:
-                return False
         return leave_out_shadows_and_reflections(renderer)
+
+    def _drawn_in_software(self) -> bool:
+        """Whether software draws the frames, asked of OpenGL at the first MuJoCo frame and said once."""
+        from offline_rl.render_quality import drawn_in_software, opengl_renderer_name
+
+        if self._software is None:
+            name = opengl_renderer_name()
+            self._software = drawn_in_software(name)
+            if self._software:
+                from tqdm import tqdm
+
+                tqdm.write(
+                    f"filming: MuJoCo's frames are drawn in software ({name}), so without shadows and "
+                    "reflections, drawn ~4x faster (--video-quality full keeps them)"
+                )
+        return self._software
 
     def saved_video(self, path: Path, steps: int, episode_return: float) -> None:
         self.saved.append(path)
