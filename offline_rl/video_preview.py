@@ -96,7 +96,7 @@ def _shared_palette(frames: list[np.ndarray]) -> Any:
     """One palette of 256 colours for every frame, drawn from up to `PALETTE_SAMPLES` frames spread
     over the episode. A palette per frame (Pillow's default) makes a MuJoCo preview 10× larger: each
     frame's colours then differ a little, so the GIF's compression finds no runs (HalfCheetah's 1000
-    frames: 10.5 MB, against 0.9 MB shared)."""
+    frames: 10.7 MB, against 0.94 MB shared)."""
     from PIL import Image
 
     spread = frames[:: max(1, len(frames) // PALETTE_SAMPLES)][:PALETTE_SAMPLES]
