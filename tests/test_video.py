@@ -136,7 +136,7 @@ def test_videos_play_in_real_time() -> None:
     from offline_rl.envs import make_env
 
     envs = [
-        (gym.make("HalfCheetah-v4"), 20.0),  # 5 physics steps of 0.01 s a step: its render_fps says so already
+        (make_env("HalfCheetah-v4"), 20.0),  # 5 physics steps of 0.01 s a step: its render_fps says so already
         (make_atari_env("PongNoFrameskip-v4"), 15.0),  # 60 Hz over AtariPreprocessing's 4 frames a step
         (make_atari_env("Pong", protocol="sticky"), 15.0),  # ALE/Pong-v5, made to skip no frame itself
         (AtariPreprocessing(make_env("ALE/Pong-v5"), frame_skip=1, noop_max=0), 15.0),  # Minari's screens
@@ -203,10 +203,11 @@ import json, sys
 import gymnasium as gym, numpy as np
 from pathlib import Path
 from offline_rl.render_quality import leave_out_shadows_and_reflections, mujoco_renderer_of, opengl_renderer_name
+from offline_rl.envs import make_env
 from offline_rl.video import VideoFolder
 
 def references():
-    env = gym.make("HalfCheetah-v4", render_mode="rgb_array"); env.reset(seed=0)
+    env = make_env("HalfCheetah-v4", render_mode="rgb_array"); env.reset(seed=0)
     frames = [env.render()]
     software = "llvmpipe" in opengl_renderer_name()  # while MuJoCo's context is current
     leave_out_shadows_and_reflections(mujoco_renderer_of(env))
@@ -215,7 +216,7 @@ def references():
 
 (with_shadows, without), software = references()
 folder = VideoFolder(Path(sys.argv[2]), "cheetah", quality=sys.argv[1])
-env = folder.wrap(gym.wrappers.TimeLimit(gym.make("HalfCheetah-v4", render_mode="rgb_array"), 2))
+env = folder.wrap(gym.wrappers.TimeLimit(make_env("HalfCheetah-v4", render_mode="rgb_array"), 2))
 env.reset(seed=0)
 for _ in range(2):
     env.step(np.zeros(6))
