@@ -523,9 +523,11 @@ def test_a_training_run_films_its_chosen_evaluations_and_scores_them_as_unfilmed
     after = (videos / "evaluation-3.mp4").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert [step for step, _ in tensorboard_previews(run.parent)] == [0, 4, 6, 8]  # none logged twice
-    # --watch reads the run's settings but not its training's: filming evaluations is not refused there
+    # --watch reads the run's settings but not its training's: filming evaluations is neither refused there
+    # nor reported as a setting the watch overrides
     watched = run_in_process("examples/d4rl_cql.py", "--watch", "--resume-path", str(run), cwd=tmp_path)
     assert watched.returncode == 0 and not VIDEO_LINE.findall(watched.stdout), watched.stderr[-2000:]
+    assert "reading the run in" in watched.stdout and "--video-interval" not in watched.stdout
 
 
 @pytest.mark.parametrize(

@@ -321,10 +321,16 @@ def _drop_training_settings(config: Any, resumed: Any) -> None:
 
 
 def _report_overrides(resumed: Any, config: Any, source: str) -> None:
-    """One line per setting a flag changed from what the resumed run used."""
+    """One line per setting a flag changed from what the resumed run used. A command that only reads the
+    run's networks says nothing of the training-only settings it did not take (`_drop_training_settings`):
+    `--watch` of a run filmed with `--video-interval 1` is not told that `--video-interval 0` overrides 1."""
     before = {path: getattr(owner, f.name) for path, f, owner in leaf_fields(resumed)}
+    run = getattr(config, "run", None)
+    not_taken = () if getattr(run, "trains", True) else getattr(run, "TRAINING_ONLY", ())
     for path, f, owner in leaf_fields(config):
         value = getattr(owner, f.name)
+        if owner is run and f.name in not_taken:
+            continue
         if not f.metadata.get("per_invocation") and value != before[path]:
             print(f"{flag_of(f)} {_shown(value)} overrides {_shown(before[path])} of the run in {source}")
 
