@@ -661,3 +661,67 @@ def test_the_filming_benchmark_runs_each_row(tmp_path: Path) -> None:
     assert re.fullmatch(r"offline_rl EpisodeVideo" + measured, rows[1])[1] == "1"
     gymnasium_row = re.fullmatch(r"gymnasium RecordVideo" + measured, rows[2])
     assert (gymnasium_row is not None and gymnasium_row[1] == "1") or "moviepy" in rows[2].lower(), rows[2]
+
+
+ENV_SETS_PROGRAM = """
+import offline_rl  # first, as the examples: TensorBoard's TensorFlow beside Mesa's LLVM crashes the process
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+import torch
+from offline_rl.apps import training
+from offline_rl.apps.run_config import RunConfig
+from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.envs import make_env
+
+training.SUBPROCESS_ENVS_MIN_CORES = 1  # as on a machine of 4 cores or more
+make_test_env = lambda **kwargs: make_env("InvertedPendulum-v4", **kwargs)
+probe = make_test_env()
+torch.manual_seed(3)  # random weights: the pole falls within a few dozen steps
+config = CQLSACConfig(actor_hidden_sizes=[16, 16], critic_layers=1)
+policy = CQLSAC.build(probe.observation_space, probe.action_space, config).policy.eval()
+run = RunConfig(test_num=3, video_interval=2, epoch=9)
+reporter = SimpleNamespace(next_index=0, next_is_initial=False, step_of=lambda index: index)
+folder = SimpleNamespace(
+    settings=run, reporter=reporter, log_path=Path(sys.argv[1]), add_video=lambda tag, preview, step: None
+)
+filmed, videos = training.showing_collector(policy, make_test_env, run, task="InvertedPendulum-v4")
+training.film_evaluations(filmed, videos, folder)
+unfilmed, _ = training.showing_collector(policy, make_test_env, RunConfig(test_num=3), task="InvertedPendulum-v4")
+played = {"filmed": [], "unfilmed": []}
+for index in range(3):
+    reporter.next_index = index
+    for name, collector in (("filmed", filmed), ("unfilmed", unfilmed)):
+        collector.reset()
+        stats = collector.collect(n_episode=3)
+        played[name].append([type(collector.env).__name__, [float(r) for r in stats.returns]])
+own, filming = filmed.own_envs, filmed.filming_envs
+for collector in (filmed, unfilmed):
+    collector.close()
+played["closed"] = [own.is_closed, filming.is_closed]
+print(json.dumps(played))
+"""
+
+
+def test_a_filmed_run_plays_its_other_evaluations_on_the_envs_an_unfilmed_run_plays_on(tmp_path: Path) -> None:
+    """Where the evaluation envs step in processes of their own (4 cores or more), `--video-interval` films
+    its chosen evaluations on envs in this process and plays the others on the subprocesses an unfilmed
+    run plays on, each scored as the unfilmed run scores it; both sets close with the collector."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", ENV_SETS_PROGRAM, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**script_env(), "MUJOCO_GL": "egl"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    played = json.loads(done.stdout.splitlines()[-1])
+    envs = [kind for kind, _ in played["filmed"]]
+    assert envs == ["DummyVectorEnv", "SubprocVectorEnv", "DummyVectorEnv"]  # evaluations 0 and 2 filmed
+    assert [kind for kind, _ in played["unfilmed"]] == ["SubprocVectorEnv"] * 3
+    assert [returns for _, returns in played["filmed"]] == [returns for _, returns in played["unfilmed"]]
+    assert len({tuple(returns) for _, returns in played["filmed"]}) == 1  # reseeded alike: the same episodes
+    assert sorted(path.name for path in (tmp_path / "videos").iterdir()) == ["evaluation-0.mp4", "evaluation-2.mp4"]
+    assert played["closed"] == [True, True]

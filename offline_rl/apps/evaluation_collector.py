@@ -85,8 +85,26 @@ class EvaluationCollector(Collector):
         self.reset_owed: dict[str, Any] | None = None  # the reset an episode collection ends with, until needed
         self.before_reset: Callable[[], None] | None = None
         """Called as the envs are about to be reset: before each evaluation, which begins with a reset
-        (`--video-interval` chooses there whether the evaluation is filmed)."""
+        (`--video-interval` chooses there whether the evaluation is filmed, and its envs: `play_filmed`)."""
+        self.own_envs = envs
+        self.filming_envs: Any | None = None
+        """Envs of the same task in this process, made to render, where the run's other evaluations play
+        on envs in processes of their own (`--video-interval` where the cores allow): `play_filmed`."""
         super().__init__(policy, envs, exploration_noise=True)
+
+    def play_filmed(self, filmed: bool) -> None:
+        """Play from the coming reset on the envs that can be filmed, or on the collector's own (which
+        are the same unless `filming_envs` is set). The reset seeds env i with `seed + i` on either, so
+        an evaluation plays the same episodes filmed or not."""
+        if self.filming_envs is not None:
+            self.env = self.filming_envs if filmed else self.own_envs
+
+    def close(self) -> None:
+        """Close the collector, its envs and its envs for filming."""
+        super().close()
+        for envs in (self.own_envs, self.filming_envs):
+            if envs is not None and envs is not self.env:
+                envs.close()
 
     def reset_env(self, gym_reset_kwargs: dict[str, Any] | None = None) -> Any:
         self.reset_owed = None

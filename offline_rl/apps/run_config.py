@@ -131,7 +131,7 @@ class RunConfig:
     video_interval: int = setting(
         0,
         "while training: film the first episode of every N-th evaluation (the one before training included) "
-        "and of the last, as <run folder>/videos/evaluation-<k>.mp4 (0: none); envs then step in this process",
+        "and of the last, as <run folder>/videos/evaluation-<k>.mp4 (0: none); the filmed ones step in this process",
         minimum=0,
     )
     video_quality: str = setting(
