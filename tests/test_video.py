@@ -198,6 +198,20 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
     assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) > 10  # a scene, not a blank frame
 
 
+def run_rendering_program(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`program` run to success in a fresh interpreter, MuJoCo rendering off screen through EGL (which
+    wants a process of its own)."""
+    done = subprocess.run(
+        [sys.executable, "-c", program, *args],
+        capture_output=True,
+        text=True,
+        env={**script_env(), "MUJOCO_GL": "egl"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 QUALITY_PROGRAM = """
 import json, sys
 import gymnasium as gym, numpy as np
@@ -231,14 +245,7 @@ def test_video_quality_fast_leaves_out_mujocos_shadows_from_the_first_frame_on(t
     reflections; `full` as gymnasium draws them; `auto` fast only where software draws (said once)."""
     import json
 
-    done = subprocess.run(
-        [sys.executable, "-c", QUALITY_PROGRAM, quality, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**script_env(), "MUJOCO_GL": "egl"},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_rendering_program(QUALITY_PROGRAM, quality, str(tmp_path))
     result = json.loads(done.stdout.splitlines()[-1])
     fast = quality == "fast" or (quality == "auto" and result["software"])
     with_shadows, without = np.load(tmp_path / "references.npy").astype(float)
@@ -709,15 +716,7 @@ def test_a_filmed_run_plays_its_other_evaluations_on_the_envs_an_unfilmed_run_pl
     run plays on, each scored as the unfilmed run scores it; both sets close with the collector."""
     import json
 
-    done = subprocess.run(
-        [sys.executable, "-c", ENV_SETS_PROGRAM, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**script_env(), "MUJOCO_GL": "egl"},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    played = json.loads(done.stdout.splitlines()[-1])
+    played = json.loads(run_rendering_program(ENV_SETS_PROGRAM, str(tmp_path)).stdout.splitlines()[-1])
     envs = [kind for kind, _ in played["filmed"]]
     assert envs == ["DummyVectorEnv", "SubprocVectorEnv", "DummyVectorEnv"]  # evaluations 0 and 2 filmed
     assert [kind for kind, _ in played["unfilmed"]] == ["SubprocVectorEnv"] * 3
