@@ -306,18 +306,27 @@ def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[
     return _replace_paths(restored, kept), str(path)
 
 
+def _training_settings_not_taken(run: Any) -> tuple[str, ...]:
+    """The settings of `run` (a config's `run` part, or None) that act on training alone, where the
+    command does not train (`--watch`, `--export-policy`): none where it trains."""
+    if run is None or getattr(run, "trains", True):
+        return ()
+    return tuple(getattr(run, "TRAINING_ONLY", ()))
+
+
 def _drop_training_settings(config: Any, resumed: Any) -> None:
     """A command that only reads a run's networks (`--watch`, `--export-policy`) takes none of the
     settings that act on training alone (`RunConfig.TRAINING_ONLY`) from the run: they are reset to
     their defaults unless a flag changed them, so that `--watch` of a run trained with `--video-interval`
     is not refused for it, while `--watch --video-interval 5` of another run still is."""
     run, before = getattr(config, "run", None), getattr(resumed, "run", None)
-    if run is None or before is None or getattr(run, "trains", True):
+    not_taken = _training_settings_not_taken(run)
+    if before is None or not not_taken:
         return
-    defaults = {f.name: f for f in dataclasses.fields(run)}
-    for name in getattr(run, "TRAINING_ONLY", ()):
+    defaults = {f.name: f.default for f in dataclasses.fields(run)}
+    for name in not_taken:
         if getattr(run, name) == getattr(before, name):
-            setattr(run, name, defaults[name].default)
+            setattr(run, name, defaults[name])
 
 
 def _report_overrides(resumed: Any, config: Any, source: str) -> None:
@@ -326,7 +335,7 @@ def _report_overrides(resumed: Any, config: Any, source: str) -> None:
     `--watch` of a run filmed with `--video-interval 1` is not told that `--video-interval 0` overrides 1."""
     before = {path: getattr(owner, f.name) for path, f, owner in leaf_fields(resumed)}
     run = getattr(config, "run", None)
-    not_taken = () if getattr(run, "trains", True) else getattr(run, "TRAINING_ONLY", ())
+    not_taken = _training_settings_not_taken(run)
     for path, f, owner in leaf_fields(config):
         value = getattr(owner, f.name)
         if owner is run and f.name in not_taken:
