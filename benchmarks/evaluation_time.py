@@ -42,6 +42,7 @@ from tianshou.data import Batch, to_numpy
 
 from offline_rl.apps.atari_cql import AtariCQLConfig, make_evaluation_env
 from offline_rl.apps.cli import pick_device
+from offline_rl.apps.run_config import RunConfig
 from offline_rl.apps.training import evaluation_collector, vector_envs
 from offline_rl.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.discrete_cql import CQLQRDQN
@@ -84,7 +85,10 @@ def main() -> None:
     build, config = (CQLQRDQN.build, AtariCQLConfig().algorithm) if atari else (CQLSAC.build, CQLSACConfig())
     algorithm = build(env.observation_space, env.action_space, config, device=device)
     algorithm.eval()
-    collector = evaluation_collector(algorithm.policy, make, args.test_num, 0)
+    collector = evaluation_collector(algorithm.policy, make, RunConfig(seed=0, test_num=args.test_num))
+    warm_up_observations, _ = collector.env.reset()
+    with torch.no_grad():  # the device's first products load its kernel libraries: not either loop's memory
+        algorithm.policy(Batch(obs=warm_up_observations, info={}))
     collector.reset()
 
     def evaluate(own_loop: bool) -> Any:

@@ -13,7 +13,10 @@
 #
 # then, with `.whl` carried, one device call per line (each ~2-8 minutes). A session now has 15 device
 # minutes, the machine's start included (~30 s), so take them in this order and stop where the time
-# ends. Issue #10 has one open point: 4 runs together >= 2x one. In TF32 (d4rl_cql.py's CUDA default
+# ends. On an H200 (2026-12-04, BENCHMARKS.md "Ninth GPU session") four runs at half the SMs each gave
+# 2.05x one run alone, twice (`concurrent-mps-half`, `concurrent-mps-tf32`), and 2.69x as whole runs
+# (`concurrent-mps-whole`, cut to 4 epochs); `evaluation-time` and `tests` passed there. What follows is
+# the H100's story, where the same target stayed short. In TF32 (d4rl_cql.py's CUDA default
 # since its learning check, `learning-tf32`, 2026-11-26 "Sixth H100 session") four runs at half the SMs
 # each gave 1.92-1.97x one run alone (2026-11-26 and -27; 25%: 1.84x, 35%: 1.83x, 45%: 1.90x, 65%:
 # 1.89x, uncapped: 1.64x); float32 (`--matmul-precision highest`) 1.70x at half shares. `profile`
@@ -40,6 +43,8 @@
 # Tianshou's collector loop and with the evaluation collector's own (same scores; on the 2-core CPU
 # 0.54 of the time, BENCHMARKS.md, 2026-11-27, fourth CPU session), now with the policy on the GPU.
 #
+#   bash benchmarks/gpu_session.sh tests concurrent-mps-half     (~3 min, then ~150 s: the CUDA tests, and
+#                                                                the target re-read on this GPU)
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole  (~1 min, then ~6 min)
 #   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
 #   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
@@ -110,7 +115,7 @@ for part in "$@"; do
       check discrete_loss_forms 150 python3 benchmarks/discrete_cql_throughput.py --device cuda \
         --paths captured,captured+sorted --updates 300 --rounds 2 --transitions 20000
       ;;
-    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter, FQE
+    tests)  # captured = eager, host feed, checkpoints across paths, exact resume on CUDA, export from a GPU, Q filter, FQE, α′
       check cuda_tests 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_host_feed.py \
         tests/test_discrete_staging.py tests/test_update_paths.py tests/test_cnn_variants.py tests/test_batch_per_file.py \
         -k "captured or cuda or checkpoint"
@@ -119,6 +124,8 @@ for part in "$@"; do
       check cuda_exact_resume 150 python3 -m pytest -q -p no:logging -p no:cacheprovider \
         tests/test_exact_resume.py -k cuda
       check cuda_fqe 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_fqe.py -k cuda
+      # the Lagrange multiplier α′ follows the gap on CUDA (Tianshou 2.0.1's never moves there)
+      check cuda_lagrange 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_cql_sac_training.py -k cuda
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \

@@ -344,3 +344,17 @@ def test_both_of_our_builds_give_d3rlpy_the_same_layer_layout(monkeypatch: pytes
             sum(w.numel() + b.numel() for w, b in script.actor_layers(algorithm.actor)),
         )
         assert torch.isfinite(torch.as_tensor(draw["critics' gradient"])).all()
+
+
+def test_the_evaluation_split_runs_the_examples_collector_and_both_loops_to_the_same_returns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It builds the collector as the examples do, so a change to that builder's arguments breaks it here
+    # rather than on the next lent GPU, where it runs (`gpu_session.sh evaluation-time`).
+    evaluation_time = load_benchmark("evaluation_time", monkeypatch)
+    flags = ["--task", "InvertedPendulum-v4", "--test-num", "2", "--rounds", "1", "--device", "cpu"]
+    monkeypatch.setattr(sys, "argv", ["evaluation_time.py", *flags])
+    evaluation_time.main()
+    printed = capsys.readouterr().out
+    assert "2 episodes" in printed and "both loops return" in printed, printed
+    assert "ours ÷ Tianshou's loop:" in printed

@@ -45,7 +45,8 @@ class SweepConfig:
     mps: bool = setting(
         False,
         "trials on a GPU share it through a CUDA MPS daemon of the sweep's own, so their kernels run side by side "
-        "(an H100 did 1.92-1.97x one run's updates with 4 TF32 runs at half the SMs each, 1.08x without MPS)",
+        "(4 TF32 runs at half the SMs each did 2.05x one run's updates on an H200, 1.92-1.97x on an H100; "
+        "1.08x without MPS)",
     )
     mps_thread_percentage: int | None = setting(
         None,
