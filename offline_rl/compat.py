@@ -13,6 +13,8 @@ BLAS if they fail, and `tests/test_cpu_products.py` requires the installed torch
 
 from __future__ import annotations
 
+import io
+import pickle
 import re
 from typing import Any
 
@@ -67,9 +69,8 @@ def read_buffer_hdf5(buffer_class: type[ReplayBuffer], path: str) -> ReplayBuffe
 
 
 def _hdf5_values(item: Any) -> Any:
-    """Tianshou's `from_hdf5` on the CPU, reading arrays with `dataset[()]` (one allocation)."""
-    import pickle
-
+    """Tianshou's `from_hdf5` on the CPU, reading arrays with `dataset[()]` (one allocation), and
+    unpickling only plain values (`PlainUnpickler`): a buffer file from elsewhere never runs code."""
     import h5py
 
     if isinstance(item, h5py.Dataset):
@@ -78,17 +79,66 @@ def _hdf5_values(item: Any) -> Any:
             return item[()]
         if kind == "Tensor":
             return torch.from_numpy(item[()])
-        try:
-            return pickle.loads(item[()])  # what Tianshou's own writer pickled (its buffer's options)
-        except Exception as error:  # damaged bytes unpickle to any error at all, ModuleNotFoundError included
-            from offline_rl.errors import DatasetError, first_line
-
-            raise DatasetError(f"{item.file.filename}: '{item.name}' does not unpickle ({first_line(error)})") from None
+        return unpickle_plain(bytes(item[()]), f"{item.file.filename}: '{item.name}'")
     values = dict(item.attrs.items())
     kind = values.pop("__data_type__", None)
     for key, child in item.items():
         values[key] = _hdf5_values(child)
     return Batch(values) if kind == "Batch" else values
+
+
+PLAIN_PICKLE_GLOBALS = frozenset(
+    {
+        # numpy arrays, scalars and dtypes (numpy 2 names its core `_core`, numpy 1 `core`)
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        # the random states Tianshou's buffers carry (`_random_state`)
+        ("numpy.random._pickle", "__randomstate_ctor"),
+        ("numpy.random._pickle", "__bit_generator_ctor"),
+        ("numpy.random._pickle", "__generator_ctor"),
+        ("numpy.random._mt19937", "MT19937"),
+        ("numpy.random._pcg64", "PCG64"),
+        ("numpy.random._pcg64", "PCG64DXSM"),
+        ("numpy.random._philox", "Philox"),
+        ("numpy.random._sfc64", "SFC64"),
+        ("numpy.random.mtrand", "RandomState"),
+        # plain containers that pickle through a constructor
+        ("builtins", "complex"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+        ("collections", "OrderedDict"),
+    }
+)
+"""What a pickled value in a Tianshou buffer file may refer to: the plain values Tianshou's writer
+pickles (strings, lists, None, tuples, numpy object arrays and scalars, its buffer's random state).
+Anything else, a function or a class that runs code when called, is refused before it is looked up."""
+
+
+class PlainUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain values only (`PLAIN_PICKLE_GLOBALS`)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in PLAIN_PICKLE_GLOBALS:
+            raise pickle.UnpicklingError(f"refers to {module}.{name}, which a dataset may not hold")
+        return super().find_class(module, name)
+
+
+def unpickle_plain(data: bytes, label: str) -> Any:
+    """`data` unpickled by `PlainUnpickler`; a `DatasetError` naming `label` (file and key) when it holds
+    anything else, or does not unpickle at all."""
+    from offline_rl.errors import DatasetError, first_line
+
+    try:
+        return PlainUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as error:
+        raise DatasetError(f"{label} is pickled and {first_line(error)}; only plain values are read") from None
+    except Exception as error:  # damaged bytes unpickle to any error at all
+        raise DatasetError(f"{label} does not unpickle ({first_line(error)})") from None
 
 
 def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:

@@ -106,6 +106,8 @@ def make_env(task: str, *, spec: gym.envs.registration.EnvSpec | None = None, **
     EnvSpec for `task`, e.g. the one a Minari dataset records) is made instead of the registered one,
     its keyword arguments included. Gymnasium-Robotics' ids work when that package is installed. A MuJoCo
     env's contacts keep the margins MuJoCo <= 3.4 gave them (`offline_rl.mujoco_margins`)."""
+    if spec is not None and (untrusted := untrusted_entry_point(spec)):
+        raise OfflineRLError(f"--task '{task}': {untrusted}")
     if "NoFrameskip" in task or task.startswith("ALE/"):
         _register_atari()
     else:
@@ -275,12 +277,64 @@ def env_spec_from_json(text: str | None) -> gym.envs.registration.EnvSpec | None
         return None
 
 
-def recorded_evaluation_spec(task: str, info: dict[str, Any]) -> gym.envs.registration.EnvSpec | None:
+TRUSTED_ENV_PACKAGES = ("gymnasium", "ale_py", "gymnasium_robotics", "offline_rl")
+"""The packages whose env classes a recorded env spec may name: `gym.make` imports a spec's entry point
+and calls it, so a spec read from a file may only name an env (or wrapper) class of these."""
+
+
+def untrusted_entry_point(spec: gym.envs.registration.EnvSpec) -> str | None:
+    """Why `gym.make(spec)` could run code that is not an env's, or None when it cannot: each entry point
+    the spec names (the env's and its wrappers') must be an env class, or a wrapper class that writes no
+    files, of a `TRUSTED_ENV_PACKAGES` package. Nothing outside those packages is imported to find out."""
+    from gymnasium.envs.registration import load_env_creator
+
+    named = [(spec.entry_point, gym.Env)] + [(wrapper.entry_point, gym.Wrapper) for wrapper in spec.additional_wrappers]
+    if spec.vector_entry_point is not None:
+        named.append((spec.vector_entry_point, None))
+    for entry_point, kind in named:
+        text = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "?")
+        refused = (
+            f"the env spec names '{text}', outside the env packages offline_rl makes envs from "
+            f"({', '.join(TRUSTED_ENV_PACKAGES)}), and is not made"
+        )
+        if not isinstance(entry_point, str) or text.split(":")[0].split(".")[0] not in TRUSTED_ENV_PACKAGES:
+            return refused
+        if kind is None:
+            continue
+        try:
+            creator = load_env_creator(entry_point)
+        except Exception:  # any import error at all: gym.make fails the same way, and nothing is called
+            continue
+        if not (isinstance(creator, type) and issubclass(creator, kind)) or (
+            isinstance(creator, type) and issubclass(creator, gym.wrappers.RecordVideo)
+        ):
+            return f"the env spec names '{text}', which is not an {kind.__name__} class, and is not made"
+    return None
+
+
+def recorded_evaluation_spec(
+    task: str, info: dict[str, Any], *, source: str | None = None
+) -> gym.envs.registration.EnvSpec | None:
     """The env spec a dataset records for evaluation (Minari's), when it is of `task`: evaluating
     there keeps the settings the data was recorded under (a maze's fixed start and goal, where the
-    registered id would draw both at random; a reward variant)."""
+    registered id would draw both at random; a reward variant).
+
+    A spec that could run code (`untrusted_entry_point`) is never made. Where the run's env came from
+    the data (`source`, the dataset, given), that is one line naming the entry point, with `--task` as
+    the way out; where `--task` named it, the registered env is evaluated instead, with a warning."""
     spec = env_spec_from_json(info.get("eval_env_spec"))
-    return spec if spec is not None and spec.id == task else None
+    if spec is None or spec.id != task:
+        return None
+    if untrusted := untrusted_entry_point(spec):
+        if source is not None:
+            raise OfflineRLError(f"{source}: {untrusted}; give --task to evaluate on an env registered here instead")
+        warnings.warn(
+            f"{info.get('name') or 'the dataset'}: {untrusted}; evaluating on the registered {task}",
+            OfflineRLWarning,
+            stacklevel=1,  # one location, so a run that asks twice says it once
+        )
+        return None
+    return spec
 
 
 def say_recorded_settings(spec: gym.envs.registration.EnvSpec | None) -> None:

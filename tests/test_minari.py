@@ -288,7 +288,10 @@ def test_a_recorded_env_whose_module_is_missing_is_one_line() -> None:
     from offline_rl.envs import make_env
     from offline_rl.errors import OfflineRLError
 
-    elsewhere = dataclasses.replace(gym.spec("Pendulum-v1"), entry_point="no_such_package.envs:PendulumEnv")
+    elsewhere = dataclasses.replace(gym.spec("Pendulum-v1"), entry_point="gymnasium_robotics_x.envs:PendulumEnv")
+    with pytest.raises(OfflineRLError, match=r"the env spec names 'gymnasium_robotics_x.envs:PendulumEnv', outside"):
+        make_env("Pendulum-v1", spec=elsewhere)
+    elsewhere = dataclasses.replace(elsewhere, entry_point="ale_py.no_such_module:PendulumEnv")  # trusted, missing
     with pytest.raises(OfflineRLError, match=r"--task 'Pendulum-v1': its env's module is not installed \(No module"):
         make_env("Pendulum-v1", spec=elsewhere)
 

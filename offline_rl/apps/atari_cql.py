@@ -300,7 +300,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     info = dataset_info(buffer) if buffer is not None else saved_info  # watching: the data the run trained on
     # An Atari game plays by --eval-env's protocol, unless the data is the recorded env's screens (Minari's
     # atari/*): then it plays that env, its screens converted as the data's were.
-    spec = None if is_atari_game(task) and not info.get("atari_screens") else recorded_evaluation_spec(task, info)
+    recorded = None if task_given else names  # where an unsafe recorded env is refused rather than skipped
+    spec = (
+        None
+        if is_atari_game(task) and not info.get("atari_screens")
+        else recorded_evaluation_spec(task, info, source=recorded)
+    )
     say_recorded_settings(spec)
     if info.get("atari_screens") and spec is None:
         warnings.warn(

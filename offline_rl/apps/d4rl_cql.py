@@ -112,7 +112,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
         )
     given = config.task if config.dataset is not None else guess  # the generated dataset is the task's own
     task = evaluation_task(given, dataset_env(info), name, default=DEFAULT_TASK)
-    env = make_continuous_env(task, recorded_evaluation_spec(task, info))
+    env = make_continuous_env(task, recorded_evaluation_spec(task, info, source=None if given else source))
     announce_classic_margins(env, task)
     try:
         check_dataset_belongs_to_task(buffer, task, source=source, env=env)

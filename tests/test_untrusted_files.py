@@ -1,0 +1,176 @@
+"""A file from elsewhere never runs code: payloads planted in a Tianshou HDF5 buffer (a pickle) and in
+a Minari dataset's recorded env spec (an entry point `gym.make` would import and call) are refused in
+one line, and the marker each payload would write never appears."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import pytest
+
+from conftest import record_minari_dataset, run_in_process
+from offline_rl.data import load_buffer, load_dataset, save_buffer
+from offline_rl.errors import DatasetError, OfflineRLError, OfflineRLWarning
+
+
+class _Payload:
+    """Pickles to a call of `os.system`: what an attacker plants."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.system, (self.command,)
+
+
+def _pendulum_buffer(path: Path) -> Any:
+    """A Tianshou buffer of Pendulum-v1 transitions."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    buffer = ReplayBuffer(20)
+    rng = np.random.default_rng(0)
+    for step in range(20):
+        buffer.add(
+            Batch(
+                obs=rng.normal(size=3).astype(np.float32),
+                act=rng.uniform(-2, 2, size=1).astype(np.float32),
+                rew=-1.0,
+                obs_next=rng.normal(size=3).astype(np.float32),
+                terminated=False,
+                truncated=step % 10 == 9,
+                info={},
+            )
+        )
+    return buffer
+
+
+def _pendulum_buffer_file(path: Path) -> Path:
+    """`_pendulum_buffer` in Tianshou's HDF5 layout."""
+    return save_buffer(_pendulum_buffer(path), path)
+
+
+def _plant(path: Path, key: str, marker: Path) -> None:
+    """Replace the pickled value at `key` (or add one there) with a payload that would write `marker`."""
+    payload = np.frombuffer(pickle.dumps(_Payload(f"touch {marker}")), dtype=np.byte)
+    with h5py.File(path, "a") as file:
+        if key in file:
+            del file[key]
+        file.create_dataset(key, data=payload)
+        file[key].attrs["__data_type__"] = "str"
+
+
+@pytest.mark.parametrize("key", ["_random_state", "dataset_info/name"])
+def test_a_pickle_planted_in_a_buffer_file_never_runs(tmp_path: Path, key: str) -> None:
+    path = _pendulum_buffer_file(tmp_path / "evil.hdf5")
+    if key.startswith("dataset_info/"):
+        with h5py.File(path, "a") as file:
+            file.create_group("dataset_info")
+    marker = tmp_path / "ran"
+    _plant(path, key, marker)
+    for load in (load_buffer, load_dataset):
+        with pytest.raises(DatasetError) as caught:
+            load(path)
+        message = str(caught.value)
+        assert f"evil.hdf5: '/{key}' is pickled and refers to posix.system" in message, message
+        assert "\n" not in message
+    programs = [
+        ("-m offline_rl.describe", str(path)),
+        ("examples/d4rl_cql.py", "--dataset", str(path), "--task", "Pendulum-v1", "--epoch", "1"),
+        ("examples/atari_cql.py", "--load-buffer-name", str(path), "--task", "CartPole-v1", "--epoch", "1"),
+    ]
+    for program, *args in programs:
+        result = run_in_process(program, *args, cwd=tmp_path)
+        assert result.returncode == 2, (program, result.stderr[-2000:])
+        assert "Traceback" not in result.stderr and f"'/{key}' is pickled" in result.stderr, result.stderr
+    assert not marker.exists()
+
+
+def test_the_plain_values_tianshou_pickles_still_load(tmp_path: Path) -> None:
+    """The writer pickles strings, None, lists, tuples, numpy object arrays and its random state: all
+    read back as they were."""
+    from offline_rl.data.transitions import dataset_info, set_dataset_info
+
+    path = tmp_path / "plain.hdf5"
+    buffer = _pendulum_buffer(path)
+    set_dataset_info(buffer, {"name": "plain", "none": None, "list": [1, "a"], "tuple": (2.5, None)})
+    object.__setattr__(buffer, "objects", np.array([None, "x", 3], dtype=object))
+    save_buffer(buffer, path)
+    loaded = load_buffer(path)
+    assert dataset_info(loaded) == {"name": "plain", "none": None, "list": [1, "a"], "tuple": (2.5, None)}
+    assert list(loaded.objects) == [None, "x", 3]
+    assert isinstance(loaded._random_state, np.random.RandomState)
+
+
+def _minari_dataset_with_spec(dataset_id: str, task: str, spec: dict[str, Any]) -> None:
+    """A Minari dataset of `task` whose recorded evaluation env spec is replaced by `spec` (written into
+    its metadata.json, as a dataset folder from elsewhere would hold it)."""
+    record_minari_dataset(dataset_id, gym.make(task), 30, gym.spec(task))
+    metadata_file = Path(os.environ["MINARI_DATASETS_PATH"]) / dataset_id / "data/metadata.json"
+    metadata = json.loads(metadata_file.read_text())
+    recorded = json.loads(metadata["eval_env_spec"])
+    metadata["eval_env_spec"] = json.dumps({**recorded, **spec})
+    metadata_file.write_text(json.dumps(metadata))
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"entry_point": "subprocess:getoutput", "kwargs": {"cmd": "touch {marker}"}},
+        # a function inside a trusted package is not an env class either (this one would register the above)
+        {
+            "entry_point": "gymnasium.envs.registration:register",
+            "kwargs": {"id": "Evil-v0", "entry_point": "subprocess:getoutput", "kwargs": {"cmd": "touch {marker}"}},
+        },
+        {
+            "additional_wrappers": [
+                {"name": "Evil", "entry_point": "subprocess:getoutput", "kwargs": {"cmd": "touch {marker}"}}
+            ]
+        },
+    ],
+)
+def test_a_minari_env_spec_from_elsewhere_is_never_made(tmp_path: Path, planted: dict[str, Any]) -> None:
+    marker = tmp_path / "ran"
+    planted = json.loads(json.dumps(planted).replace("{marker}", str(marker)))
+    _minari_dataset_with_spec("test/pendulum/evil-v0", "Pendulum-v1", planted)
+    _minari_dataset_with_spec("test/cartpole/evil-v0", "CartPole-v1", planted)
+    named = planted.get("entry_point") or planted["additional_wrappers"][0]["entry_point"]
+    common = ("--dataset", "test/pendulum/evil-v0", "--epoch", "1", "--step-per-epoch", "2", "--test-num", "1")
+    small = ("--batch-size", "8", "--hidden-sizes", "8", "--critic-layers", "1")
+    refused = run_in_process("examples/d4rl_cql.py", *common, *small, cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: test/pendulum/evil-v0: the env spec names ") and f"'{named}'" in last, last
+    assert "--task" in last
+    # the way out: --task evaluates on the registered env, and says so
+    with pytest.warns(OfflineRLWarning) as warned:
+        chosen = run_in_process("examples/d4rl_cql.py", *common, *small, "--task", "Pendulum-v1", cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stderr[-2000:]
+    said = [str(warning.message) for warning in warned if f"'{named}'" in str(warning.message)]
+    assert said and said[0].endswith("evaluating on the registered Pendulum-v1"), said
+    # discrete CQL reads a recorded spec the same way
+    discrete = run_in_process("examples/atari_cql.py", "--load-buffer-name", "test/cartpole/evil-v0", cwd=tmp_path)
+    assert discrete.returncode == 2 and "Traceback" not in discrete.stderr, discrete.stderr[-2000:]
+    last = discrete.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: test/cartpole/evil-v0: the env spec names ") and "--task" in last, last
+    assert not marker.exists()
+
+
+def test_make_env_refuses_an_untrusted_spec_whoever_passes_it(tmp_path: Path) -> None:
+    import dataclasses
+
+    from offline_rl.envs import make_env
+
+    marker = tmp_path / "ran"
+    spec = dataclasses.replace(
+        gym.spec("Pendulum-v1"), entry_point="subprocess:getoutput", kwargs={"cmd": f"touch {marker}"}
+    )
+    with pytest.raises(OfflineRLError, match=r"--task 'Pendulum-v1': the env spec names 'subprocess:getoutput'"):
+        make_env("Pendulum-v1", spec=spec)
+    assert not marker.exists()
