@@ -16,7 +16,10 @@ setup(
     description="Offline reinforcement learning (CQL-SAC, discrete CQL) for Tianshou 2.x",
     long_description=README.read_text(encoding="utf-8") if README.exists() else "",
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["offline_rl", "offline_rl.*"]),
+    # The examples are the programs themselves: installed as `offline_rl.examples`, so that the console
+    # scripts and a sweep's trials run exactly the files a reader reads.
+    packages=[*find_packages(include=["offline_rl", "offline_rl.*"]), "offline_rl.examples"],
+    package_dir={"offline_rl.examples": "examples"},
     python_requires=">=3.11",
     install_requires=[
         "tianshou>=2.0.1,<3",
@@ -31,21 +34,21 @@ setup(
         "minari[hf]>=0.5.2",  # hf (from 0.5.2): Minari downloads datasets through huggingface_hub
         "tensorboard>=2.18",  # before, its TensorFlow stub needs np.string_, gone in numpy 2
         "tqdm>=4.60",
-        "pillow>=9.3",  # --video-interval's GIF previews (offline_rl/video_preview.py); 9.3: the first for Python 3.11
+        "pillow>=9.3",  # --video-interval's GIF previews; 9.3: the first for Python 3.11
     ],
     entry_points={
         "console_scripts": [
-            "offline-rl-d4rl-cql = offline_rl.apps.console:d4rl_cql",
-            "offline-rl-atari-cql = offline_rl.apps.console:atari_cql",
-            "offline-rl-atari-qrdqn = offline_rl.apps.console:atari_qrdqn",
-            "offline-rl-collect = offline_rl.apps.console:collect",
-            "offline-rl-describe = offline_rl.apps.console:describe",
-            "offline-rl-convert-d4rl = offline_rl.apps.console:convert_d4rl",
-            "offline-rl-convert-minari = offline_rl.apps.console:convert_minari",
-            "offline-rl-convert-rl-unplugged = offline_rl.apps.console:convert_rl_unplugged",
-            "offline-rl-convert-dqn-replay = offline_rl.apps.console:convert_dqn_replay",
-            "offline-rl-sweep = offline_rl.apps.console:sweep",
-            "offline-rl-results = offline_rl.apps.console:results",
+            "offline-rl-d4rl-cql = offline_rl.cli.console:d4rl_cql",
+            "offline-rl-atari-cql = offline_rl.cli.console:atari_cql",
+            "offline-rl-atari-qrdqn = offline_rl.cli.console:atari_qrdqn",
+            "offline-rl-collect = offline_rl.cli.console:collect",
+            "offline-rl-describe = offline_rl.cli.console:describe",
+            "offline-rl-convert-d4rl = offline_rl.cli.console:convert_d4rl",
+            "offline-rl-convert-minari = offline_rl.cli.console:convert_minari",
+            "offline-rl-convert-rl-unplugged = offline_rl.cli.console:convert_rl_unplugged",
+            "offline-rl-convert-dqn-replay = offline_rl.cli.console:convert_dqn_replay",
+            "offline-rl-sweep = offline_rl.cli.console:sweep",
+            "offline-rl-results = offline_rl.cli.console:results",
         ]
     },
     extras_require={
@@ -57,14 +60,15 @@ setup(
         # Sweeps and RL Unplugged conversion on a Ray cluster (`--ray-address`); the local engine never imports it.
         "ray": ["ray>=2.10"],  # 2.9 imports pkg_resources, which setuptools 81 and later lack
         # Gymnasium-Robotics' envs (AntMaze, PointMaze, Adroit, Franka Kitchen): the evaluation envs of
-        # Minari's D4RL datasets; registered on first use by offline_rl.envs.make_env.
+        # Minari's D4RL datasets; registered on first use by offline_rl.envs.make.make_env.
         "robotics": ["gymnasium-robotics>=1.4.2"],  # 1.4.0, 1.4.1: Adroit XML that MuJoCo 4 rejects
-        # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard (offline_rl/apps/wandb_run.py).
+        # `--logger wandb`: the curves in Weights & Biases as well as in TensorBoard.
         "wandb": ["wandb>=0.19"],  # tested with 0.31.0 and 0.19.11
-        # `--export-policy policy.onnx` (offline_rl/deployment.py): torch's ONNX exporter needs onnx and
-        # onnxscript; onnxruntime reads the file back to check it acts as the policy does. The floors pass
-        # the export tests with torch 2.13 and numpy 2 (onnxscript 0.5.7 lacks torch 2.11+'s API).
+        # `--export-policy policy.onnx`: torch's ONNX exporter needs onnx and onnxscript; onnxruntime reads
+        # the file back to check it acts as the policy does (onnxscript 0.5.7 lacks torch 2.11+'s API).
         "onnx": ["onnx>=1.17", "onnxscript>=0.6", "onnxruntime>=1.19"],
-        "test": ["pytest>=8", "ruff>=0.5"],
+        # The documentation site (docs/mkdocs.yml): `mkdocs build -f docs/mkdocs.yml`; a test builds it.
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.5"],
     },
 )

@@ -5,7 +5,7 @@
 D4RL's normalised score puts 0 at REF_MIN_SCORE, a random policy's mean return on D4RL's own envs
 (mujoco-py, not installable here). The same policy on the env a run evaluates on should land there:
 this compares `D4RL/<task>-v1` (Gymnasium-Robotics' hand with D4RL's reward, end and time limit,
-`offline_rl.d4rl_adroit`) and Gymnasium-Robotics' `AdroitHand<Task>-v1` as they are, over the same
+`offline_rl.envs.adroit`) and Gymnasium-Robotics' `AdroitHand<Task>-v1` as they are, over the same
 seeded episodes. A correctness check of the evaluation env, not a timing.
 
 A third column replays D4RL's own procedure (`generate_ref_min_score.py`) with D4RL's own random
@@ -27,9 +27,9 @@ import gymnasium as gym
 import numpy as np
 from d4rl_streams import legacy_gym_random_state, uniform_actions
 
-from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
-from offline_rl.envs import make_env
-from offline_rl.scores import reference_scores
+from offline_rl.envs.adroit import ADROIT_TASKS, d4rl_adroit_id
+from offline_rl.envs.make import make_env
+from offline_rl.envs.scores import reference_scores
 
 
 def random_returns(env_id: str, episodes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_rl.data.collection_journal import CollectionJournal
 from offline_rl.data.frame_stack import FrameStackBufferBuilder
-from offline_rl.envs import make_discrete_env
+from offline_rl.envs.atari import make_discrete_env
+from offline_rl.runs.collection_journal import CollectionJournal
 
 
 class PongPlayer:

@@ -13,15 +13,14 @@ evaluation are not counted. The table gives each run's rate, the group's total a
 relative to one run alone (issue #10's target: 4 runs together ≥ 2× one).
 
 Processes on one GPU take turns unless an MPS daemon lets their kernels run side by side
-(`offline_rl.gpu_sharing` says why); `--mps` starts a private one for each group of two or more
+(`offline_rl.core.gpu_sharing` says why); `--mps` starts a private one for each group of two or more
 runs, each run held to `--mps-thread-percentage` of the multiprocessors (by default the share a
 sweep gives its trials: 200 / runs, at most 100), as `python -m offline_rl.sweep --mps` does for a
 sweep's trials; given several percentages, each group of two or more runs once at each, all
 against the same run alone (a scan of shares in one device call). One run alone never goes
 through the daemon: it is timed as it trains without company, the fastest way to train one
-(through MPS it was 10-13% slower on an H100), so the ratio compares sharing with training the
-runs one after another. Until 2026-11-26 `--mps` also took the 1-run
-group through the daemon and held no client to a share (today's `--mps-thread-percentage 100`).
+(one run through MPS is slower), so the ratio compares sharing with training the runs one after
+another.
 
 `--whole-runs EPOCHS` times runs as a sweep's trials train instead: EPOCHS epochs of the example's own
 schedule (`--step-per-epoch` 5000, each epoch ending with an evaluation of `--test-num` 10 episodes
@@ -48,10 +47,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from offline_rl.apps.flags import sets_flag
-from offline_rl.cpu_cores import cores_per_run
-from offline_rl.errors import OfflineRLError
-from offline_rl.gpu_sharing import default_thread_percentage, mps_control, mps_daemon
+from offline_rl.cli.presets import sets_flag
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.gpu_sharing import default_thread_percentage, mps_control, mps_daemon
+from offline_rl.core.resources import cores_per_run
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "d4rl_cql.py"
 VARIANT_LAUNCHER = Path(__file__).resolve().parent / "critic_variants.py"

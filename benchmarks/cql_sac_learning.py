@@ -29,13 +29,13 @@ from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 
-from offline_rl.apps.dataset_generation import ensure_random_dataset
-from offline_rl.apps.evaluation import EvaluationReporter
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.core.resources import tune_cpu_allocator
 from offline_rl.data import dataset_stats, load_d4rl
-from offline_rl.envs import make_env
-from offline_rl.perf import tune_cpu_allocator
-from offline_rl.scores import normalized_score, reference_scores
+from offline_rl.envs.make import make_env
+from offline_rl.envs.scores import normalized_score, reference_scores
+from offline_rl.runs.dataset_generation import ensure_random_dataset
+from offline_rl.runs.evaluation import EvaluationReporter
 
 
 def tianshou(env, device: str) -> CQL:

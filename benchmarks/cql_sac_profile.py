@@ -35,7 +35,7 @@ from cql_sac_throughput import BATCH, build_ours, synthetic_buffer
 from critic_variants import VARIANTS, use_critic_variant
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
+from offline_rl.core.arithmetic import TORCH_MATMUL_PRECISIONS
 
 
 def timed(run, repeats: int) -> float:
@@ -117,8 +117,8 @@ def main() -> None:
 
 TRAINER_EXTRA_S = 41e-6
 """What one run alone in Tianshou's offline trainer spends per update beyond `update()` (logging,
-the progress bar): ~680 µs against `update()`'s 639 µs at the d4rl_cql defaults on an H100 in TF32
-(BENCHMARKS.md, "Eighth H100 session"). Runs sharing a GPU spend it on their own CPU cores."""
+the progress bar), as timed at the d4rl_cql defaults in TF32. Runs sharing a GPU spend it on their own
+CPU cores."""
 
 
 def print_held_table(profiler: torch.profiler.profile, steps: int, top: int, whole: float) -> None:

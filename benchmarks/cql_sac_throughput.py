@@ -54,10 +54,10 @@ from timing import cpu_products_line, matrix_gflop_per_update, products_of, refu
 from torchrl_baseline import MODES as TORCHRL_MODES
 from torchrl_baseline import TorchRLCQL, torchrl_version
 
-from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.core.arithmetic import TORCH_MATMUL_PRECISIONS
+from offline_rl.core.resources import tune_cpu_allocator
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.perf import tune_cpu_allocator
 
 OBS_DIM, ACT_DIM, SIZE, BATCH, N_ACTIONS = 17, 6, 100_000, 256, 10
 ALPHA, CQL_WEIGHT = 0.2, 1.0  # every implementation's: α fixed, the conservative term's weight
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument(
         "--default-allocator",
         action="store_true",
-        help="skip offline_rl.perf.tune_cpu_allocator (applied to the whole process, so to both)",
+        help="skip offline_rl.core.resources.tune_cpu_allocator (applied to the whole process, so to both)",
     )
     parser.add_argument(
         "--paths",

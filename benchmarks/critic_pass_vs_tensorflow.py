@@ -2,12 +2,12 @@
 
     python benchmarks/critic_pass_vs_tensorflow.py [--rounds 4] [--threads 2]
 
-Why: TF-Agents' `CqlSacAgent` runs a CQL-SAC update faster than ours on CPU even at the same arithmetic
-(BENCHMARKS.md, "TF-Agents 0.19's CqlSacAgent side by side"); this isolates the part where the time
-goes. Both sides: two critics of 2×256 (23 inputs: 17 observation + 6 action columns), forward over
+Why: TF-Agents' `CqlSacAgent` (`benchmarks/tf_agents_baseline.py`) runs a CQL-SAC update faster
+than ours on some CPUs at the same arithmetic; this isolates the part where the time goes. Both
+sides: two critics of 2×256 (23 inputs: 17 observation + 6 action columns), forward over
 7936 rows (a batch of 256 with 1 + 3·10 actions each), the sum of the Q-values backward to every weight
 and bias. Also each big product of that pass alone (7936×256 by 256×256: forward, input gradient,
-weight gradient), ours through `offline_rl.cpu_products`' operators and TensorFlow's `tf.matmul`. Rounds
+weight gradient), ours through `offline_rl.algorithms.layers`' operators and TensorFlow's `tf.matmul`. Rounds
 alternate. Needs TensorFlow (the `rlu` extra, or TF-Agents' venv).
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from offline_rl.cql_sac.networks import EnsembleCritic
-from offline_rl.perf import tune_cpu_allocator
+from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
+from offline_rl.core.resources import tune_cpu_allocator
 
 BATCH, SCORED, OBS_DIM, ACT_DIM, WIDTH = 256, 31, 17, 6, 256
 ROWS = BATCH * SCORED

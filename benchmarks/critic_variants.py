@@ -8,12 +8,11 @@ The second runs a script with every CQL-SAC it builds computing its critics the 
 `concurrent_runs.py --critic-variant` times whole runs).
 
 Why: several runs sharing a GPU are bound by the time their updates' kernels hold every
-multiprocessor, and one CQL-SAC update holds the whole of an H100 for ~354 µs of its ~680
-(BENCHMARKS.md, "Eighth H100 session"): the critics' products and elementwise passes over their
-7936 rows. Each variant here computes the same Q-values and gradients with fewer or better-aligned
-such passes; what a variant saves on the GPU is for `cql_sac_profile.py` to show, and one that pays
-moves into `EnsembleCritic`. On a CPU they are slower (the critics' layers leave oneDNN), so they
-stay out of the library until a GPU has measured them.
+multiprocessor, and one CQL-SAC update holds the whole GPU for about half its time: the critics'
+products and elementwise passes over their 7936 rows. Each variant here computes the same Q-values
+and gradients with fewer or better-aligned such passes; what a variant saves on the GPU is for
+`cql_sac_profile.py` to show, and one that pays moves into `EnsembleCritic`. On a CPU they are slower
+(the critics' layers leave oneDNN), so they stay out of the library until a GPU has timed them.
 
 - `merged-first-layer`: both critics' first layers as one product, since both read the same
   (state, action) rows, with the rows' 23 columns padded to 24 so that cuBLAS may use its aligned
@@ -35,8 +34,8 @@ stay out of the library until a GPU has measured them.
   ~28 µs held per update) with aligned 8-column ones and a 256-row product, and the bias gradient's
   reduction over 7936 rows with the sum of 31 rows per state that the observation part needs
   anyway. Same function, different summation order. Built into the library's CPU path (the
-  action product through oneDNN) it ran exactly as fast as the library's form on 2 cores: the
-  product it saves costs what the added elementwise pass costs (BENCHMARKS.md, 2026-11-27).
+  action product through oneDNN) it runs as fast as the library's form on a CPU: the product it
+  saves costs what the added elementwise pass costs.
 - `state-projection-relu-in-product`: the fifth with the hidden layers as in the third.
 - `pointwise-first-layer`: the fifth with the actions' share written as what it is, a sum over 6
   columns, `(a.unsqueeze(-1) * W_a).sum(-2)`, rather than a product: compiled, Inductor makes the
@@ -60,8 +59,8 @@ from typing import Any
 
 import torch
 
-from offline_rl.cql_sac import algorithm as cql_sac_algorithm
-from offline_rl.cql_sac.networks import EnsembleCritic, state_action_rows
+from offline_rl.algorithms.cql_sac import algorithm as cql_sac_algorithm
+from offline_rl.algorithms.cql_sac.networks import EnsembleCritic, state_action_rows
 
 ALIGNMENT = 4
 """Columns per 16 bytes of float32: cuBLAS's aligned kernels need row strides of a multiple of it."""

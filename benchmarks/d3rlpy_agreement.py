@@ -26,7 +26,7 @@ gives z in the tens or hundreds, where agreement keeps it below 4. `--plant` put
 ours (among them Tianshou 2.0.1's all +1 "random" actions) to show that every case then differs.
 
 d3rlpy is not a dependency (it pins gymnasium 1.0.0): install it beside the project without its
-dependencies, as BENCHMARKS.md's d3rlpy sections show:
+dependencies:
 
     pip install --no-deps d3rlpy==2.8.1 structlog dataclasses-json "marshmallow<4" typing-inspect \\
         mypy_extensions colorama scikit-learn joblib threadpoolctl scipy gym==0.26.2 cloudpickle
@@ -52,8 +52,14 @@ from d3rlpy_discrete_agreement import DISCRETE_CASES, NUM_ACTIONS, NUM_QUANTILES
 from expectation_agreement import Agreement, agreement
 from torch import nn
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.networks import EnsembleCritic, TanhGaussianActor, gaussian_params, tanh_gaussian_log_prob
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac.networks import (
+    EnsembleCritic,
+    TanhGaussianActor,
+    gaussian_params,
+    tanh_gaussian_log_prob,
+)
+from offline_rl.algorithms.staging import Transitions
 
 OBS_DIM, ACT_DIM, HIDDEN, BATCH = 6, 3, (64, 64), 128
 ALPHA, CQL_WEIGHT, GAMMA = 0.2, 5.0, 0.99
@@ -146,7 +152,9 @@ def plant(algorithm: CQLSAC, bug: str) -> None:
         )
     elif bug == "terminals-bootstrap":
         target = algorithm.td_target
-        algorithm.td_target = lambda rew, not_terminated, *rest: target(rew, torch.ones_like(not_terminated), *rest)
+        algorithm.td_target = lambda rew, not_terminated, *rest, **options: target(
+            rew, torch.ones_like(not_terminated), *rest, **options
+        )
     elif bug == "no-density-correction":
         gap = algorithm.conservative_gap
         algorithm.conservative_gap = lambda q_data, q_random, q_now, q_next, log_prob, next_log_prob: gap(
@@ -329,9 +337,10 @@ def our_draw(ours: CQLSAC, batch: Batch) -> dict[str, np.ndarray]:
     transposed to d3rlpy's per-critic (out, in) order so the coordinates line up."""
     ours.zero_grad(set_to_none=True)
     not_terminated = 1.0 - batch.terminated
-    losses, stats = ours.compute_losses(
-        batch.obs, batch.act, batch.rew, not_terminated, batch.obs_next, batch.mc_return
+    out = ours.compute_losses(
+        Transitions(batch.obs, batch.act, batch.rew, not_terminated, batch.obs_next, batch.mc_return)
     )
+    losses, stats = out.parts, out.figures
     sum(losses.values()).backward()
     gradient = lambda parameter: parameter.grad  # noqa: E731
     members = range(ours.critic.num_critics)

@@ -2,8 +2,12 @@
 columns of `cql_sac_throughput.py` and `discrete_cql_throughput.py`.
 
 d3rlpy is not a dependency of offline_rl, and d3rlpy 2.8.1 pins gymnasium 1.0.0, older than what
-offline_rl installs, so its columns are measured in a virtual environment of their own (BENCHMARKS.md
-gives the commands). This module imports d3rlpy only when a column is asked for.
+offline_rl installs, so its columns are measured in a virtual environment of their own:
+
+    python3.11 -m venv /tmp/d3venv && . /tmp/d3venv/bin/activate
+    pip install torch==2.13.0 && pip install -e . d3rlpy==2.8.1
+
+This module imports d3rlpy only when a column is asked for.
 
 One timed update is what each step of d3rlpy's `fit` does: `dataset.sample_transition_batch` on the
 host, then `algo.update(batch)`, which copies the batch to the device, runs the losses, backward passes

@@ -49,7 +49,7 @@ DISCRETE_CASES = (
 
 
 def build_discrete_ours(double_q: bool, pixels: bool) -> Any:
-    from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+    from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
     config = DiscreteCQLConfig(
         num_quantiles=NUM_QUANTILES,
@@ -128,8 +128,9 @@ def run_discrete_case(case: DiscreteCase, *, seed: int) -> dict[str, float]:
     scaled = (lambda frames: frames.float() / 255.0) if case.pixels else (lambda values: values)
 
     ours.model.zero_grad(set_to_none=True)
-    losses = ours.compute_losses(obs, act, rew, GAMMA * (1.0 - terminated), obs_next)
-    losses["loss"].backward()
+    computed = ours.compute_losses((obs, act, rew, GAMMA * (1.0 - terminated), obs_next))
+    losses = computed.figures
+    computed.parts["loss"].backward()
     ours_gradient = torch.cat([p.grad.reshape(-1) for p in ours.model.parameters()])
 
     q_function = impl._modules.q_funcs[0]

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from tianshou_offline_tests import IMPLEMENTATIONS, gather_cartpole, load_cached, run_discrete_cql
 
-from offline_rl.data.staging import read_transitions
+from offline_rl.algorithms.staging import read_transitions
 from offline_rl.data.stats import finished_episode_returns
 
 CACHE_NAME = "tianshou_expert_QRDQN_CartPole-v1.pkl"

@@ -16,7 +16,7 @@ default: with its layers' products in oneDNN (`eager`) and in torch's BLAS (`eag
 `--cpu-products blas` selects). The last line is `ratio_vs_tianshou: X.XX`.
 
 A path with `+sorted` or `+pairwise` appended computes the quantile-Huber loss in that form
-(`offline_rl/discrete_cql/quantile_loss.py`) instead of the device's default (sorted on CPU,
+(`offline_rl/algorithms/discrete_cql/quantile_loss.py`) instead of the device's default (sorted on CPU,
 pairwise on GPUs), e.g. `--paths captured,captured+sorted` on a GPU.
 
 `--cnn dopamine` builds our network as Dopamine builds it (the CQL authors' Atari presets: 'same'
@@ -59,14 +59,14 @@ from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.net.common import Net
 from timing import cpu_products_line, matrix_gflop_per_update, products_of, refuse_cuda_only_paths, updates_per_second
 
-from offline_rl.arithmetic_choices import TORCH_MATMUL_PRECISIONS
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.algorithms.discrete_cql import algorithm as discrete_algorithm
+from offline_rl.algorithms.discrete_cql.config import CNN_VARIANTS
+from offline_rl.algorithms.discrete_cql.quantile_loss import pairwise_quantile_huber_loss, sorted_quantile_huber_loss
+from offline_rl.core.arithmetic import TORCH_MATMUL_PRECISIONS
+from offline_rl.core.resources import tune_cpu_allocator
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.discrete_cql import algorithm as discrete_algorithm
-from offline_rl.discrete_cql.config import CNN_VARIANTS
-from offline_rl.discrete_cql.quantile_loss import pairwise_quantile_huber_loss, sorted_quantile_huber_loss
-from offline_rl.perf import tune_cpu_allocator
 
 STACK, ACTIONS, QUANTILES, BATCH, EPISODE = 4, 6, 200, 32, 1000
 VECTOR_OBS, VECTOR_ACTIONS, VECTOR_HIDDEN, VECTOR_EPISODE = 4, 2, [64], 200

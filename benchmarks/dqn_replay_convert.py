@@ -23,7 +23,7 @@ numbers) with `--workers 1` and with `--workers W` (default: one per core), as a
 converted; it prints `parallel_speedup: X.X` (conversion seconds, from the command's total line).
 With `--mirror-mb-per-s R` it then serves them from a local mirror whose connections share one link
 of R MB/s, and times getting every buffer from nothing on disk two ways: downloading each file in turn
-and then converting (what the converter did until 2026-11-28), and the converter as it is, which
+and then converting, and the converter as it is, which
 downloads in checkpoint order while its workers convert the checkpoints already fetched; it prints
 `download_overlap_speedup: X.X`.
 """
@@ -49,8 +49,8 @@ from urllib.parse import quote
 
 import numpy as np
 
-from offline_rl.cpu_cores import available_cores
-from offline_rl.dqn_replay.testing import DopamineReplay
+from offline_rl.core.resources import available_cores
+from offline_rl.data.dqn_replay.testing import DopamineReplay
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 CHECKPOINT = 0
@@ -61,7 +61,7 @@ def build_checkpoint(folder: Path, game: str, slots: int, seed: int = 0) -> None
     import ale_py
     import gymnasium as gym
 
-    from offline_rl.envs import make_atari_env
+    from offline_rl.envs.atari import make_atari_env
 
     gym.register_envs(ale_py)
     env = make_atari_env(f"{game}NoFrameskip-v4", 1)
@@ -87,8 +87,8 @@ def tiled_checkpoint(source: Path, folder: Path, slots: int) -> None:
     """A checkpoint of `slots` slots: the source's arrays repeated, its add count past a full replay."""
     import gzip
 
-    from offline_rl.dqn_replay.npy_stream import read_npy
-    from offline_rl.dqn_replay.sources import array_file
+    from offline_rl.data.dqn_replay.npy_stream import read_npy
+    from offline_rl.data.dqn_replay.sources import array_file
 
     folder.mkdir(parents=True, exist_ok=True)
 
@@ -115,8 +115,8 @@ MEASURE = r"""
 import gzip, json, resource, sys, time
 from pathlib import Path
 import numpy as np
-from offline_rl.dqn_replay import convert_checkpoint
-from offline_rl.dqn_replay.sources import array_file
+from offline_rl.data.dqn_replay import convert_checkpoint
+from offline_rl.data.dqn_replay.sources import array_file
 folder, mode, fraction, output = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), Path(sys.argv[4])
 def peak():  # VmHWM, not ru_maxrss: that one keeps the parent's peak across fork and exec
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -152,7 +152,7 @@ def measure(folder: Path, mode: str, fraction: float, output: Path) -> dict:
 def linked_checkpoints(source: Path, checkpoints: int) -> Iterator[Path]:
     """A replay folder laid out as the bucket's (`.../Pong/1/replay_logs`) holding `checkpoints` copies
     of the source checkpoint, as hard links (N checkpoints for the disk of one); removed after."""
-    from offline_rl.dqn_replay.sources import checkpoint_files
+    from offline_rl.data.dqn_replay.sources import checkpoint_files
 
     root = CACHE / "dqn-replay-parallel"
     shutil.rmtree(root, ignore_errors=True)
@@ -212,11 +212,11 @@ class ThrottledMirror(http.server.SimpleHTTPRequestHandler):
 
 def time_downloads(folder: Path, checkpoints: int, workers: int, bytes_per_s: float) -> tuple[float, float]:
     """Seconds from nothing on disk to every buffer written, fetching from a mirror on a link of
-    `bytes_per_s`: (downloads first, one file at a time, then the converter on disk: what the converter
-    did until 2026-11-28) and (the converter downloading while it converts)."""
-    from offline_rl.download import download_file
-    from offline_rl.dqn_replay.sources import checkpoint_files
-    from offline_rl.progress import Meter
+    `bytes_per_s`: (downloads first, one file at a time, then the converter on disk) and (the
+    converter downloading while it converts)."""
+    from offline_rl.core.progress import Meter
+    from offline_rl.data.download import download_file
+    from offline_rl.data.dqn_replay.sources import checkpoint_files
 
     handler = partial(ThrottledMirror, directory=str(folder.parents[2]))
     ThrottledMirror.bytes_per_s = bytes_per_s

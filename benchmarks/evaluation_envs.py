@@ -52,7 +52,8 @@ def env_steps_per_second(vector_env_class: type, make, envs: int, steps: int) ->
 def main() -> None:
     from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
-    from offline_rl.envs import make_atari_env, make_env
+    from offline_rl.envs.atari import make_atari_env
+    from offline_rl.envs.make import make_env
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, default=10)

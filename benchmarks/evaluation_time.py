@@ -3,8 +3,8 @@
     python benchmarks/evaluation_time.py [--task HalfCheetah-v4] [--test-num 10] [--device auto] [--rounds 3]
     python benchmarks/evaluation_time.py --task PongNoFrameskip-v4 --rounds 1   # atari_cql.py's evaluation
 
-Why: on a GPU an evaluation of 10 episodes with Tianshou's collector loop took about as long as an
-epoch's 5000 updates (BENCHMARKS.md), so a whole run spent about half its time evaluating. Four
+Why: on a GPU an evaluation of 10 episodes with Tianshou's collector loop takes about as long as an
+epoch's 5000 updates, so a whole run spends about half its time evaluating. Four
 timings, each the median of `--rounds` (the two evaluations alternate):
 - `evaluation, Tianshou's loop` and `evaluation, ours`: one evaluation as a run makes it: the
   examples' default networks (untrained) on `--device`, the run's `EvaluationCollector` over its envs
@@ -40,14 +40,15 @@ import torch
 from evaluation_envs import step_all
 from tianshou.data import Batch, to_numpy
 
-from offline_rl.apps.atari_cql import AtariCQLConfig, make_evaluation_env
-from offline_rl.apps.cli import pick_device
-from offline_rl.apps.run_config import RunConfig
-from offline_rl.apps.training import evaluation_collector, vector_envs
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.discrete_cql import CQLQRDQN
-from offline_rl.envs import is_atari_game, make_env
-from offline_rl.errors import OfflineRLError
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.discrete_cql import CQLQRDQN
+from offline_rl.cli.atari_cql import AtariCQLConfig, make_evaluation_env
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.envs.atari import is_atari_game
+from offline_rl.envs.make import make_env
+from offline_rl.runs.config import RunConfig
+from offline_rl.runs.session import pick_device
+from offline_rl.runs.training import evaluation_collector, vector_envs
 
 
 def median_seconds(run, rounds: int) -> float:

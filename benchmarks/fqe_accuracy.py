@@ -1,4 +1,4 @@
-"""Does fitted Q evaluation (`--fqe-updates`, `offline_rl.ope`) tell policies apart as the env does?
+"""Does fitted Q evaluation (`--fqe-updates`, `offline_rl.algorithms.fqe`) tell policies apart as the env does?
 
 On CartPole-v1 (discrete actions) or Pendulum-v1 (continuous), four deterministic controllers of known
 and very different quality are estimated by FQE from one dataset that none of them recorded alone
@@ -25,8 +25,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from offline_rl.algorithms.fqe import fitted_q_evaluation
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.ope import fitted_q_evaluation
 
 GAMMA = 0.99
 Controller = Callable[[np.ndarray], Any]

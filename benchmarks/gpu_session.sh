@@ -1,73 +1,30 @@
 #!/usr/bin/env bash
-# The GPU measurements and CUDA tests of issue #10, re-run together in a few device calls.
+# The GPU measurements and CUDA tests, run together in a few device calls.
 #
-# A lent GPU machine starts bare (no Tianshou, gymnasium, MuJoCo, ALE) and goes back 30 s after each
-# call, so every call pays its start and its install: the checks are grouped into parts that each
-# fit one call's 10 minutes, every check under its own time limit, so one that hangs or overruns
-# still leaves the others' figures. Prepare here, once per checkout (ignored files are not cloned):
+# A lent GPU machine starts bare (no Tianshou, gymnasium, MuJoCo, ALE), so every call pays its start
+# and its install: the checks are grouped into parts that each fit one call, every check under its own
+# time limit, so one that hangs or overruns still leaves the others' figures. Prepare here, once per
+# checkout (ignored files are not cloned):
 #
 #   bash ../shared/tools/device-wheels.sh
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
 #     torchrl==0.14.1 tensordict==0.14.3 pyvers hoptorch cloudpickle
 #
-# then, with `.whl` carried, one device call per line (each ~2-8 minutes). A session now has 15 device
-# minutes, the machine's start included (~30 s), so take them in this order and stop where the time
-# ends. On an H200 (2026-12-04, BENCHMARKS.md "Ninth GPU session") four runs at half the SMs each gave
-# 2.05x one run alone, twice (`concurrent-mps-half`, `concurrent-mps-tf32`), and 2.69x as whole runs
-# (`concurrent-mps-whole`, cut to 4 epochs); `evaluation-time` and `tests` passed there. What follows is
-# the H100's story, where the same target stayed short. In TF32 (d4rl_cql.py's CUDA default
-# since its learning check, `learning-tf32`, 2026-11-26 "Sixth H100 session") four runs at half the SMs
-# each gave 1.92-1.97x one run alone (2026-11-26 and -27; 25%: 1.84x, 35%: 1.83x, 45%: 1.90x, 65%:
-# 1.89x, uncapped: 1.64x); float32 (`--matmul-precision highest`) 1.70x at half shares. `profile`
-# (2026-11-27 "Eighth H100 session") says why: one update holds the whole GPU for ~354 us of its ~680,
-# so four runs together top out near 2820 updates/s; what would lift them is less time in the kernels
-# that fill every multiprocessor (the critics' 7936-row products and elementwise passes) without a
-# longer chain. Inductor's GEMM autotuning (`autotune`) made one run 12% and four 4% faster: 1.83x; a
-# small cuBLAS workspace (`small-workspace`, no split-K) made four runs 7% slower. `critic-variants`
-# profiles the same critics computed with fewer or better-aligned passes over their rows (the first
-# layer's observation share once per state, not once per row, and its 6 action columns as a product
-# or as one elementwise kernel; bias and ReLU in the products' epilogues; both critics' first layer
-# as one product; biases inside the products; benchmarks/critic_variants.py). The first call below
-# profiles the library's and the four likeliest (~6 min). Each profile ends with the ratio four runs
-# would reach at its held-time bound (one run alone in the trainer over the held time; 1.92 for the
-# library's critics, as measured). Time taken out of kernels that fill the GPU counts, and a variant
-# needs ~28 us of it (BENCHMARKS.md, 2026-11-27). The variant with the highest ratio, if above the
-# library's, is the one to time in d4rl_cql.py runs beside the library's (`concurrent-mps-variant`) and
-# then to move into the library. `concurrent-mps-two` times two runs at shares below the whole GPU, not yet
-# measured (whole GPU each: 1.31x). All those figures time training alone (one epoch, no evaluation in
-# the window); `concurrent-mps-whole` (new, 2026-11-27) times whole runs as a sweep runs them, evaluations
-# and checkpoints included: what "sweeps will pack runs this way" gains, since one run alone leaves the
-# GPU idle while it evaluates. Record both readings; the training-only one is the strict one.
-# `evaluation-time` says where that evaluation goes (envs, policy calls, the loop around them), with
-# Tianshou's collector loop and with the evaluation collector's own (same scores; on the 2-core CPU
-# 0.54 of the time, BENCHMARKS.md, 2026-11-27, fourth CPU session), now with the policy on the GPU.
+# then, with `.whl` carried, one device call per line, in the order of what matters most:
 #
-#   bash benchmarks/gpu_session.sh tests concurrent-mps-half     (~3 min, then ~150 s: the CUDA tests, and
-#                                                                the target re-read on this GPU)
-#   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole  (~1 min, then ~6 min)
-#   bash benchmarks/gpu_session.sh critic-variants                (5 profiles, ~70 s each)
-#   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant  (the library's and best's runs: ~350 s)
-#   bash benchmarks/gpu_session.sh tests                          (93 s before the FQE test came)
-#   PROFILE_VARIANTS="state-projection merged-first-layer bias-in-product merged-relu-in-product" \
-#     bash benchmarks/gpu_session.sh critic-variants              (the other four)
-#   bash benchmarks/gpu_session.sh concurrent-mps-half            (~150 s on 2026-11-27)
-#   bash benchmarks/gpu_session.sh concurrent-mps-two throughput
-#   bash benchmarks/gpu_session.sh concurrent-mps-tf32            (1, 2 and 4 runs: 204 s)
-#   bash benchmarks/gpu_session.sh concurrent-mps concurrent      (float32)
-#   bash benchmarks/gpu_session.sh concurrent-mps-shares          (45, 50, 55%: over 215 s)
-#   bash benchmarks/gpu_session.sh small-workspace discrete-tf32  (312 + ~35 s)
-#   bash benchmarks/gpu_session.sh discrete-dopamine   (the CQL authors' Atari network, captured, float32 and TF32: ~2 min;
-#                                                       its CPU cost: BENCHMARKS.md, "Dopamine's network")
-#   bash benchmarks/gpu_session.sh autotune                       (~330 s: a 235 s compile)
-#   bash benchmarks/gpu_session.sh end-to-end
-#   bash benchmarks/gpu_session.sh learning-tf32   (TF32's learning check, as run on 2026-11-26)
+#   bash benchmarks/gpu_session.sh tests concurrent-mps-half       the CUDA tests; four runs through MPS at half shares
+#   bash benchmarks/gpu_session.sh throughput end-to-end           the update against Tianshou's and TorchRL's; d4rl_cql.py in the trainer
+#   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole   where an evaluation goes; whole runs as a sweep trains them
+#   bash benchmarks/gpu_session.sh learning-tf32                   TF32's learning check against float32
+#   bash benchmarks/gpu_session.sh profile critic-variants         where one update spends the GPU, and other ways to compute the critics
+#   bash benchmarks/gpu_session.sh concurrent concurrent-mps concurrent-mps-shares concurrent-mps-two concurrent-mps-tf32
+#   bash benchmarks/gpu_session.sh discrete-tf32 discrete-dopamine small-workspace autotune
+#   VARIANT=best bash benchmarks/gpu_session.sh concurrent-mps-variant
 #
-# Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last
-# line of each says its exit status. Where Tianshou is already importable (a developer's own GPU
-# machine with the project installed), nothing is installed. Its throughput parts last ran on an H100 on
-# 2026-11-24 (BENCHMARKS.md, "Fourth H100 session"), the learning check on 2026-11-26 ("Sixth"), the
-# tests, the profile and the concurrent parts on 2026-11-27 ("Seventh" and "Eighth H100 session").
+# Each check prints as it runs and writes $OUT/<check>.log (./gpu-session/ without $OUT); the last line
+# of each says its exit status. Where Tianshou is already importable (a developer's own GPU machine
+# with the project installed), nothing is installed. The latest figures are on docs/pages/benchmarks.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-session}
@@ -135,19 +92,19 @@ for part in "$@"; do
       check concurrent_runs_mps 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision highest
       ;;
-    concurrent-mps-shares)  # TF32: 1 run alone, then 4 runs at 45%, 50% and 55% of the SMs each (50%: 1.95x)
+    concurrent-mps-shares)  # TF32: 1 run alone, then 4 runs at 45%, 50% and 55% of the SMs each
       check concurrent_runs_mps_shares 330 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         --mps-thread-percentage 45 50 55 -- --matmul-precision high
       ;;
-    concurrent-mps-tf32)  # the same in TF32 (1.95x on 2026-11-26), with 2 runs
+    concurrent-mps-tf32)  # the same in TF32, with 2 runs
       check concurrent_runs_mps_tf32 300 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
-    concurrent-mps-two)  # TF32: 1 run alone, then 2 through MPS at 50%, 75% and 100% of the SMs each (100%: 1.31x)
+    concurrent-mps-two)  # TF32: 1 run alone, then 2 through MPS at 50%, 75% and 100% of the SMs each
       check concurrent_runs_mps_two 300 python3 benchmarks/concurrent_runs.py --runs 1 2 --updates 20000 --mps \
         --mps-thread-percentage 50 75 100 -- --matmul-precision high
       ;;
-    concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default; 1.95-1.97x)
+    concurrent-mps-half)  # TF32: 1 run alone, then 4 at half the SMs each (the sweep's default)
       check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision high
       ;;
@@ -158,8 +115,7 @@ for part in "$@"; do
         -- --matmul-precision high
       ;;
     evaluation-time)  # where one 10-episode HalfCheetah evaluation of d4rl_cql.py goes with the policy on the GPU:
-      # envs, policy calls, or the loop (2026-11-27 on the 2-core CPU: Tianshou's 1.83 s, ours 0.98; envs 0.49,
-      # policy 0.34)
+      # envs, policy calls, or the loop around them (Tianshou's collector loop and the evaluation collector's)
       check evaluation_time 150 python3 benchmarks/evaluation_time.py --device cuda
       ;;
     autotune)  # the same with Inductor's GEMM autotuning (each product timed as cuBLAS and Triton kernels), its

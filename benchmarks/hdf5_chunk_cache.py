@@ -1,4 +1,4 @@
-"""What turning HDF5's chunk cache off costs the files written here (`offline_rl.atomic.atomic_hdf5`).
+"""What turning HDF5's chunk cache off costs the files written here (`offline_rl.core.files.atomic_hdf5`).
 
     python benchmarks/hdf5_chunk_cache.py [--frames 20000] [--repeats 15]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from offline_rl.envs import make_discrete_env
+from offline_rl.envs.atari import make_discrete_env
 
 
 def pong_frames(count: int, seed: int = 0) -> np.ndarray:

@@ -8,7 +8,7 @@ and `maze2d_controller.py`): 100 episodes of a uniform-random policy, and 100 of
 controller, each run to the time limit. Both seed everything with 0 under gym < 0.22, whose
 `seeding.np_random` hashes the seed with SHA-512 into a legacy `RandomState`: the env's starts
 (`env.seed(0)`), the random actions (`action_space.seed(0)`) and the waypoints' jitter
-(`np.random.seed(0)`). Replaying those same streams on the rebuilt env (`offline_rl.d4rl_maze2d`)
+(`np.random.seed(0)`). Replaying those same streams on the rebuilt env (`offline_rl.envs.maze2d`)
 gives the same episodes, so the returns must land on D4RL's figures, not merely near them: a check
 of the model, the start distribution, the step and the reward at once. A correctness check of the
 evaluation env, not a timing.
@@ -32,9 +32,9 @@ import gymnasium as gym
 import numpy as np
 from d4rl_streams import legacy_gym_random_state, uniform_actions
 
-from offline_rl.d4rl_maze2d import CELL_NOISE, MAZE2D_LAYOUTS, REWARD_TYPES, VELOCITY_NOISE, d4rl_maze2d_id
-from offline_rl.envs import make_env
-from offline_rl.scores import reference_scores
+from offline_rl.envs.make import make_env
+from offline_rl.envs.maze2d import CELL_NOISE, MAZE2D_LAYOUTS, REWARD_TYPES, VELOCITY_NOISE, d4rl_maze2d_id
+from offline_rl.envs.scores import reference_scores
 
 EPISODES = 100  # D4RL's --num_episodes default in both scripts
 MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))

@@ -5,14 +5,14 @@ checks, neither a timing:
 
     python benchmarks/mujoco_physics.py compare-antmaze --d4rl-ant-xml PATH/d4rl/locomotion/assets/ant.xml
         compiles D4RL's ant.xml with its maze blocks added as D4RL's `MazeEnv` adds them, for every
-        maze, and compares the compiled model with `offline_rl.d4rl_antmaze`'s field by field
+        maze, and compares the compiled model with `offline_rl.envs.antmaze`'s field by field
         (masses, inertias, joints, geoms, contact parameters, actuators, options);
     python benchmarks/mujoco_physics.py record --model hopper --output states.npz [--episodes 40]
         records states of uniform-random episodes of a model (antmaze: D4RL's U-maze as rebuilt here;
         hopper, ant, walker2d, half_cheetah: gymnasium's v4 models; kitchen: Gymnasium-Robotics'
         Franka Kitchen, read from its installed XML, whose meshes stay beside it) with the installed MuJoCo, and
         the state one env step after each, once with the model's margins as compiled and once as
-        `offline_rl.mujoco_margins` keeps them (halved where this MuJoCo adds both geoms' margins);
+        `offline_rl.envs.mujoco` keeps them (halved where this MuJoCo adds both geoms' margins);
     python benchmarks/mujoco_physics.py replay states.npz --output next.npz
         steps the same states and actions with whatever MuJoCo this interpreter has (it needs only
         mujoco and numpy: e.g. a venv with `pip install mujoco==2.3.1.post1 numpy`; the kitchen's XML
@@ -76,7 +76,7 @@ def d4rl_maze_xml(ant_xml: Path, layout: tuple[str, ...]) -> str:
 def compare_antmaze(ant_xml: Path) -> int:
     import mujoco
 
-    from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
+    from offline_rl.envs.antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
 
     failures = 0
     for maze, layout in ANTMAZE_LAYOUTS.items():
@@ -103,9 +103,9 @@ def compare_antmaze(ant_xml: Path) -> int:
 
 
 def _margins_module():
-    """`offline_rl/mujoco_margins.py` loaded on its own (it needs only mujoco and numpy), so that a venv
+    """`offline_rl/envs/mujoco.py` loaded on its own (it needs only mujoco and numpy), so that a venv
     with nothing but an older MuJoCo can replay the states as the library would step them."""
-    spec = importlib.util.spec_from_file_location("mujoco_margins", REPO_ROOT / "offline_rl" / "mujoco_margins.py")
+    spec = importlib.util.spec_from_file_location("mujoco_margins", REPO_ROOT / "offline_rl" / "envs" / "mujoco.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -120,7 +120,7 @@ def _model_xml(name: str) -> tuple[str, int]:
         assets = Path(gymnasium_robotics.__file__).parent / "envs" / "assets" / "kitchen_franka" / "kitchen_assets"
         return str((assets / "kitchen_env_model.xml").resolve()), KITCHEN_FRAME_SKIP
     if name == "antmaze":
-        from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
+        from offline_rl.envs.antmaze import ANTMAZE_LAYOUTS, antmaze_model_xml
 
         return antmaze_model_xml(ANTMAZE_LAYOUTS["umaze"]), ANTMAZE_FRAME_SKIP
     import gymnasium

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_rl.rl_unplugged.testing import (
+from offline_rl.data.rl_unplugged.testing import (
     Episode,
     read_shard_with_tensorflow,
     serialize,
@@ -46,7 +46,7 @@ def atari_episodes(game: str, transitions: int, seed: int) -> list[Episode]:
     import ale_py
     import gymnasium as gym
 
-    from offline_rl.envs import make_atari_env
+    from offline_rl.envs.atari import make_atari_env
 
     gym.register_envs(ale_py)
     env = make_atari_env(f"{game}NoFrameskip-v4", 1)
@@ -131,7 +131,7 @@ def tf_record_loop(shard: Path, records: int, *, as_tianshou: bool, workdir: Pat
 def ours_in_fresh_process(shard: Path, output: Path) -> dict[str, float]:
     # VmHWM is the child's own peak; getrusage would also count what it inherited before exec.
     code = (
-        "import json, sys; from offline_rl.rl_unplugged.shard_converter import convert_shard; "
+        "import json, sys; from offline_rl.data.rl_unplugged.shard_converter import convert_shard; "
         "s = convert_shard(sys.argv[1], sys.argv[2]); "
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
         "print(json.dumps({'seconds': s.seconds, 'transitions': s.transitions, "

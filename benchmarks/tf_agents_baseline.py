@@ -3,7 +3,7 @@
 `cql_sac_throughput.py`.
 
 TF-Agents is not a dependency of offline_rl, and TF-Agents 0.19 needs TensorFlow 2.15, which needs
-numpy < 2: it is measured in a virtual environment of its own (BENCHMARKS.md gives the commands).
+numpy < 2: it is measured in a virtual environment of its own (docs/pages/benchmarks.md names it).
 This module imports TensorFlow only when the column is asked for.
 
 What follows the example: `ActorDistributionNetwork` with a `TanhNormalProjectionNetwork`,
@@ -43,7 +43,7 @@ def tf_agents_version() -> str:
 
 def tensorboard_with_tensorflow(tf: Any) -> None:
     """Give TensorBoard's TF-2 API TensorFlow itself, after `import offline_rl` gave TensorBoard its
-    TensorFlow-free stub (`offline_rl.quiet_tensorboard`) and Tianshou's import loaded that stub.
+    TensorFlow-free stub (`offline_rl.core.import_order`) and Tianshou's import loaded that stub.
     TF-Agents writes a scalar summary at every update, through TensorBoard's `summary_v2`, which
     resolves `tensorboard.compat.tf2` on first use and fails on the stub; its lazy module takes its
     attributes from its own namespace first, so filling that namespace points it at TensorFlow."""

@@ -37,8 +37,8 @@ from tianshou.trainer import OfflineTrainerParams, OffPolicyTrainerParams
 from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
-from offline_rl.apps.dataset_generation import cache_dir
-from offline_rl.perf import tune_cpu_allocator
+from offline_rl.core.resources import tune_cpu_allocator
+from offline_rl.runs.dataset_generation import cache_dir
 
 IMPLEMENTATIONS = {"tianshou": tianshou_algorithms, "offline_rl": offline_rl}
 

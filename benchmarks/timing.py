@@ -16,7 +16,7 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from offline_rl.cpu_products import describe_cpu_products, use_cpu_products
+from offline_rl.algorithms.layers import describe_cpu_products, use_cpu_products
 
 
 def products_of(path: str) -> str:
@@ -51,7 +51,7 @@ def updates_per_second(
 ) -> float:
     """Gradient updates per second through `algorithm.update(buffer, batch_size)`, as Tianshou's
     offline trainer calls it; CUDA work is synchronised before the clock is read. Our networks'
-    CPU products run in `cpu_products` (`offline_rl.cpu_products`) while timed, as a run picks them after."""
+    CPU products run in `cpu_products` (`offline_rl.algorithms.layers`) while timed, as a run picks them after."""
     use_cpu_products(cpu_products)
     try:
         return _timed_updates(algorithm, buffer, batch_size, updates, device, warmup)

@@ -34,7 +34,8 @@ import gymnasium as gym
 
 
 def make_filmed_env(task: str, steps: int) -> gym.Env:
-    from offline_rl.envs import is_atari_game, make_atari_env, make_env
+    from offline_rl.envs.atari import is_atari_game, make_atari_env
+    from offline_rl.envs.make import make_env
 
     env = (
         make_atari_env(task, render_mode="rgb_array")
@@ -96,7 +97,7 @@ def gymnasium_record_video(env: gym.Env, folder: Path) -> gym.Env:
 
 
 def offline_rl_episode_video(env: gym.Env, folder: Path) -> gym.Env:
-    from offline_rl.video import VideoFolder
+    from offline_rl.runs.video import VideoFolder
 
     return VideoFolder(folder, "episode").wrap(env)
 
@@ -116,7 +117,7 @@ def main() -> None:
     parser.add_argument("--row", choices=list(ROWS), help=argparse.SUPPRESS)  # one row, in this process
     args = parser.parse_args()
     if args.row:
-        from offline_rl.video import prepare_offscreen_rendering
+        from offline_rl.runs.video import prepare_offscreen_rendering
 
         prepare_offscreen_rendering()
         try:

@@ -9,8 +9,8 @@ TensorFlow and Dopamine are not needed: the checkpoints' gzip-compressed arrays 
 
 from __future__ import annotations
 
-from offline_rl.apps.cli import run_main
-from offline_rl.apps.dqn_replay_conversion import main
+from offline_rl.cli.convert_dqn_replay import main
+from offline_rl.cli.main import run_main
 
 if __name__ == "__main__":
     run_main(main)

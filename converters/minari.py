@@ -10,8 +10,8 @@ from pathlib import Path
 # so `import minari` finds the package, not this file.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).parent.resolve()]
 
-from offline_rl.apps.buffer_conversion import convert_minari  # noqa: E402
-from offline_rl.apps.cli import run_main  # noqa: E402
+from offline_rl.cli.convert_buffers import convert_minari  # noqa: E402
+from offline_rl.cli.main import run_main  # noqa: E402
 
 if __name__ == "__main__":
     run_main(convert_minari)

@@ -8,8 +8,8 @@ TensorFlow is not needed: the shards are read by offline_rl's own TFRecord reade
 
 from __future__ import annotations
 
-from offline_rl.apps.cli import run_main
-from offline_rl.apps.rl_unplugged_conversion import main
+from offline_rl.cli.convert_rl_unplugged import main
+from offline_rl.cli.main import run_main
 
 if __name__ == "__main__":
     run_main(main)

@@ -1,13 +1,63 @@
-"""Discrete CQL (QR-DQN head) on an Atari buffer:
-`python examples/atari_cql.py --task PongNoFrameskip-v4 --load-buffer-name expert.hdf5 --min-q-weight 50`.
+"""Discrete CQL (a QR-DQN head) trained offline on Atari data, as Tianshou's offline Atari example
+runs it, or on the data of any discrete-action task (CartPole-v1).
 
-Make the buffer with `examples/atari_qrdqn.py --watch ... --save-buffer-name expert.hdf5`, or convert
-RL Unplugged shards with `converters/rl_unplugged_atari.py`. Every flag is a field of
-`AtariCQLConfig`, `OfflineRunConfig` or `DiscreteCQLConfig`; `--help` lists them with their defaults.
+    python examples/atari_cql.py --load-buffer-name expert.hdf5 --min-q-weight 50
+    python examples/atari_cql.py --task Breakout --buffer-from-rl-unplugged --load-buffer-name Breakout_run_1.hdf5
+    python examples/atari_cql.py --config configs/cql_authors/atari-1pct.yaml --load-buffer-name 'ckpt_*.hdf5'
+
+The data is a Tianshou buffer (`examples/atari_qrdqn.py --watch --save-buffer-name` collects one),
+converted RL Unplugged shards or DQN Replay checkpoints (several combine), a Minari dataset, or a
+D4RL-format file with discrete actions. Every flag is a `setting()` of `AtariCQLConfig`,
+`OfflineRunConfig` or `DiscreteCQLConfig`; runs are written, resumed and watched as `d4rl_cql.py`'s.
 """
 
-from offline_rl.apps.atari_cql import main
-from offline_rl.apps.cli import run_main
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from offline_rl.cli.atari_cql import config_from_args, load_data_and_env
+from offline_rl.cli.main import run_main
+from offline_rl.runs.evaluation import EvaluationReporter, human_normalised
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    # 1. Settings: flags and an optional preset file; torch and Tianshou load only after this.
+    config = config_from_args(argv)
+    from offline_rl.algorithms.discrete_cql import CQLQRDQN  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
+    from offline_rl.runs.training import evaluate_or_train  # heavy (torch, Tianshou): loaded only when used
+
+    session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
+    if session.finished is not None:  # resumed a run that already trained to its end
+        return session.finished
+
+    # 2. The data, and the env it is evaluated on: --task, else the one the data records. Atari
+    #    games play by --eval-env's protocol, stacks starting as the data's do.
+    data = load_data_and_env(config, session.checkpoint)
+    task = data.config.task
+
+    # 3. The algorithm, shaped by the env's spaces: the Nature CNN for frame stacks, an MLP otherwise.
+    algorithm = CQLQRDQN.build(
+        data.env.observation_space, data.env.action_space, config.algorithm, device=session.device
+    )
+    session.restore(algorithm, task=task)
+
+    # 4. Tianshou's offline trainer, scored by Atari's human-normalised score where the game has one.
+    return evaluate_or_train(
+        algorithm,
+        data.buffer,
+        data.make_env,
+        data.config.run,
+        lambda writer: EvaluationReporter(writer=writer, start_values=algorithm.start_values, **human_normalised(task)),
+        task=task,
+        algo_name="cql",
+        saved={"config": asdict(data.config), "dataset_info": data.info},
+        checkpoint=session.checkpoint,
+        dataset_name=str(data.info.get("name")),
+    )
+
 
 if __name__ == "__main__":
     run_main(main)

@@ -1,12 +1,85 @@
-"""Train CQL-SAC offline and evaluate it: `python examples/d4rl_cql.py --task HalfCheetah-v4`.
+"""CQL-SAC trained offline on a continuous-action dataset, and evaluated in gymnasium.
 
-With no `--dataset`, a random-policy dataset is generated for the task (once, then cached). Every
-flag is a field of `D4RLCQLConfig`, `OfflineRunConfig` or `CQLSACConfig`; `--help` lists them with
-their defaults, and `--config preset.yaml` sets any of them from a file.
+    python examples/d4rl_cql.py --task HalfCheetah-v4
+    python examples/d4rl_cql.py --dataset hopper-medium-v2 --config configs/cql/hopper-medium-v2.yaml
+    python examples/d4rl_cql.py --watch --resume-path log/HalfCheetah-v4/cql/0/<stamp>/policy_last.pth
+
+With no `--dataset`, a random-policy dataset is generated for `--task` (once, then cached). Every
+flag is a `setting()` of `D4RLCQLConfig`, `OfflineRunConfig` or `CQLSACConfig`: `--help` lists them,
+`--config preset.yaml` sets any of them from a file. A run writes `<logdir>/<task>/cql/<seed>/<stamp>/`:
+TensorBoard curves, `checkpoint.pth` after every epoch (`--resume-path` continues from it),
+`policy.pth` at the best evaluation, `policy_last.pth` and `summary.json` at the end, and
+`behaviour_policy.pt`, the actor as a policy file `python -m offline_rl.collect --policy` can play.
 """
 
-from offline_rl.apps.cli import run_main
-from offline_rl.apps.d4rl_cql import main
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from offline_rl.cli.d4rl_cql import (
+    DEFAULT_TASK,
+    config_from_args,
+    load_training_data,
+    make_continuous_env,
+    reference_range,
+)
+from offline_rl.cli.main import run_main
+from offline_rl.envs.make import recorded_evaluation_spec, say_recorded_settings
+from offline_rl.runs.evaluation import EvaluationReporter
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    # 1. Settings: flags and an optional preset file. torch and Tianshou load only after this, so
+    #    `--help` and a mistyped flag answer at once.
+    config = config_from_args(argv)
+    from offline_rl.algorithms.cql_sac import CQLSAC  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.data import dataset_info  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.runs.policy_export import export_behaviour_policy  # heavy (torch): loaded only when used
+    from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
+    from offline_rl.runs.training import evaluate_or_train  # heavy (torch, Tianshou): loaded only when used
+
+    # The device, torch's threads and arithmetic, every seed; and the checkpoint a --resume-path names.
+    session = start_session(config.run)
+    if session.finished is not None:  # resumed a run that already trained to its end
+        return session.finished
+
+    # 2. The data, checked against the env it is evaluated on (--task, else the env the data belongs
+    #    to). Watching or exporting a trained policy needs none: its checkpoint describes the data.
+    if config.run.needs_data:
+        buffer, task = load_training_data(config)
+        info = dataset_info(buffer)
+    else:
+        buffer, task = None, config.task or DEFAULT_TASK
+        info = dict((session.checkpoint or {}).get("dataset_info", {}))
+    config = replace(config, task=task)  # saved as resolved: a resume or a results table reads it
+    ref_min, ref_max = reference_range(task, info)  # D4RL's random and expert returns, for the score
+
+    # 3. The env, as the dataset records it where it does (a maze's fixed goal), and the algorithm
+    #    shaped by its spaces, with the checkpoint's weights when resuming.
+    spec = recorded_evaluation_spec(task, info)
+    say_recorded_settings(spec)
+    env = make_continuous_env(task, spec)
+    algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    session.restore(algorithm, task=task)
+
+    # 4. Tianshou's offline trainer: an evaluation and a checkpoint every epoch, TensorBoard curves,
+    #    and a summary line at the end (or only the evaluation, with --watch).
+    return evaluate_or_train(
+        algorithm,
+        buffer,
+        lambda **kwargs: make_continuous_env(task, spec, **kwargs),
+        config.run,
+        lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer, start_values=algorithm.start_values),
+        task=task,
+        algo_name="cql",
+        saved={"config": asdict(config), "dataset_info": info},
+        on_best=lambda algo, folder: export_behaviour_policy(algo, folder / "behaviour_policy.pt", task=task),
+        checkpoint=session.checkpoint,
+        dataset_name=info.get("name"),
+    )
+
 
 if __name__ == "__main__":
     run_main(main)

@@ -5,28 +5,26 @@ Tianshou drop-ins `CQL` and `DiscreteCQL` (Tianshou 2.0.1's constructors), the c
 `export_policy` (a trained policy as an ONNX file or a torch.export program); datasets in `offline_rl.data`.
 """
 
-__version__ = "0.1.0"  # first: submodules read it while this package is still initialising
-
-from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
-from offline_rl.triton_first import load_triton_before_tensorflow
+from offline_rl.core import VERSION as __version__
+from offline_rl.core.import_order import load_triton_before_tensorflow, use_tensorboard_without_tensorflow
 
 use_tensorboard_without_tensorflow()  # before anything below imports tianshou, hence tensorboard
 load_triton_before_tensorflow()  # where TensorFlow is installed: a Triton loaded after it crashes the process
 
-from offline_rl.lazy import lazy_exports  # noqa: E402
+from offline_rl.core.lazy import lazy_exports  # noqa: E402
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "CQL": "offline_rl.tianshou_dropin",
-        "CQLQRDQN": "offline_rl.discrete_cql.algorithm",
-        "CQLSAC": "offline_rl.cql_sac.algorithm",
-        "CQLSACConfig": "offline_rl.cql_sac.config",
-        "DatasetError": "offline_rl.errors",
-        "DiscreteCQL": "offline_rl.tianshou_dropin",
-        "DiscreteCQLConfig": "offline_rl.discrete_cql.config",
-        "OfflineRLError": "offline_rl.errors",
-        "export_policy": "offline_rl.deployment",
+        "CQL": "offline_rl.algorithms.dropin",
+        "CQLQRDQN": "offline_rl.algorithms.discrete_cql.algorithm",
+        "CQLSAC": "offline_rl.algorithms.cql_sac.algorithm",
+        "CQLSACConfig": "offline_rl.algorithms.cql_sac.config",
+        "DatasetError": "offline_rl.core.errors",
+        "DiscreteCQL": "offline_rl.algorithms.dropin",
+        "DiscreteCQLConfig": "offline_rl.algorithms.discrete_cql.config",
+        "OfflineRLError": "offline_rl.core.errors",
+        "export_policy": "offline_rl.algorithms.export.standalone",
     },
 )
 

@@ -1,6 +1,6 @@
 """`python -m offline_rl.collect`: write a D4RL-format dataset by rolling out a behaviour policy.
 
-The flags are the fields of `offline_rl.apps.dataset_generation.CollectConfig`.
+The flags are the fields of `offline_rl.runs.dataset_generation.CollectConfig`.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from offline_rl.apps.cli import run_main
-from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
-from offline_rl.apps.flags import parse_config
+from offline_rl.cli.flags import parse_config
+from offline_rl.cli.main import run_main
+from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
 
 def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
@@ -20,9 +20,9 @@ def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     config = config_from_args(argv)
     # after the flags: reading the result back needs Tianshou (seconds to import); --help does not
-    from offline_rl.data.d4rl import read_d4rl_file
-    from offline_rl.data.minari import load_minari
-    from offline_rl.data.stats import dataset_stats
+    from offline_rl.data.d4rl import read_d4rl_file  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.data.minari import load_minari  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.data.stats import dataset_stats  # heavy (Tianshou): loaded only when used
 
     started = time.monotonic()
     path = collect_dataset(config)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 # first, before any test module imports Tianshou or TensorFlow: TensorBoard without TensorFlow, and Triton
-# (torch's CUDA builds) loaded before the RL Unplugged tests' TensorFlow (offline_rl.triton_first says why)
+# (torch's CUDA builds) loaded before the RL Unplugged tests' TensorFlow (offline_rl.core.import_order says why)
 import offline_rl  # noqa: F401
 
 # isort: split
 
 import ast
+import fcntl
 import http.server
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -28,8 +31,24 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Workers of a parallel run share the cores: torch's threads spin while they wait for each other,
+    # so two workers' threads on the same cores stall each other. One thread each (and in the commands
+    # the tests start, which inherit the variable) keeps every core busy with work instead.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def library_messages_printed() -> None:
+    """The library's messages as the programs show them: plain lines on stdout (`run_main` does the same)."""
+    from offline_rl.cli.main import print_library_messages
+
+    print_library_messages()
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +79,7 @@ def cpu_compiler() -> None:
     compilation falls back to the uncompiled update and says why."""
     import torch
 
-    from offline_rl.algorithm_base import compiler_failure
+    from offline_rl.algorithms.base import compiler_failure
 
     try:
         torch.compile(lambda x: x * 2.0 + 1.0, fullgraph=True)(torch.ones(3))
@@ -158,7 +177,7 @@ def rendered_frame_summary(env_id: str) -> str:
     reset, offscreen through EGL as MuJoCo renders without a display (in a fresh interpreter, which EGL
     wants); otherwise the error's tail."""
     program = (
-        "import offline_rl.envs, gymnasium as gym, numpy as np\n"
+        "import offline_rl.envs.make, gymnasium as gym, numpy as np\n"
         f"env = gym.make({env_id!r}, render_mode='rgb_array'); env.reset(seed=0)\n"
         "frame = env.render(); env.close()\n"
         "print(frame.shape, len(np.unique(frame.reshape(-1, 3), axis=0)) > 10)\n"
@@ -210,15 +229,15 @@ def modules_imported_by(script: str, *argvs: list[str], watched: tuple[str, ...]
 
 # The programs behind the scripts, for `run_in_process`.
 _PROGRAMS = {
-    "examples/d4rl_cql.py": ("offline_rl.apps.d4rl_cql", "main"),
-    "examples/atari_cql.py": ("offline_rl.apps.atari_cql", "main"),
-    "examples/atari_qrdqn.py": ("offline_rl.apps.atari_qrdqn", "main"),
-    "converters/rl_unplugged_atari.py": ("offline_rl.apps.rl_unplugged_conversion", "main"),
-    "converters/dqn_replay_atari.py": ("offline_rl.apps.dqn_replay_conversion", "main"),
-    "converters/d4rl.py": ("offline_rl.apps.buffer_conversion", "convert_d4rl"),
-    "converters/minari.py": ("offline_rl.apps.buffer_conversion", "convert_minari"),
+    "examples/d4rl_cql.py": ("offline_rl.examples.d4rl_cql", "main"),
+    "examples/atari_cql.py": ("offline_rl.examples.atari_cql", "main"),
+    "examples/atari_qrdqn.py": ("offline_rl.examples.atari_qrdqn", "main"),
+    "converters/rl_unplugged_atari.py": ("offline_rl.cli.convert_rl_unplugged", "main"),
+    "converters/dqn_replay_atari.py": ("offline_rl.cli.convert_dqn_replay", "main"),
+    "converters/d4rl.py": ("offline_rl.cli.convert_buffers", "convert_d4rl"),
+    "converters/minari.py": ("offline_rl.cli.convert_buffers", "convert_minari"),
     "-m offline_rl.collect": ("offline_rl.collect", "main"),
-    "-m offline_rl.describe": ("offline_rl.apps.dataset_description", "main"),
+    "-m offline_rl.describe": ("offline_rl.cli.describe", "main"),
 }
 
 
@@ -232,8 +251,8 @@ def run_in_process(
     import importlib
     import io
 
-    from offline_rl import mujoco_margins
-    from offline_rl.apps.cli import run_main
+    from offline_rl.cli.main import run_main
+    from offline_rl.envs import mujoco as mujoco_margins
 
     module, function = _PROGRAMS[script]
     main = getattr(importlib.import_module(module), function)
@@ -256,24 +275,43 @@ def run_in_process(
     return subprocess.CompletedProcess([script, *args], code, out.getvalue(), err.getvalue())
 
 
+# One Ray cluster for the whole test run, however many pytest-xdist workers share it: the machine has
+# one Ray port. The first test that needs it starts it (under a lock the workers share); the run's
+# controlling process stops it when the run ends.
+RAY_DIR_VARIABLE = "OFFLINE_RL_TEST_RAY_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controlling process; workers inherit its environment
+        os.environ[RAY_DIR_VARIABLE] = tempfile.mkdtemp(prefix="offline-rl-test-ray-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or RAY_DIR_VARIABLE not in os.environ:
+        return
+    folder = Path(os.environ.pop(RAY_DIR_VARIABLE))
+    if (folder / "started").exists():
+        ray = Path(sys.executable).with_name("ray")
+        subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=script_env(), timeout=120)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def ray_address() -> Iterator[str]:
+def ray_address() -> str:
     """A real Ray cluster on this machine (`ray start --head`, 2 CPUs) for the tests that run on Ray;
     the commands reach it as `--ray-address auto`, as they would reach a cluster's head node."""
-    ray = Path(sys.executable).with_name("ray")
-    env = script_env()
-    started = subprocess.run(
-        [str(ray), "start", "--head", "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-    )
-    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
-    try:
-        yield "auto"
-    finally:
-        subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=env, timeout=120)
+    folder = Path(os.environ[RAY_DIR_VARIABLE])
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "started").exists():
+            ray = Path(sys.executable).with_name("ray")
+            command = [str(ray), "start", "--head", "--num-cpus", "2", "--include-dashboard", "false"]
+            started = subprocess.run(
+                [*command, "--disable-usage-stats"], capture_output=True, text=True, env=script_env(), timeout=180
+            )
+            assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+            (folder / "started").touch()
+    return "auto"
 
 
 def synthetic_frame_stack_buffer(transitions: int, seed: int):

@@ -10,13 +10,13 @@ import torch
 from tianshou.algorithm.algorithm_base import Algorithm, policy_within_training_step
 from tianshou.data import Batch, PrioritizedReplayBuffer, ReplayBuffer, VectorReplayBuffer
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.discrete_cql import nstep_returns
+from offline_rl.algorithms.staging import Transitions, monte_carlo_returns, read_transitions
+from offline_rl.core.errors import DatasetError
 from offline_rl.data import action_units_of, load_buffer, save_buffer, set_action_units
 from offline_rl.data.action_units import ActionUnitsWarning
-from offline_rl.data.staging import monte_carlo_returns, read_transitions
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import nstep_returns
-from offline_rl.errors import DatasetError
 
 OBS_DIM, ACT_DIM = 3, 2
 
@@ -250,14 +250,16 @@ def test_cql_sac_weights_its_td_loss_by_the_importance_weights() -> None:
     batch = algo._staged.take(torch.arange(8))
     weight = torch.linspace(0.1, 2.0, 8)
     torch.manual_seed(0)
-    _, plain = algo.compute_losses(*batch)
+    plain = algo.compute_losses(batch)
     torch.manual_seed(0)
-    _, weighted = algo.compute_losses(*batch, weight=weight)
+    weighted = algo.compute_losses(batch, weight=weight)
     # Σ_e mean_b w_b·(Q_e − y)²: with two critics, recomputed from each critic's own errors
     q_data = algo.critic(batch.obs, batch.act.unsqueeze(1))[..., 0].detach()
-    errors = q_data - (q_data.mean(0) - plain["td_error"])  # (E, B): y is shared by the critics
-    torch.testing.assert_close(weighted["td_loss"], (errors.pow(2) * weight).mean(dim=1).sum(), rtol=1e-5, atol=1e-6)
-    assert not torch.isclose(weighted["td_loss"], plain["td_loss"])
+    errors = q_data - (q_data.mean(0) - plain.priority)  # (E, B): y is shared by the critics
+    torch.testing.assert_close(
+        weighted.figures["td_loss"], (errors.pow(2) * weight).mean(dim=1).sum(), rtol=1e-5, atol=1e-6
+    )
+    assert not torch.isclose(weighted.figures["td_loss"], plain.figures["td_loss"])
 
 
 def test_cql_sac_samples_by_priority_and_sends_back_its_td_errors() -> None:
@@ -295,7 +297,7 @@ def test_cal_ql_floors_the_policy_values_in_the_gap_at_the_monte_carlo_return() 
     act, rew, not_terminated = torch.zeros(2, ACT_DIM), torch.zeros(2), torch.ones(2)
     mc_return = torch.tensor([5.0, -5.0])
     torch.manual_seed(1)
-    _, stats = algo.compute_losses(obs, act, rew, not_terminated, obs_next, mc_return)
+    stats = algo.compute_losses(Transitions(obs, act, rew, not_terminated, obs_next, mc_return)).figures
     torch.manual_seed(1)
     samples = algo.sample_actions(obs, obs_next)
     # by hand: uniform values 0 + A·log 2; policy values max(0, G) − log π, per state

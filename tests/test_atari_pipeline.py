@@ -12,37 +12,38 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Collector
 from tianshou.env import DummyVectorEnv
 
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 from offline_rl.data import dataset_info, load_buffer
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
 
 def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Atari pipeline in one process (the command-line wrapper has its own tests): collect with
     the QR-DQN script, train discrete CQL on the buffer, evaluate on whole games."""
-    from offline_rl.apps import atari_cql, atari_qrdqn
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.examples import atari_cql as atari_cql_program
+    from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
 
     monkeypatch.chdir(tmp_path)
     buffer_path = tmp_path / "pong.hdf5"
     collect = ["--task", "PongNoFrameskip-v4", "--watch", "--eps-test", "1.0", "--buffer-size", "1000"]
     small = ["--training-num", "2", "--num-quantiles", "8"]
-    summary = atari_qrdqn.main([*collect, *small, "--save-buffer-name", str(buffer_path)])
+    summary = atari_qrdqn_program.main([*collect, *small, "--save-buffer-name", str(buffer_path)])
     assert summary["transitions"] == 1000 and summary["bytes_per_transition"] < 9000  # each frame once
     buffer = load_buffer(buffer_path)
     assert len(buffer) == 1000 and buffer[np.array([0])].obs.shape == (1, 4, 84, 84)
 
     assert dataset_info(buffer)["task"] == "PongNoFrameskip-v4"  # the collection says what it played
 
-    budget = ["--epoch", "1", "--update-per-epoch", "100", "--test-num", "1", "--num-quantiles", "8"]
+    budget = ["--epoch", "1", "--update-per-epoch", "20", "--test-num", "1", "--num-quantiles", "8"]
     data = ["--load-buffer-name", str(buffer_path), "--min-q-weight", "50"]  # the README's command: no --task
-    result = atari_cql.main([*data, *budget, "--logdir", str(tmp_path / "log")])
-    assert result["updates"] == 100 and result["last"] is not None and result["task"] == "PongNoFrameskip-v4"
+    result = atari_cql_program.main([*data, *budget, "--logdir", str(tmp_path / "log")])
+    assert result["updates"] == 20 and result["last"] is not None and result["task"] == "PongNoFrameskip-v4"
 
     # The trained policy as an ONNX file: it takes the evaluation env's uint8 frame stacks.
     onnx_file = tmp_path / "pong.onnx"
     last = Path(result["log_path"]) / "policy_last.pth"
-    exported = atari_cql.main(["--resume-path", str(last), "--export-policy", str(onnx_file)])
+    exported = atari_cql_program.main(["--resume-path", str(last), "--export-policy", str(onnx_file)])
     assert exported["format"] == "ONNX" and exported["task"] == "PongNoFrameskip-v4"
     import onnxruntime
 
@@ -60,10 +61,10 @@ def test_pong_collect_save_train_evaluate(tmp_path: Path, monkeypatch: pytest.Mo
 
     # Breakout has 4 of Pong's 6 actions: the fix named is the buffer's own game, not a new collection.
     with pytest.raises(OfflineRLError, match=r"but ALE/Breakout-v5 has 4 actions; it was recorded on Pong"):
-        atari_cql.main(["--task", "ALE/Breakout-v5", *data, *budget])
+        atari_cql_program.main(["--task", "ALE/Breakout-v5", *data, *budget])
 
     with pytest.raises(OfflineRLError, match=r"create one with: python examples/atari_qrdqn\.py"):
-        atari_cql.main(["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(tmp_path / "absent.hdf5")])
+        atari_cql_program.main(["--task", "PongNoFrameskip-v4", "--load-buffer-name", str(tmp_path / "absent.hdf5")])
 
 
 def scripted_cartpole_dataset(episodes: int, noise: float, seed: int):
@@ -128,9 +129,11 @@ def test_discrete_cql_beats_its_cartpole_data() -> None:
 def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> None:
     """The discrete scripts take vector tasks: QR-DQN on an MLP collects a plain buffer, discrete CQL
     learns from it with CartPole's own rewards (no clipping by default) and evaluates on CartPole."""
-    from offline_rl.apps import atari_cql, atari_qrdqn
-    from offline_rl.discrete_cql.algorithm import clips_rewards
-    from offline_rl.errors import IgnoredFlagWarning, OfflineRLError
+    from offline_rl.algorithms.discrete_cql.algorithm import clips_rewards
+    from offline_rl.cli import atari_cql
+    from offline_rl.core.errors import IgnoredFlagWarning, OfflineRLError
+    from offline_rl.examples import atari_cql as atari_cql_program
+    from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
 
     monkeypatch.chdir(tmp_path)
     buffer_path = tmp_path / "cartpole.hdf5"
@@ -139,7 +142,7 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
         IgnoredFlagWarning, match="^--frames-stack 1, --episode-life: apply to Atari games only; CartPole"
     ):
         atari_only = ["--frames-stack", "1", "--episode-life"]
-        summary = atari_qrdqn.main(
+        summary = atari_qrdqn_program.main(
             [*collect, "--training-num", "3", "--save-buffer-name", str(buffer_path), *atari_only]
         )
     buffer = load_buffer(buffer_path)
@@ -157,7 +160,9 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     atari_only = ["--frames-stack", "2", "--eval-env", "NoFrameskip"]
     with pytest.warns(IgnoredFlagWarning, match="^--frames-stack 2, --eval-env NoFrameskip: apply to Atari games"):
         logdir = ["--logdir", str(tmp_path / "log")]
-        result = atari_cql.main(["--load-buffer-name", str(buffer_path), *budget, *evaluation, *logdir, *atari_only])
+        result = atari_cql_program.main(
+            ["--load-buffer-name", str(buffer_path), *budget, *evaluation, *logdir, *atari_only]
+        )
     assert result["updates"] == 50 and result["last"] is not None
     steps = result["last"]["return_mean"] * result["last"]["episodes"]  # CartPole pays 1 a step
     assert 700 <= steps < 700 + 2 * 500 and result["last"]["episodes"] >= 2  # at most 2 episodes run past it
@@ -171,7 +176,7 @@ def test_cartpole_collect_save_train_evaluate(tmp_path: Path, monkeypatch) -> No
     last = result["last"]  # the value check: CartPole's +1 per step, discounted at γ = 0.99, beside the critics'
     assert 0 < last["discounted_return"] < last["return_mean"] and np.isfinite(last["value_estimate"])
     with pytest.raises(OfflineRLError, match=r"observes \(6,\); it was recorded on CartPole-v1: give --task CartPole"):
-        atari_cql.main(["--task", "Acrobot-v1", "--load-buffer-name", str(buffer_path), *budget])
+        atari_cql_program.main(["--task", "Acrobot-v1", "--load-buffer-name", str(buffer_path), *budget])
 
 
 def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_to_the_other(
@@ -182,9 +187,10 @@ def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_
     atari_cql.py took Tianshou buffers only ("no such file; create one with ... PongNoFrameskip-v4"
     for a Minari dataset), and d4rl_cql.py stopped at the discrete env without naming the script that
     learns from such data."""
-    from offline_rl.apps import atari_cql, d4rl_cql
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.examples import atari_cql as atari_cql_program
+    from offline_rl.examples import d4rl_cql as d4rl_cql_program
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path / "cache"))
@@ -195,22 +201,24 @@ def test_discrete_cql_trains_on_d4rl_format_and_minari_data_and_each_cql_points_
                 task="CartPole-v1", output=tmp_path / name, size=400, output_format=output_format, progress=False
             )
         )
-        result = atari_cql.main(["--load-buffer-name", str(source), *budget, "--logdir", str(tmp_path / "log")])
+        result = atari_cql_program.main(["--load-buffer-name", str(source), *budget, "--logdir", str(tmp_path / "log")])
         assert result["updates"] == 30 and result["task"] == "CartPole-v1"  # the data's env, not Pong
         with pytest.raises(
             OfflineRLError, match=rf"discrete CQL: python examples/atari_cql.py --load-buffer-name {source}$"
         ):
-            d4rl_cql.main(["--dataset", str(source), "--epoch", "1"])
+            d4rl_cql_program.main(["--dataset", str(source), "--epoch", "1"])
         with pytest.raises(OfflineRLError, match=rf"^--buffer-from-rl-unplugged: {source} is not a buffer written"):
-            atari_cql.main(["--load-buffer-name", str(source), "--buffer-from-rl-unplugged", *budget])
+            atari_cql_program.main(["--load-buffer-name", str(source), "--buffer-from-rl-unplugged", *budget])
     with pytest.raises(OfflineRLError, match=r"cartpole.hdf5: a D4RL-format file is trained on alone; several sources"):
-        atari_cql.main(["--load-buffer-name", str(tmp_path / "cartpole.hdf5"), str(tmp_path / "cartpole-minari")])
+        atari_cql_program.main(
+            ["--load-buffer-name", str(tmp_path / "cartpole.hdf5"), str(tmp_path / "cartpole-minari")]
+        )
 
     pendulum = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "pendulum.hdf5", size=50))
     with pytest.raises(
         OfflineRLError, match=rf"continuous \(floats, shape \(1,\)\); .* examples/d4rl_cql.py --dataset {pendulum}$"
     ):
-        atari_cql.main(["--load-buffer-name", str(pendulum), *budget])
+        atari_cql_program.main(["--load-buffer-name", str(pendulum), *budget])
     with pytest.raises(OfflineRLError, match=r"got Discrete\(2\); discrete tasks train with python examples/atari_cql"):
-        d4rl_cql.main(["--task", "CartPole-v1", "--epoch", "1"])
+        d4rl_cql_program.main(["--task", "CartPole-v1", "--epoch", "1"])
     assert not (tmp_path / "cache").exists()  # refused before a default dataset was generated for it

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import AtariPreprocessing
 
-from offline_rl.apps import atari_cql, atari_qrdqn
+from offline_rl.cli import atari_cql, atari_qrdqn
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_padding import frame_padding_of, stack_padding
 from offline_rl.data.frame_stack import FrameStackBufferBuilder
-from offline_rl.envs import LifeLossTerminal, atari_game, clip_reward, make_atari_env
+from offline_rl.envs.atari import LifeLossTerminal, atari_game, clip_reward, make_atari_env
 
 
 def preprocessing_of(env: gym.Env) -> AtariPreprocessing:
@@ -60,8 +60,8 @@ def test_the_evaluation_env_pads_episode_starts_as_asked(padding: str) -> None:
 
 def test_rl_unplugged_data_and_its_evaluation_start_episodes_alike(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
-    from offline_rl.rl_unplugged.shard_converter import convert_shard
-    from offline_rl.rl_unplugged.testing import random_episode, serialize, shuffled_records, write_shard
+    from offline_rl.data.rl_unplugged.shard_converter import convert_shard
+    from offline_rl.data.rl_unplugged.testing import random_episode, serialize, shuffled_records, write_shard
 
     rng = np.random.default_rng(0)
     episodes = [random_episode(rng, i, steps, terminal) for i, (steps, terminal) in enumerate([(12, True), (9, False)])]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from offline_rl.apps.evaluation import EvaluationReporter, human_normalised
-from offline_rl.scores import ATARI_REFERENCE_SCORES, atari_reference_scores, normalized_score
+from offline_rl.envs.scores import ATARI_REFERENCE_SCORES, atari_reference_scores, normalized_score
+from offline_rl.runs.evaluation import EvaluationReporter, human_normalised
 
 
 def test_every_game_is_an_ale_game_and_human_beats_random() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_rl.atomic import _full_disk_errno, atomic_path, check_output
-from offline_rl.errors import OfflineRLError
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import _full_disk_errno, atomic_path, check_output
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -103,7 +103,7 @@ def test_a_folder_that_cannot_be_written_is_one_line_with_the_reason(tmp_path: P
 _FILL_THE_DISK = """
 import resource, signal, sys
 import numpy as np
-from offline_rl.errors import OfflineRLError
+from offline_rl.core.errors import OfflineRLError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the limit then fails the write with EFBIG, as a full disk does
 resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, resource.RLIM_INFINITY))
 data = np.random.default_rng(0).random(600_000).astype(np.float32)  # 2.4 MB, LZF cannot shrink it
@@ -117,11 +117,11 @@ except OfflineRLError as error:
 @pytest.mark.parametrize(
     "write",
     [
-        "from offline_rl.atomic import atomic_hdf5\n"
+        "from offline_rl.core.files import atomic_hdf5\n"
         "    with atomic_hdf5(sys.argv[1]) as file:\n"
         "        file.create_dataset('x', data=data, compression='lzf', chunks=(50_000,))",
         "from tianshou.data import Batch, ReplayBuffer\n"
-        "    from offline_rl.compat import mark_buffer_full\n"
+        "    from offline_rl.core.compat import mark_buffer_full\n"
         "    from offline_rl.data import save_buffer\n"
         "    obs, flags = data.reshape(-1, 4), np.zeros(len(data) // 4, dtype=bool)\n"
         "    buffer = ReplayBuffer(len(obs))\n"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, episodes_to_arrays, run_in_process, run_repo_script, write_d4rl_file
+from offline_rl.core.errors import DatasetError, OfflineRLError
 from offline_rl.data import load_buffer, load_d4rl, load_dataset
-from offline_rl.errors import DatasetError, OfflineRLError
 
 
 def _good() -> dict[str, np.ndarray]:
@@ -304,7 +304,8 @@ def test_gyms_mujoco_py_tasks_are_told_their_v4(tmp_path: Path, task: str) -> No
 def test_gyms_mujoco_py_tasks_are_told_their_v4_after_gymnasium_robotics_is_loaded() -> None:
     """Gymnasium-Robotics registers gym's mujoco-py envs again, failing with its own DependencyNotInstalled:
     a process that made a D4RL Adroit env (which loads it) first gave that message instead."""
-    from offline_rl.envs import make_env, register_robotics
+    from offline_rl.envs.make import make_env
+    from offline_rl.envs.robotics import register_robotics
 
     assert register_robotics()
     with pytest.raises(
@@ -341,8 +342,8 @@ def test_collect_cli_unknown_task_and_bad_flag(tmp_path: Path) -> None:
 
 
 def test_policy_file_errors_are_one_line(tmp_path: Path) -> None:
-    from offline_rl.errors import OfflineRLError
-    from offline_rl.policy_file import load_policy
+    from offline_rl.algorithms.export.policy_file import load_policy
+    from offline_rl.core.errors import OfflineRLError
 
     with pytest.raises(OfflineRLError, match="no such policy file"):
         load_policy(tmp_path / "absent.pt")
@@ -359,8 +360,8 @@ def test_checkpoint_errors_say_what_was_found_and_what_is_expected(tmp_path: Pat
 
     import torch
 
-    from offline_rl.checkpoint import load_checkpoint, restore_algorithm
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.runs.checkpoint import load_checkpoint, restore_algorithm
 
     expected = "expected checkpoint.pth, policy.pth or policy_last.pth from a run's log folder"
     junk, objects, foreign = tmp_path / "junk.pth", tmp_path / "objects.pth", tmp_path / "foreign.pth"
@@ -390,10 +391,10 @@ def test_a_run_folder_as_resume_path_names_the_files_in_it(
     each is for (which one depends on what the user does next, so none is picked)."""
     import torch
 
-    from offline_rl.apps import d4rl_cql
-    from offline_rl.apps.cli import run_main
-    from offline_rl.checkpoint import load_checkpoint, save_checkpoint
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.cli.main import run_main
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.examples import d4rl_cql as d4rl_cql_program
+    from offline_rl.runs.checkpoint import load_checkpoint, save_checkpoint
 
     run = tmp_path / "run"
     run.mkdir()
@@ -403,7 +404,7 @@ def test_a_run_folder_as_resume_path_names_the_files_in_it(
         save_checkpoint(run / name, torch.nn.Linear(2, 2))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
-        run_main(d4rl_cql.main, ["--task", "Pendulum-v1", "--resume-path", str(run)])
+        run_main(d4rl_cql_program.main, ["--task", "Pendulum-v1", "--resume-path", str(run)])
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err == (
@@ -554,7 +555,7 @@ def test_atari_qrdqn_overwrite_replaces_the_buffer(tmp_path: Path) -> None:
 def test_a_full_disk_or_a_read_only_mount_met_by_a_program_is_one_line(code, filename, line, capsys) -> None:
     import os
 
-    from offline_rl.apps.cli import run_main
+    from offline_rl.cli.main import run_main
 
     def main(argv):
         raise OSError(code, os.strerror(code), filename)
@@ -565,7 +566,7 @@ def test_a_full_disk_or_a_read_only_mount_met_by_a_program_is_one_line(code, fil
 
 
 def test_other_os_errors_keep_their_traceback() -> None:
-    from offline_rl.apps.cli import run_main
+    from offline_rl.cli.main import run_main
 
     def main(argv):  # may be a bug: its traceback stays
         raise FileNotFoundError(2, "No such file or directory", "x")
@@ -590,8 +591,8 @@ def test_a_device_this_machine_lacks_is_one_line_before_any_setup(
     """torch itself would fail later, mid-setup, with "invalid device ordinal" or a parse error."""
     import torch
 
-    from offline_rl.apps.cli import pick_device
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.runs.session import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
@@ -603,7 +604,7 @@ def test_a_device_this_machine_lacks_is_one_line_before_any_setup(
 def test_a_device_this_machine_has_is_taken_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from offline_rl.apps.cli import pick_device
+    from offline_rl.runs.session import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

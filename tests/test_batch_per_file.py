@@ -12,12 +12,12 @@ import pytest
 import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.algorithms.discrete_cql.staging import SourceBatches
 from offline_rl.data import load_buffer, load_buffers
+from offline_rl.data.dqn_replay import convert_checkpoint
+from offline_rl.data.dqn_replay.testing import DopamineReplay, step_frame
 from offline_rl.data.transitions import source_of_index, source_sizes
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.discrete_cql.staging import SourceBatches
-from offline_rl.dqn_replay import convert_checkpoint
-from offline_rl.dqn_replay.testing import DopamineReplay, step_frame
 
 EPISODES = ((12,), (20, 25), (30, 30, 30))  # per file: its episodes' lengths, so the files differ in size
 
@@ -71,13 +71,13 @@ def batch_actions(buffer, *, batch_per_file: bool, on_device: bool | None) -> li
     algorithm = CQLQRDQN.build(space, gym.spaces.Discrete(3), config)
     algorithm.dataset_on_device = on_device
     seen: list[list[int]] = []
-    learn = algorithm._learn
+    step = algorithm.gradient_step
 
-    def recording(obs, act, *rest, **kwargs):
-        seen.append(act.tolist())
-        return learn(obs, act, *rest, **kwargs)
+    def recording(batch, weight=None):
+        seen.append(batch[1].tolist())  # the actions
+        return step(batch, weight)
 
-    algorithm._learn = recording
+    algorithm.gradient_step = recording
     with policy_within_training_step(algorithm.policy):
         for _ in range(12):
             algorithm.update(buffer, 8)

@@ -2,7 +2,7 @@
 
 Tianshou imports TensorBoard, which imports TensorFlow whenever it is installed (the `rlu` extra):
 seconds of start-up and a screen of log lines before every benchmark. Importing `offline_rl` first
-selects TensorBoard's TensorFlow-free stub (`offline_rl.quiet_tensorboard`).
+selects TensorBoard's TensorFlow-free stub (`offline_rl.core.import_order`).
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
     (the critic loss) and the actions' gradients (the actor loss, through constant critics)."""
     import torch
 
-    from offline_rl.cql_sac.networks import EnsembleCritic
+    from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
 
     critic_variants = load_benchmark("critic_variants", monkeypatch)
     torch.manual_seed(0)
@@ -309,8 +309,10 @@ def test_each_planted_bug_changes_our_update_where_it_says(
         if planted:
             script.plant(algorithm, planted)
         torch.manual_seed(1)
-        args = (batch.obs, batch.act, batch.rew, 1.0 - batch.terminated, batch.obs_next)
-        return algorithm.compute_losses(*args)[1]
+        from offline_rl.algorithms.staging import Transitions
+
+        columns = Transitions(batch.obs, batch.act, batch.rew, 1.0 - batch.terminated, batch.obs_next)
+        return algorithm.compute_losses(columns).figures
 
     clean, again, planted = statistics(None), statistics(None), statistics(bug)
     assert torch.equal(clean[statistic], again[statistic])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_rl.apps.atari_cql import buffer_files
-from offline_rl.errors import OfflineRLError
+from offline_rl.cli.atari_cql import buffer_files
+from offline_rl.core.errors import OfflineRLError
 
 
 def touch(path: Path) -> Path:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.discrete_cql.networks import QuantileNatureCNN, same_padding
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.algorithms.discrete_cql.networks import QuantileNatureCNN, same_padding
 
 
 def test_same_padding_by_hand() -> None:

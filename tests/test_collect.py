@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, run_in_process
-from offline_rl.apps.dataset_generation import (
+from offline_rl.algorithms.export.policy_file import PolicyNetwork, save_policy
+from offline_rl.data import dataset_info, load_d4rl, load_minari
+from offline_rl.runs.dataset_generation import (
     CollectConfig,
     collect_dataset,
     default_dataset_path,
     ensure_random_dataset,
 )
-from offline_rl.data import dataset_info, load_d4rl, load_minari
-from offline_rl.policy_file import PolicyNetwork, save_policy
 
 D4RL_KEYS = {"observations", "actions", "rewards", "terminals", "timeouts", "next_observations", "metadata"}
 
@@ -132,9 +132,9 @@ def test_a_policy_file_says_which_task_it_acts_in_and_collections_check_it(tmp_p
     before, that was a matrix-shape traceback in the middle of the collection."""
     import warnings
 
-    from offline_rl.envs import TaskMismatchWarning
-    from offline_rl.errors import OfflineRLError
-    from offline_rl.policy_file import load_policy
+    from offline_rl.algorithms.export.policy_file import load_policy
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.data.fit import TaskMismatchWarning
 
     unnamed = load_policy(_constant_policy(tmp_path, obs_dim=3, act_value=0.5, low=-2.0, high=2.0))
     assert unnamed.task is None  # files written before the field, or by hand, still load
@@ -188,7 +188,7 @@ def test_interrupted_write_leaves_nothing_at_the_final_path(tmp_path: Path, monk
 
 
 def test_existing_output_is_not_overwritten_without_flag(tmp_path: Path) -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
 
     target = tmp_path / "keep.hdf5"
     target.write_bytes(b"precious")
@@ -257,7 +257,7 @@ def test_collect_cli_then_both_converters_print_statistics(tmp_path: Path) -> No
 
 
 def test_noise_with_the_random_policy_is_ignored_and_said_so(tmp_path: Path) -> None:
-    from offline_rl.errors import IgnoredFlagWarning
+    from offline_rl.core.errors import IgnoredFlagWarning
 
     plain = collect_dataset(CollectConfig(task="Pendulum-v1", output=tmp_path / "a.hdf5", size=40, progress=False))
     with pytest.warns(IgnoredFlagWarning, match="--noise-std 0.3 is ignored with --policy random"):
@@ -301,7 +301,7 @@ def test_a_discrete_task_collects_uniform_action_indices_that_both_loaders_read_
 
 
 def test_what_a_discrete_collection_cannot_make_is_one_line_saying_where_to_go(tmp_path: Path) -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
 
     policy = _constant_policy(tmp_path, obs_dim=4, act_value=0.5, low=-1.0, high=1.0)
     with pytest.raises(OfflineRLError, match=r"policy files act on continuous tasks, and --task CartPole-v1 has "):
@@ -312,7 +312,7 @@ def test_what_a_discrete_collection_cannot_make_is_one_line_saying_where_to_go(t
 
 
 def test_integer_actions_in_a_d4rl_file_are_action_indices(tmp_path: Path) -> None:
-    from offline_rl.errors import DatasetError
+    from offline_rl.core.errors import DatasetError
 
     def write(name: str, actions: np.ndarray) -> Path:
         path = tmp_path / name
@@ -338,8 +338,8 @@ def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_fl
     stopped at a `ValueError: zip() argument 2 is shorter than argument 1` traceback."""
     import gymnasium as gym
 
-    from offline_rl.apps.d4rl_cql import make_continuous_env
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.cli.d4rl_cql import make_continuous_env
+    from offline_rl.core.errors import OfflineRLError
 
     path = collect_dataset(
         CollectConfig(task="AntMaze_UMaze-v4", output=tmp_path / "maze.hdf5", size=40, seed=3, progress=False)

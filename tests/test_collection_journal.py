@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from offline_rl.core.errors import DatasetError, OfflineRLError
 from offline_rl.data import load_buffer
-from offline_rl.data.collection_journal import CollectionJournal, journal_directory
 from offline_rl.data.frame_stack import FrameStackBufferBuilder
 from offline_rl.data.transitions import TransitionRecorder
-from offline_rl.errors import DatasetError, OfflineRLError
+from offline_rl.runs.collection_journal import CollectionJournal, journal_directory
 
 SETTINGS = {"--task": "PongNoFrameskip-v4", "--eps-test": 0.2}
 
@@ -160,7 +160,7 @@ def test_one_process_at_a_time_keeps_parts_in_a_folder(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from offline_rl.file_lock import FileLock; import sys; "
+            "from offline_rl.core.files import FileLock; import sys; "
             f"print(FileLock(__import__('pathlib').Path({str(directory / '.lock')!r})).acquire(wait=False))",
         ],
         capture_output=True,
@@ -186,8 +186,8 @@ def test_runs_started_together_generate_the_default_dataset_once(tmp_path: Path,
     """Sweep trials share the cached random dataset: the second waits for the first's file."""
     import threading
 
-    from offline_rl.apps import dataset_generation
-    from offline_rl.file_lock import FileLock
+    from offline_rl.core.files import FileLock
+    from offline_rl.runs import dataset_generation
 
     monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path))
     path = dataset_generation.default_dataset_path("Pendulum-v1", 300)
@@ -208,7 +208,7 @@ def test_runs_started_together_generate_the_default_dataset_once(tmp_path: Path,
 
 
 def test_ctrl_c_waits_for_the_step_boundary_and_a_second_one_does_not() -> None:
-    from offline_rl.interrupts import interrupts_between_steps
+    from offline_rl.core.interrupts import interrupts_between_steps
 
     with interrupts_between_steps() as stop_if_interrupted:
         stop_if_interrupted()  # nothing pressed: goes on
@@ -246,7 +246,8 @@ class InterruptAfter:
 def test_interrupted_collection_continues_when_run_again(
     task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from offline_rl.apps import atari_qrdqn, discrete_collection
+    from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
+    from offline_rl.runs import discrete_collection
 
     monkeypatch.chdir(tmp_path)
     output = tmp_path / "data.hdf5"
@@ -258,7 +259,7 @@ def test_interrupted_collection_continues_when_run_again(
         discrete_collection, "make_discrete_env", InterruptAfter(discrete_collection.make_discrete_env, 400)
     )
     with pytest.raises(KeyboardInterrupt):
-        atari_qrdqn.main(command)
+        atari_qrdqn_program.main(command)
     printed = capsys.readouterr().out
     # The step Ctrl-C arrived in is completed and recorded; the collection stops before the next one.
     assert "interrupted after 400 of 600 transitions, kept in" in printed and "run the same command again" in printed
@@ -266,11 +267,11 @@ def test_interrupted_collection_continues_when_run_again(
     assert parts == ["part-00000.hdf5", "part-00001.hdf5", "part-00002.hdf5"] and not output.exists()
 
     with pytest.raises(OfflineRLError, match=r"--eps-test 1\.0, not --eps-test 0\.5"):
-        atari_qrdqn.main([*command, "--eps-test", "0.5"])
+        atari_qrdqn_program.main([*command, "--eps-test", "0.5"])
 
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
-    summary = atari_qrdqn.main(command)
+    summary = atari_qrdqn_program.main(command)
     assert "400 of 600 transitions were collected" in capsys.readouterr().out
     assert summary["transitions"] == 600 and not journal_directory(output).exists()
     buffer = load_buffer(output)
@@ -287,7 +288,8 @@ def test_an_interrupted_write_of_the_file_is_finished_without_playing_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import offline_rl.data
-    from offline_rl.apps import atari_qrdqn, discrete_collection
+    from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
+    from offline_rl.runs import discrete_collection
 
     output = tmp_path / "data.hdf5"
     command = [
@@ -300,13 +302,13 @@ def test_an_interrupted_write_of_the_file_is_finished_without_playing_again(
 
     monkeypatch.setattr(offline_rl.data, "save_buffer", interrupted_write)
     with pytest.raises(KeyboardInterrupt):
-        atari_qrdqn.main(command)
+        atari_qrdqn_program.main(command)
     assert "interrupted while writing" in capsys.readouterr().out and not output.exists()
 
     monkeypatch.undo()
     counter = InterruptAfter(discrete_collection.make_discrete_env, limit=10**9)
     monkeypatch.setattr(discrete_collection, "make_discrete_env", counter)
-    summary = atari_qrdqn.main(command)
+    summary = atari_qrdqn_program.main(command)
     assert "300 of 300 transitions were collected" in capsys.readouterr().out
     assert counter.steps == 0 and summary["transitions"] == 300 and len(load_buffer(output)) == 300
 
@@ -317,8 +319,8 @@ def test_interrupted_continuous_collection_continues_with_whole_episodes(
     """`python -m offline_rl.collect` keeps finished episodes; the same command continues from them."""
     import h5py
 
-    from offline_rl.apps import dataset_generation
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.runs import dataset_generation
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     def config(**changes):
         base = dict(task="Hopper-v4", output=tmp_path / "hopper.hdf5", size=900, num_envs=2, seed=3, progress=False)
@@ -356,9 +358,9 @@ def test_an_interrupted_minari_collection_leaves_no_folder_and_continues(
     """A Minari dataset is a folder that appears whole: an interrupted collection leaves nothing at
     --output (before, an empty folder there made the same command refuse: "already exists"), and
     --output may be relative (Minari doubled a relative folder: a traceback after the collection)."""
-    from offline_rl.apps import dataset_generation
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
     from offline_rl.data import load_minari
+    from offline_rl.runs import dataset_generation
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     monkeypatch.chdir(tmp_path)
     config = CollectConfig(

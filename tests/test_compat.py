@@ -1,4 +1,4 @@
-"""Every private Tianshou/torch API in `offline_rl.compat` behaves as offline_rl assumes, on the
+"""Every private Tianshou/torch API in `offline_rl.core.compat` behaves as offline_rl assumes, on the
 installed versions: an upgrade that changes one fails here, not as a silent wrong result."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl import compat
-from offline_rl.algorithm_base import stat_names
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac.algorithm import CQLSACTrainingStats
+from offline_rl.algorithms.training_stats import stat_names
+from offline_rl.core import compat
 from offline_rl.data.transitions import make_replay_buffer
 
 
@@ -197,7 +197,7 @@ def test_tianshous_jit_functions_are_cached_on_disk_between_processes() -> None:
 
     from numba.core.registry import CPUDispatcher
 
-    import offline_rl.compat  # noqa: F401  (the switch happens on import)
+    import offline_rl.core.compat  # noqa: F401  (the switch happens on import)
 
     functions = [
         function
@@ -215,7 +215,7 @@ def test_the_trainer_hooks_offline_rl_overrides_are_the_ones_tianshous_epoch_use
     from test_cql_sac_training import build, narrow_band_buffer, small_config
     from tianshou.trainer import OfflineTrainer, OfflineTrainerParams
 
-    from offline_rl import trainer
+    from offline_rl.algorithms import trainer
 
     assert all(hasattr(OfflineTrainer, name) for name in compat.TRAINER_HOOKS)
     postfix_refreshes: list[bool] = []
@@ -239,7 +239,7 @@ def test_the_target_update_counter_times_qrdqns_target_copies() -> None:
     from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
 
-    from offline_rl.discrete_cql.networks import QuantileMLP
+    from offline_rl.algorithms.discrete_cql.networks import QuantileMLP
 
     env = gym.make("CartPole-v1")
     policy = QRDQNPolicy(model=QuantileMLP(4, 2, 8, [16]), action_space=env.action_space)
@@ -270,7 +270,7 @@ def test_the_behaviour_trainer_switches_the_cache_on_before_tianshou_compiles(mo
     functions; without the cache switched on first, every start of the script paid that (~5 s)."""
     from tianshou.algorithm.algorithm_base import Policy
 
-    from offline_rl.apps import atari_qrdqn
+    from offline_rl.cli import atari_qrdqn
 
     events: list[str] = []
     switch_on, tianshou_compile = compat.cache_tianshou_jit, Policy._compile

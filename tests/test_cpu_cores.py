@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_rl import cpu_cores
-from offline_rl.cpu_cores import affinity_cores, busy_cores, cpu_quota, quota_cores
+from offline_rl.core import resources as cpu_cores
+from offline_rl.core.resources import affinity_cores, busy_cores, cpu_quota, quota_cores
 
 
 def _write(path: Path, text: str) -> None:
@@ -95,22 +95,42 @@ def test_a_quota_narrower_than_the_affinity_sets_the_cores_and_says_so(monkeypat
 def test_cpu_threads_leave_busy_cores_alone(
     requested: int, load: float, expected: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from offline_rl.apps import training
-    from offline_rl.apps.training import cpu_threads
+    from offline_rl.runs import session
+    from offline_rl.runs.session import cpu_threads
 
-    monkeypatch.setattr(training, "core_budget", lambda: (2, None))
-    monkeypatch.setattr(training, "busy_cores", lambda: load)
+    monkeypatch.setattr(session, "core_budget", lambda: (2, None))
+    monkeypatch.setattr(session, "busy_cores", lambda: load)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads, why = cpu_threads(requested)
     assert threads == expected and why
 
 
+@pytest.mark.parametrize(
+    ("variable", "threads", "why"), [("1", 1, "OMP_NUM_THREADS;"), ("0", 2, "all"), ("x", 2, "all")]
+)
+def test_a_positive_omp_num_threads_caps_the_threads_as_torch_itself_would(
+    variable: str, threads: int, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job scheduler (or the user) that sets OMP_NUM_THREADS is followed, unless --threads says otherwise."""
+    from offline_rl.runs import session
+    from offline_rl.runs.session import cpu_threads
+
+    monkeypatch.setattr(session, "core_budget", lambda: (2, None))
+    monkeypatch.setattr(session, "busy_cores", lambda: 0.0)
+    monkeypatch.setenv("OMP_NUM_THREADS", variable)
+    chosen, reason = cpu_threads(0)
+    assert (chosen, reason.split()[0]) == (threads, why)
+    assert cpu_threads(2) == (2, "--threads")
+
+
 def test_cpu_threads_under_a_quota_take_the_quota_not_the_hosts_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """The host's load says nothing about a quota's budget (other tenants run on other cores)."""
-    from offline_rl.apps import training
-    from offline_rl.apps.training import cpu_threads
+    from offline_rl.runs import session
+    from offline_rl.runs.session import cpu_threads
 
-    monkeypatch.setattr(training, "core_budget", lambda: (2, "a CPU quota of 2 cores (cgroup) on 64 cores"))
-    monkeypatch.setattr(training, "busy_cores", lambda: 60.0)
+    monkeypatch.setattr(session, "core_budget", lambda: (2, "a CPU quota of 2 cores (cgroup) on 64 cores"))
+    monkeypatch.setattr(session, "busy_cores", lambda: 60.0)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert cpu_threads(0) == (2, "a CPU quota of 2 cores (cgroup) on 64 cores; --threads to choose")
 
 

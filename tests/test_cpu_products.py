@@ -1,4 +1,4 @@
-"""The networks' CPU products through oneDNN (`offline_rl.cpu_products`): the same layer as
+"""The networks' CPU products through oneDNN (`offline_rl.algorithms.layers`): the same layer as
 `F.linear` (+ ReLU), forward and backward, used where it applies and only there."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from test_cql_sac_training import build, narrow_band_buffer, small_config, train
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from offline_rl import cpu_products
-from offline_rl.apps.run_config import TorchConfig, resolve_matmul_precision
-from offline_rl.apps.training import configure_torch
-from offline_rl.cpu_products import cpu_vendor, dense, describe_cpu_products, onednn_blocker, use_cpu_products
+from offline_rl.algorithms import layers as cpu_products
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.algorithms.discrete_cql.networks import QuantileNatureCNN
+from offline_rl.algorithms.layers import cpu_vendor, dense, describe_cpu_products, onednn_blocker, use_cpu_products
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.discrete_cql.networks import QuantileNatureCNN
+from offline_rl.runs.config import TorchConfig, resolve_matmul_precision
+from offline_rl.runs.session import configure_torch
 
 ONEDNN_OPS = {"mkldnn._linear_pointwise", "aten.mkldnn_linear_backward_weights"}
 
@@ -173,13 +173,13 @@ def test_lower_matmul_precision_is_left_to_torch() -> None:
         ),
         (
             "",
-            "matrix products: torch's BLAS (oneDNN was measured faster on AMD processors only; "
+            "matrix products: torch's BLAS (oneDNN is the faster library on AMD processors only; "
             "--cpu-products onednn: oneDNN)",
         ),
     ],
 )
 def test_auto_takes_onednn_on_amd_processors_only(monkeypatch: pytest.MonkeyPatch, vendor: str, line: str) -> None:
-    """On Intel processors MKL's own path beat oneDNN on the same update (BENCHMARKS.md, "an Intel Xeon")."""
+    """On Intel processors MKL's own path beats oneDNN on the same update."""
     monkeypatch.setattr(cpu_products, "cpu_vendor", lambda: vendor)
     configure_torch("cpu", TorchConfig(threads=1), seed=0)
     assert TorchConfig().cpu_products == "auto"
@@ -217,10 +217,10 @@ def test_without_proc_cpuinfo_the_vendor_comes_from_the_platform(
 
 @pytest.mark.parametrize("amx", [True, False])
 def test_a_cql_sac_run_on_a_processor_with_amx_says_how_to_use_it(monkeypatch: pytest.MonkeyPatch, amx: bool) -> None:
-    """bf16 products made the CQL-SAC update ~1.4x faster on a Xeon's AMX units; discrete CQL's update
-    is its convolutions' and gained nothing, so its line stays as it was."""
+    """bf16 products run the CQL-SAC update faster on AMX units; discrete CQL's update is its
+    convolutions' and gains nothing, so its line stays as it was."""
     monkeypatch.setattr(cpu_products, "_has_amx", lambda: amx)
-    hint = "; float32 products (--matmul-precision medium: bf16 on this processor's AMX units, ~1.4x faster)"
+    hint = "; float32 products (--matmul-precision medium: bf16 on this processor's AMX units, faster)"
     sac = build(small_config())
     space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
     discrete = CQLQRDQN.build(space, gym.spaces.Discrete(3), DiscreteCQLConfig(num_quantiles=8))
@@ -250,10 +250,10 @@ def test_an_auto_precision_run_on_cpu_keeps_onednns_float32_products() -> None:
 
 
 def test_tf32_is_the_default_of_the_example_whose_learning_check_covered_it() -> None:
-    """CQL-SAC's learning check compared TF32 with float32 (BENCHMARKS.md, "Sixth H100 session"); the
+    """CQL-SAC's learning check compared TF32 with float32 (the benchmark page); the
     discrete examples' was not made, so they keep float32 products."""
-    from offline_rl.apps.atari_cql import config_from_args as atari_cql_config
-    from offline_rl.apps.d4rl_cql import config_from_args as d4rl_cql_config
+    from offline_rl.cli.atari_cql import config_from_args as atari_cql_config
+    from offline_rl.cli.d4rl_cql import config_from_args as d4rl_cql_config
 
     assert d4rl_cql_config([]).run.torch.matmul_precision == "auto"
     assert atari_cql_config([]).run.torch.matmul_precision == "highest"

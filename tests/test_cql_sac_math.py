@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.algorithm import ActionSamples
-from offline_rl.cql_sac.networks import tanh_gaussian_log_prob, tanh_gaussian_sample
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac.algorithm import ActionSamples
+from offline_rl.algorithms.cql_sac.networks import tanh_gaussian_log_prob, tanh_gaussian_sample
+from offline_rl.algorithms.staging import Transitions
 
 OBS, ACT, B, N = 2, 1, 2, 2
 
@@ -73,10 +74,16 @@ def fixed_samples(algo: CQLSAC) -> ActionSamples:
     return ActionSamples(mean, torch.zeros(B, ACT), t["pi"], t["pi_logp"], t["next"], t["next_logp"], t["random"])
 
 
+def losses_of(algo: CQLSAC, *columns: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(losses, figures) of a batch of prepared columns, in the algorithm's current phase."""
+    out = algo.compute_losses(Transitions(*columns), **algo.loss_options())
+    return out.parts, out.figures
+
+
 def run_losses(algo: CQLSAC):
     algo.sample_actions = lambda obs, obs_next: fixed_samples(algo)  # type: ignore[method-assign]
     t = {key: torch.as_tensor(value) for key, value in FIXED.items()}
-    return algo.compute_losses(t["obs"], t["act"], t["rew"], t["not_terminated"], t["obs_next"])
+    return losses_of(algo, t["obs"], t["act"], t["rew"], t["not_terminated"], t["obs_next"])
 
 
 def logsumexp_t(values: list[float], temperature: float) -> float:
@@ -162,7 +169,7 @@ def test_actor_loss_sends_no_gradient_into_critics() -> None:
     samples = algo.sample_actions(torch.as_tensor(FIXED["obs"]), torch.as_tensor(FIXED["obs_next"]))
     algo.sample_actions = lambda obs, obs_next: samples  # type: ignore[method-assign]
     t = {key: torch.as_tensor(value) for key, value in FIXED.items()}
-    losses, _ = algo.compute_losses(t["obs"], t["act"], t["rew"], t["not_terminated"], t["obs_next"])
+    losses, _ = losses_of(algo, t["obs"], t["act"], t["rew"], t["not_terminated"], t["obs_next"])
     losses["actor"].backward()
     assert all(p.grad is None for p in algo.critic.parameters())
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in algo.actor.parameters())
@@ -172,12 +179,12 @@ def test_behaviour_cloning_warmup_maximises_dataset_log_likelihood() -> None:
     algo = tiny_algorithm(bc_steps=10)
     obs = torch.as_tensor(FIXED["obs"])
     act = torch.tensor([[1.0], [-0.6]])  # an action on the bound: clipped to 1 - 1e-3 for atanh
-    losses, _ = algo.compute_losses(obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
+    losses, _ = losses_of(algo, obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
     assert torch.isfinite(losses["actor"])
     state = algo.state_dict()
     state["num_updates"] = torch.tensor(10)
     algo.load_state_dict(state)  # as a resumed run past its warm-up: the Q term returns
-    losses_after, _ = algo.compute_losses(obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
+    losses_after, _ = losses_of(algo, obs, act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"]))
     assert losses_after["actor"].item() != pytest.approx(losses["actor"].item())
 
 
@@ -189,8 +196,8 @@ def test_behaviour_cloning_loss_value() -> None:
     samples = samples._replace(mean=mean, log_std=log_std)
     algo.sample_actions = lambda obs, obs_next: samples  # type: ignore[method-assign]
     act = torch.tensor([[1.0], [-0.6]])
-    losses, _ = algo.compute_losses(
-        torch.as_tensor(FIXED["obs"]), act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"])
+    losses, _ = losses_of(
+        algo, torch.as_tensor(FIXED["obs"]), act, torch.zeros(B), torch.ones(B), torch.as_tensor(FIXED["obs_next"])
     )
     clipped = np.array([1.0 - 1e-3, -0.6])
     expected = []
@@ -264,7 +271,7 @@ def test_max_target_backup_takes_min_over_critics_then_max_over_samples() -> Non
 
 def test_actions_are_mapped_into_the_policy_box() -> None:
     algo = CQLSAC.build(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))
-    mapped = algo.to_policy_actions(torch.tensor([[-2.0], [0.0], [1.0], [2.0]]))
+    mapped = algo.preparation().to_policy_actions(torch.tensor([[-2.0], [0.0], [1.0], [2.0]]))
     np.testing.assert_allclose(mapped.numpy().ravel(), [-1.0, 0.0, 0.5, 1.0])
     # and back: SACPolicy scales the policy's [-1, 1] output to the env's bounds
     np.testing.assert_allclose(algo.policy.map_action(np.array([[-1.0], [0.5], [1.0]])).ravel(), [-2.0, 1.0, 2.0])
@@ -321,9 +328,9 @@ def test_normalize_reward_scales_the_staged_rewards_before_scale_and_bias() -> N
     rew = np.array([1, 2, 4, 0.5, 0.5], np.float32)
     buffer = three_episode_buffer(rew)
     algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_bias=-1.0)
-    staged = algo._stage(buffer).rew.cpu().numpy()
+    staged = algo.staged(buffer).rew.cpu().numpy()
     np.testing.assert_allclose(staged, rew * (1000 / 3) * 2.0 - 1.0, rtol=1e-6)
-    plain = tiny_algorithm(reward_scale=2.0, reward_bias=-1.0)._stage(buffer).rew.cpu().numpy()
+    plain = tiny_algorithm(reward_scale=2.0, reward_bias=-1.0).staged(buffer).rew.cpu().numpy()
     np.testing.assert_allclose(plain, rew * 2.0 - 1.0, rtol=1e-6)
 
 
@@ -343,6 +350,7 @@ def zero_value_target(algo: CQLSAC, rew: torch.Tensor) -> torch.Tensor:
         torch.zeros(size, N, ACT),
         torch.zeros(size, N),
         torch.tensor(0.0),
+        noise_scale=algo.reward_noise_scale,
     )
 
 
@@ -364,7 +372,7 @@ def test_reward_noise_is_fresh_at_every_update_and_scaled_with_the_reward() -> N
 def test_reward_noise_follows_corls_reward_unit() -> None:
     buffer = three_episode_buffer(np.array([1, 2, 4, 0.5, 0.5], np.float32))
     algo = tiny_algorithm(normalize_reward=True, reward_scale=2.0, reward_noise_std=0.1)
-    algo._stage(buffer)
+    algo.staged(buffer)
     assert algo.reward_noise_scale == pytest.approx(0.1 * (1000 / 3) * 2.0)
 
 

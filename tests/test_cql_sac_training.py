@@ -11,7 +11,7 @@ import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
 from conftest import write_d4rl_file
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.data import load_d4rl
 from offline_rl.data.transitions import make_replay_buffer
 

@@ -14,8 +14,8 @@ import h5py
 import numpy as np
 import pytest
 
+from offline_rl.core.errors import DatasetError, OfflineRLError
 from offline_rl.data import dataset_info, detect_format, load_dataset
-from offline_rl.errors import DatasetError, OfflineRLError
 
 DATA = Path(__file__).resolve().parent / "data"
 D3RLPY_FILES = ("d3rlpy-pendulum", "d3rlpy-cartpole", "d3rlpy-tuple", "d3rlpy-v1")
@@ -256,21 +256,22 @@ def test_both_cqls_train_on_d3rlpy_files_and_name_the_missing_task(
 ) -> None:
     """A d3rlpy user's files train as they are. d3rlpy records no env: without --task the error names
     that flag, not a command that would make data for the default task under the user's file name."""
-    from offline_rl.apps import atari_cql, d4rl_cql
+    from offline_rl.examples import atari_cql as atari_cql_program
+    from offline_rl.examples import d4rl_cql as d4rl_cql_program
 
     monkeypatch.chdir(tmp_path)
     cartpole, pendulum = str(DATA / "d3rlpy-cartpole.h5"), str(DATA / "d3rlpy-pendulum.h5")
     budget = ["--epoch", "1", "--test-num", "1", "--logdir", str(tmp_path / "log")]
-    result = atari_cql.main(
+    result = atari_cql_program.main(
         ["--task", "CartPole-v1", "--load-buffer-name", cartpole, "--update-per-epoch", "20", *budget]
     )
     assert result["updates"] == 20 and result["task"] == "CartPole-v1"
-    result = d4rl_cql.main(["--task", "Pendulum-v1", "--dataset", pendulum, "--step-per-epoch", "5", *budget])
+    result = d4rl_cql_program.main(["--task", "Pendulum-v1", "--dataset", pendulum, "--step-per-epoch", "5", *budget])
     assert result["task"] == "Pendulum-v1"
     no_task = r"records no env, so the default \S+ was tried: give --task with the env it was recorded on$"
     with pytest.raises(OfflineRLError, match=no_task):
-        atari_cql.main(["--load-buffer-name", cartpole, *budget])
+        atari_cql_program.main(["--load-buffer-name", cartpole, *budget])
     with pytest.raises(OfflineRLError, match=no_task):
-        d4rl_cql.main(["--dataset", pendulum, *budget])
+        d4rl_cql_program.main(["--dataset", pendulum, *budget])
     with pytest.raises(OfflineRLError, match=r"d3rlpy-cartpole.h5: a d3rlpy dataset file is trained on alone"):
-        atari_cql.main(["--task", "CartPole-v1", "--load-buffer-name", cartpole, cartpole, *budget])
+        atari_cql_program.main(["--task", "CartPole-v1", "--load-buffer-name", cartpole, cartpole, *budget])

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import episodes_to_arrays, write_d4rl_file
+from offline_rl.core.errors import DatasetError, DownloadError
 from offline_rl.data import d4rl as d4rl_module
 from offline_rl.data import dataset_info, load_d4rl
-from offline_rl.errors import DatasetError, DownloadError
+from offline_rl.envs import d4rl_catalogue
 
 
 def test_timeouts_are_truncations_and_terminals_are_terminations(tmp_path: Path) -> None:
@@ -147,20 +148,20 @@ D4RL_FILES = {
 
 @pytest.mark.parametrize(("name", "file"), D4RL_FILES.items())
 def test_urls_follow_d4rl_file_names(name: str, file: str) -> None:
-    assert d4rl_module.d4rl_url(name) == f"{d4rl_module.D4RL_URL_ROOT}/{file}"
+    assert d4rl_catalogue.d4rl_url(name) == f"{d4rl_catalogue.D4RL_URL_ROOT}/{file}"
     assert d4rl_module.d4rl_path(name).name == file.rsplit("/", 1)[1]  # D4RL's own file name, found by it
 
 
 def test_every_known_name_has_a_url_and_a_near_miss_is_told_it() -> None:
-    names = d4rl_module.d4rl_names()
+    names = d4rl_catalogue.d4rl_names()
     # locomotion: 5 kinds in v0 (+ ant-random-expert), 6 in v1 and v2; AntMaze: 6 in each version; Adroit:
     # 4 tasks × 3 kinds in v0 and v1; Maze2D: 3 mazes × 2 rewards in v1; Kitchen: 3 in v0
     assert len(names) == 4 * 5 + 1 + 4 * 6 * 2 + 6 * 3 + 4 * 3 * 2 + 3 * 2 + 3 and len(set(names)) == len(names)
-    urls = [d4rl_module.d4rl_url(name) for name in names]
+    urls = [d4rl_catalogue.d4rl_url(name) for name in names]
     assert len(set(urls)) == len(urls)  # no two names share a file
     for name in names:
-        assert d4rl_module.is_d4rl_name(name) and d4rl_module.closest_d4rl_name(name) == name
-        assert d4rl_module.d4rl_url(name).startswith(d4rl_module.D4RL_URL_ROOT)
+        assert d4rl_catalogue.is_d4rl_name(name) and d4rl_catalogue.closest_d4rl_name(name) == name
+        assert d4rl_catalogue.d4rl_url(name).startswith(d4rl_catalogue.D4RL_URL_ROOT)
     with pytest.raises(DatasetError, match=re.escape("'hopper-full-replay-v0' (did you mean hopper-full-replay-v2?)")):
         load_d4rl("hopper-full-replay-v0")
 
@@ -259,7 +260,7 @@ def test_missing_named_dataset_is_downloaded_atomically(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        monkeypatch.setattr(d4rl_module, "D4RL_URL_ROOT", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setattr(d4rl_catalogue, "D4RL_URL_ROOT", f"http://127.0.0.1:{server.server_address[1]}")
         buffer = load_d4rl(name)
     finally:
         server.shutdown()
@@ -270,7 +271,7 @@ def test_missing_named_dataset_is_downloaded_atomically(
 
 
 def test_download_failure_names_path_and_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(d4rl_module, "D4RL_URL_ROOT", "http://127.0.0.1:9")  # discard port: refused
+    monkeypatch.setattr(d4rl_catalogue, "D4RL_URL_ROOT", "http://127.0.0.1:9")  # discard port: refused
     with pytest.raises(DownloadError) as caught:
         load_d4rl("walker2d-medium-v2")
     message = str(caught.value)
@@ -307,7 +308,7 @@ def test_a_named_d4rl_file_without_timeouts_uses_d4rls_own_limit(tmp_path: Path)
     path = write_d4rl_file(tmp_path / "hopper_medium-v2.hdf5", **arrays)  # D4RL's file name: hopper, 1000 steps
     buffer = load_d4rl(path, max_episode_steps=5)  # the dataset's own limit wins over the caller's
     assert np.flatnonzero(buffer.truncated).tolist() == [999]
-    assert d4rl_module.d4rl_episode_steps("antmaze-umaze-v2") == 700
+    assert d4rl_catalogue.d4rl_episode_steps("antmaze-umaze-v2") == 700
 
 
 def test_a_file_without_timeouts_and_no_known_length_warns_once_naming_it(tmp_path: Path) -> None:
@@ -347,7 +348,7 @@ def test_command_lines_print_our_warnings_as_one_line() -> None:
 
     program = (
         "import warnings\n"
-        "from offline_rl.apps.cli import run_main\n"
+        "from offline_rl.cli.main import run_main\n"
         "from offline_rl.data import MissingTimeoutsWarning\n"
         "def main(argv):\n"
         "    warnings.warn(\"data.hdf5: no 'timeouts' key\", MissingTimeoutsWarning, stacklevel=1)\n"
@@ -366,7 +367,7 @@ def ant_v2_file(tmp_path: Path, name: str, *, contact_forces: float = 0.0) -> tu
     columns appended, zero as in D4RL's files unless `contact_forces` says otherwise."""
     import h5py
 
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     recorded = collect_dataset(CollectConfig(task="Ant-v4", output=tmp_path / "ant27.hdf5", size=300, progress=False))
     with h5py.File(recorded, "r") as file:
@@ -406,7 +407,7 @@ def test_the_example_trains_on_a_d4rl_ant_dataset_and_evaluates_it_on_ant_v4(tmp
 
 
 def test_named_d4rl_datasets_say_which_gymnasium_env_evaluates_them(tmp_path: Path) -> None:
-    from offline_rl.data.d4rl import d4rl_gymnasium_task
+    from offline_rl.envs.d4rl_catalogue import d4rl_gymnasium_task
 
     assert [d4rl_gymnasium_task(f"{env}-medium-v2") for env in ("halfcheetah", "hopper", "walker2d", "ant")] == [
         "HalfCheetah-v4",

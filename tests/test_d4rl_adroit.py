@@ -13,10 +13,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from offline_rl.d4rl_adroit import ADROIT_TASKS, d4rl_adroit_id
-from offline_rl.envs import make_env
-from offline_rl.errors import OfflineRLError
-from offline_rl.scores import reference_scores
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.envs.adroit import ADROIT_TASKS, d4rl_adroit_id
+from offline_rl.envs.make import make_env
+from offline_rl.envs.scores import reference_scores
 
 
 def hand(task: str) -> gym.Env:
@@ -156,9 +156,9 @@ def test_d4rls_random_reference_procedure_replayed_with_its_streams_gives_its_ha
 
 
 def test_without_gymnasium_robotics_the_env_is_one_line_naming_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    import offline_rl.envs
+    import offline_rl.envs.adroit
 
-    monkeypatch.setattr(offline_rl.envs, "register_robotics", lambda: False)
+    monkeypatch.setattr(offline_rl.envs.adroit, "register_robotics", lambda: False)
     with pytest.raises(OfflineRLError, match=r"^D4RL/hammer-v1 \(D4RL's hammer env\) .*pip install gymnasium-robotics"):
         make_env(d4rl_adroit_id("hammer"))
 
@@ -192,7 +192,7 @@ def test_d4rl_door_data_evaluated_on_gymnasium_robotics_own_door_is_warned(tmp_p
     """Same shapes, another reward: the scores would not be D4RL's, so one line names D4RL/door-v1."""
     from conftest import episodes_to_arrays, write_d4rl_file
     from offline_rl.data import load_d4rl
-    from offline_rl.envs import TaskMismatchWarning, check_dataset_belongs_to_task
+    from offline_rl.data.fit import TaskMismatchWarning, check_dataset_belongs_to_task
 
     arrays = episodes_to_arrays([200], ["timeout"], obs_dim=39, act_dim=28)
     buffer = load_d4rl(write_d4rl_file(tmp_path / "door-human-v1.hdf5", **arrays))

@@ -3,7 +3,7 @@
 The references: D4RL's `locomotion/ant.py`, `maze_env.py`, `goal_reaching_env.py` and `wrappers.py`
 (the ant, the blocks, starts, goals, the step, the reward and the episode's end), its registered
 time limits, and its `ant.xml`, whose compiled model the rebuild's equals field by field (checked
-with D4RL's file by `benchmarks/mujoco_physics.py compare-antmaze`; BENCHMARKS.md)."""
+with D4RL's file by `benchmarks/mujoco_physics.py compare-antmaze`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from conftest import load_benchmark, rendered_frame_summary
-from offline_rl.d4rl_antmaze import ANTMAZE_LAYOUTS, antmaze_of, d4rl_antmaze_id
-from offline_rl.data.d4rl import d4rl_episode_steps, d4rl_gymnasium_task, d4rl_names
-from offline_rl.envs import make_env
+from offline_rl.envs.antmaze import ANTMAZE_LAYOUTS, antmaze_of, d4rl_antmaze_id
+from offline_rl.envs.d4rl_catalogue import d4rl_episode_steps, d4rl_gymnasium_task, d4rl_names
+from offline_rl.envs.make import make_env
 
 KINDS = {
     "umaze": ("umaze", "umaze-diverse"),
@@ -89,7 +89,7 @@ def test_the_model_is_d4rls_ant() -> None:
 
 def test_the_feet_touch_the_floor_at_d4rls_margin_under_any_mujoco() -> None:
     """D4RL's geoms all have margin 0.01, and so do the rebuild's; MuJoCo 3.5+ would make each contact's
-    margin their sum, 0.02, but for `offline_rl.mujoco_margins`: a foot resting on the floor has 0.01."""
+    margin their sum, 0.02, but for `offline_rl.envs.mujoco`: a foot resting on the floor has 0.01."""
     import mujoco
 
     env = make_env(d4rl_antmaze_id("umaze")).unwrapped
@@ -206,7 +206,7 @@ def test_the_physics_check_places_d4rls_blocks_as_the_rebuild_does(tmp_path, mon
     must find the compiled models equal in every field, for the three mazes."""
     import re
 
-    from offline_rl.d4rl_antmaze import antmaze_model_xml
+    from offline_rl.envs.antmaze import antmaze_model_xml
 
     physics = load_benchmark("mujoco_physics", monkeypatch)
     ant_only = re.sub(r"\s*<geom name=\"block_[^>]*/>", "", antmaze_model_xml(ANTMAZE_LAYOUTS["umaze"]))

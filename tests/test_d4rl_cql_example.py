@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, run_in_process
-from offline_rl.apps.d4rl_cql import config_from_args
-from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+from offline_rl.algorithms.export.policy_file import load_policy
+from offline_rl.cli.d4rl_cql import config_from_args
+from offline_rl.core.errors import OfflineRLError
 from offline_rl.data import load_d4rl
-from offline_rl.errors import OfflineRLError
-from offline_rl.policy_file import load_policy
+from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
 TINY = [
     "--task",
@@ -55,6 +55,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert {"policy.pth", "policy_last.pth", "checkpoint.pth", "behaviour_policy.pt"} <= names
     assert any(name.startswith("events.out.tfevents") for name in names)
     assert not any(name.endswith(".part") for name in names)
+    assert not {"wandb", "wandb_run.json"} & names and "W&B" not in first.stdout  # no W&B unless --logger wandb
     # the run's record names the products it used (--matmul-precision auto, resolved for its device)
     recorded = json.loads((run_dir / "run.json").read_text())["config"]["run"]["torch"]["matmul_precision"]
     assert recorded == ("high" if torch.cuda.is_available() else "highest")
@@ -219,7 +220,7 @@ def test_flag_spellings_and_validation() -> None:
     assert config.algorithm.actor_hidden_sizes == [64, 32]
     assert config.algorithm.critic_hidden_sizes == [64, 64]
     assert config.algorithm.with_lagrange is True and config.algorithm.max_target_backup is False
-    assert config.run.torch.matmul_precision == "auto"  # TF32 on CUDA; its learning check: BENCHMARKS.md
+    assert config.run.torch.matmul_precision == "auto"  # TF32 on CUDA, after its learning check
     assert config_from_args(["--matmul_precision", "highest"]).run.torch.matmul_precision == "highest"
     with pytest.raises(OfflineRLError, match="--epoch"):
         config_from_args(["--epoch", "0"])
@@ -255,7 +256,7 @@ def test_an_evaluation_cut_at_its_steps_scores_the_episodes_that_ended_as_rlkit_
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path, monkeypatch) -> None:
     import datetime
 
-    from offline_rl.apps import run_folder
+    from offline_rl.runs import folder as run_folder
 
     class FrozenClock(datetime.datetime):
         @classmethod
@@ -273,10 +274,10 @@ def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Pa
     import subprocess
     import sys
 
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.run_folder import RunFolder
-    from offline_rl.errors import OfflineRLError
-    from offline_rl.file_lock import FileLock
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.core.files import FileLock
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.folder import RunFolder
 
     folder = tmp_path / "log" / "Pendulum-v1" / "cql" / "0" / "261123-120000"
     folder.mkdir(parents=True)
@@ -286,7 +287,7 @@ def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Pa
         [
             sys.executable,
             "-c",
-            "import sys, time; from offline_rl.file_lock import FileLock; from pathlib import Path; "
+            "import sys, time; from offline_rl.core.files import FileLock; from pathlib import Path; "
             f"FileLock(Path({str(folder / '.lock')!r})).acquire(wait=True); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -313,7 +314,7 @@ def test_a_checkpoint_resumed_while_its_run_still_writes_is_refused(tmp_path: Pa
 def test_a_dataset_recorded_on_another_env_version_is_named_in_a_warning(tmp_path: Path) -> None:
     import warnings
 
-    from offline_rl.envs import TaskMismatchWarning
+    from offline_rl.data.fit import TaskMismatchWarning
 
     data = collect_dataset(
         CollectConfig(task="InvertedPendulum-v5", output=tmp_path / "ip.hdf5", size=200, progress=False)
@@ -409,8 +410,8 @@ def test_an_adroit_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_env(t
 
 
 def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:
-    from offline_rl.apps.task_choice import evaluation_task
-    from offline_rl.envs import DatasetEnv
+    from offline_rl.cli.task_choice import evaluation_task
+    from offline_rl.data.fit import DatasetEnv
 
     walker = DatasetEnv("Walker2d-v4", "is D4RL data of gym's Walker2d (gymnasium: Walker2d-v4)")
     assert evaluation_task(None, walker, "walker2d-medium-v2", default="HalfCheetah-v4") == "Walker2d-v4"
@@ -421,8 +422,8 @@ def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:
 def test_scores_are_normalised_by_the_evaluated_envs_references() -> None:
     """A dataset's reference returns are its own env's: they score runs on any version of that env
     (Minari's v5 data on Hopper-v4), not runs on another robot."""
-    from offline_rl.apps.d4rl_cql import reference_range
-    from offline_rl.scores import reference_scores
+    from offline_rl.cli.d4rl_cql import reference_range
+    from offline_rl.envs.scores import reference_scores
 
     walker = {"gymnasium_task": "Walker2d-v4", "ref_min_score": 1.6, "ref_max_score": 4592.3}
     assert reference_range("Walker2d-v4", walker) == (1.6, 4592.3)
@@ -437,8 +438,8 @@ def test_scores_are_normalised_by_the_evaluated_envs_references() -> None:
 
 
 def test_another_robot_of_the_same_sizes_is_named_in_a_warning(tmp_path: Path) -> None:
-    from offline_rl.apps.d4rl_cql import D4RLCQLConfig, load_training_data
-    from offline_rl.envs import TaskMismatchWarning
+    from offline_rl.cli.d4rl_cql import D4RLCQLConfig, load_training_data
+    from offline_rl.data.fit import TaskMismatchWarning
 
     d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")
     config = D4RLCQLConfig(task="HalfCheetah-v4", dataset="walker2d-medium-v2")
@@ -453,7 +454,7 @@ def test_another_robot_of_the_same_sizes_is_named_in_a_warning(tmp_path: Path) -
 
 
 def test_an_atari_game_is_the_same_task_whatever_its_spelling_and_other_ids_must_match() -> None:
-    from offline_rl.envs import same_task
+    from offline_rl.data.fit import same_task
 
     assert same_task("ALE/Breakout-v5", "BreakoutNoFrameskip-v4")  # --eval-env sets the settings, not the id
     assert not same_task("BreakoutNoFrameskip-v4", "PongNoFrameskip-v4")
@@ -510,7 +511,7 @@ def test_an_antmaze_dataset_trains_with_corls_preset_and_evaluates_on_d4rls_antm
     """`--config configs/cql/antmaze-umaze-v2.yaml` on D4RL's file (its name, its 29 numbers of the ant's
     state): evaluated on D4RL/antmaze-umaze-v2 (D4RL's maze and ant rebuilt), scored as a success rate.
     Before, this stopped with an error pointing to Minari's re-recordings."""
-    from offline_rl.mujoco_margins import margins_add_up
+    from offline_rl.envs.mujoco import margins_add_up
 
     task = "D4RL/antmaze-umaze-v2"
     output, episode_return, normalized, saved = trained_on_d4rl_file_with_its_preset(tmp_path, "antmaze-umaze-v2", task)
@@ -544,8 +545,8 @@ def test_the_d4rl_converter_names_the_datasets_own_env_when_task_does_not_fit(tm
 @pytest.mark.parametrize("summary", [None, "[]", "{not json"])
 def test_a_finished_run_whose_summary_is_missing_or_damaged_is_finished_again(tmp_path: Path, summary) -> None:
     """Only a readable summary says the run ended; without one, the resume evaluates and writes it."""
-    from offline_rl.apps.run_config import OfflineRunConfig
-    from offline_rl.apps.training import finished_run
+    from offline_rl.runs.config import OfflineRunConfig
+    from offline_rl.runs.session import finished_run
 
     (tmp_path / "checkpoint.pth").write_bytes(b"")
     run = OfflineRunConfig(epoch=2, resume_path=str(tmp_path / "checkpoint.pth"))

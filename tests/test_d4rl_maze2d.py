@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import load_benchmark, rendered_frame_summary
-from offline_rl.d4rl_maze2d import MAZE2D_LAYOUTS, REWARD_TYPES, d4rl_maze2d_id, maze2d_of
-from offline_rl.data.d4rl import d4rl_gymnasium_task, d4rl_names
-from offline_rl.envs import make_env
+from offline_rl.envs.d4rl_catalogue import d4rl_gymnasium_task, d4rl_names
+from offline_rl.envs.make import make_env
+from offline_rl.envs.maze2d import MAZE2D_LAYOUTS, REWARD_TYPES, d4rl_maze2d_id, maze2d_of
 
 STEPS = {"umaze": 300, "medium": 600, "large": 800}  # D4RL's v1 registrations
 
@@ -125,7 +125,7 @@ def test_the_maze_renders_from_above(tmp_path) -> None:
 
 
 def test_a_maze2d_name_given_as_task_is_told_it_is_a_dataset_without_gymnasiums_spelling_guess() -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
 
     with pytest.raises(OfflineRLError) as error:
         make_env("maze2d-large-dense-v1")

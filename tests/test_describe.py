@@ -18,7 +18,7 @@ from conftest import (
     synthetic_frame_stack_buffer,
     write_d4rl_file,
 )
-from offline_rl.apps import atari_cql, d4rl_cql
+from offline_rl.cli import atari_cql, d4rl_cql
 from offline_rl.data import save_buffer
 from offline_rl.data.transitions import make_replay_buffer
 
@@ -174,7 +174,7 @@ def test_what_cannot_be_read_is_one_line_and_exit_status_2(tmp_path: Path, sourc
 def test_a_minari_dataset_of_atari_screens_is_described_as_atari_cql_stacks_it(tmp_path: Path) -> None:
     from test_minari_atari import recorded_spec
 
-    from offline_rl.envs import make_env
+    from offline_rl.envs.make import make_env
 
     spec = recorded_spec("Breakout")
     recording = make_env(spec.id, spec=spec)

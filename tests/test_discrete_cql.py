@@ -10,9 +10,9 @@ import pytest
 import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig, nstep_returns
+from offline_rl.algorithms.discrete_cql.algorithm import clips_rewards, quantile_huber_loss
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig, nstep_returns
-from offline_rl.discrete_cql.algorithm import clips_rewards, quantile_huber_loss
 
 
 def test_quantile_huber_loss_by_hand() -> None:
@@ -69,12 +69,14 @@ def test_loss_matches_hand_computation() -> None:
     act = np.array([1, 0])
     returns, bootstrap = np.array([1.0, -0.5]), np.array([0.9, 0.0])
     losses = algo.compute_losses(
-        obs,
-        torch.as_tensor(act),
-        torch.tensor(returns, dtype=torch.float32),
-        torch.tensor(bootstrap, dtype=torch.float32),
-        obs_next,
-    )
+        (
+            obs,
+            torch.as_tensor(act),
+            torch.tensor(returns, dtype=torch.float32),
+            torch.tensor(bootstrap, dtype=torch.float32),
+            obs_next,
+        )
+    ).figures
     tau = [(i + 0.5) / 3 for i in range(3)]
     qr, cql = [], []
     for b in range(2):
@@ -177,9 +179,9 @@ def test_reward_clipping_clips_each_reward_before_the_sum_and_leaves_the_data_al
 
 
 def test_reward_clipping_is_the_atari_default_and_reaches_the_learner(monkeypatch: pytest.MonkeyPatch) -> None:
-    from offline_rl.apps.atari_cql import AtariCQLConfig
-    from offline_rl.apps.flags import parse_config
-    from offline_rl.discrete_cql import algorithm as discrete_algorithm
+    from offline_rl.algorithms.discrete_cql import algorithm as discrete_algorithm
+    from offline_rl.cli.atari_cql import AtariCQLConfig
+    from offline_rl.cli.flags import parse_config
 
     frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     vector = gym.spaces.Box(-1, 1, (4,), np.float32)
@@ -207,7 +209,7 @@ def test_reward_clipping_is_the_atari_default_and_reaches_the_learner(monkeypatc
 def test_the_cnn_sees_uint8_frames_as_float_then_divided_by_255() -> None:
     """Its input conversion (channels-last bytes, then one division) changes no value: the logits equal
     those of the frames converted the plain way, bit for bit, and float frames are taken as well."""
-    from offline_rl.discrete_cql.networks import QuantileNatureCNN
+    from offline_rl.algorithms.discrete_cql.networks import QuantileNatureCNN
 
     torch.manual_seed(0)
     net = QuantileNatureCNN((4, 84, 84), num_actions=3, num_quantiles=5)

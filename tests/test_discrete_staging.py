@@ -9,13 +9,13 @@ import pytest
 import torch
 from tianshou.data import PrioritizedReplayBuffer, ReplayBuffer
 
-from offline_rl.cpu_products import describe_cpu_products
+from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+from offline_rl.algorithms.discrete_cql.algorithm import nstep_returns
+from offline_rl.algorithms.discrete_cql.staging import StagedTransitions, stage_transitions
+from offline_rl.algorithms.layers import describe_cpu_products
 from offline_rl.data import FrameStackBufferBuilder
 from offline_rl.data.frame_pool import FramePoolBuffer
 from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
-from offline_rl.discrete_cql.algorithm import nstep_returns
-from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
 
 N_STEP, GAMMA = 3, 0.9
 

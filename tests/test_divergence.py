@@ -14,10 +14,10 @@ from test_d4rl_cql_example import TINY, run_example
 from test_discrete_cql import episode_buffer, tiny_algorithm
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.algorithm_base import non_finite_tensors, require_finite_statistics
-from offline_rl.errors import OfflineRLError, TrainingDiverged
+from offline_rl.algorithms.training_stats import non_finite_tensors, require_finite_statistics
+from offline_rl.core.errors import OfflineRLError, TrainingDiverged
 from offline_rl.results.command import write_results
-from offline_rl.results.runs import RUN_DIVERGED_FILE
+from offline_rl.runs.files import RUN_DIVERGED_FILE
 
 
 def test_a_window_with_a_nan_or_an_infinity_stops_training_and_names_them() -> None:

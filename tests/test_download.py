@@ -1,4 +1,4 @@
-"""Downloads (`offline_rl.download`) from a real HTTP server on this machine: the bytes, the bars they
+"""Downloads (`offline_rl.data.download`) from a real HTTP server on this machine: the bytes, the bars they
 are counted on, a body cut short, and a host that cannot be reached."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import CUT_AFTER, paths_served, ranges_asked
-from offline_rl.download import check_reachable, download_file
-from offline_rl.errors import DownloadError
-from offline_rl.progress import Meter
+from offline_rl.core.errors import DownloadError
+from offline_rl.core.progress import Meter
+from offline_rl.data.download import check_reachable, download_file
 
 
 def served_file(folder: Path, name: str = "data.bin", size: int = 3 * (1 << 20) + 17) -> bytes:

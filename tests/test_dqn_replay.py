@@ -10,11 +10,10 @@ import pytest
 from tqdm import tqdm
 
 from conftest import modules_imported_by, run_in_process, run_repo_script
+from offline_rl.core.errors import DatasetError
 from offline_rl.data import dataset_info, load_buffer, load_buffers
-from offline_rl.data.frame_padding import frame_padding_of
-from offline_rl.data.frame_pool import FramePoolBuffer
-from offline_rl.dqn_replay import convert_checkpoint, sampled_slots
-from offline_rl.dqn_replay.sources import (
+from offline_rl.data.dqn_replay import convert_checkpoint, sampled_slots
+from offline_rl.data.dqn_replay.sources import (
     array_file,
     checkpoint_files,
     checkpoint_label,
@@ -23,8 +22,9 @@ from offline_rl.dqn_replay.sources import (
     folder_url,
     recorded_task,
 )
-from offline_rl.dqn_replay.testing import DopamineReplay, step_frame
-from offline_rl.errors import DatasetError
+from offline_rl.data.dqn_replay.testing import DopamineReplay, step_frame
+from offline_rl.data.frame_padding import frame_padding_of
+from offline_rl.data.frame_pool import FramePoolBuffer
 
 SMALL = (6, 6)
 
@@ -184,8 +184,8 @@ def test_damaged_checkpoints_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_the_folder_lacks_is_named_before_any_is_converted(tmp_path: Path) -> None:
-    from offline_rl.apps.dqn_replay_conversion import config_from_args, jobs_for_folder
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.cli.convert_dqn_replay import config_from_args, jobs_for_folder
+    from offline_rl.core.errors import OfflineRLError
 
     replay = DopamineReplay(40, SMALL)
     play(replay, [(20, True), (10, False)], np.random.default_rng(4))
@@ -301,7 +301,7 @@ def _gzip_npy(path: Path, header_array: np.ndarray, payload: bytes | None = None
 
 
 def test_arrays_that_are_not_dopamines_are_one_line_errors(tmp_path: Path) -> None:
-    from offline_rl.dqn_replay.npy_stream import NpyStream, read_npy
+    from offline_rl.data.dqn_replay.npy_stream import NpyStream, read_npy
 
     rows = np.arange(40, dtype=np.int32).reshape(10, 4)
     whole = _gzip_npy(tmp_path / "whole.gz", rows)
@@ -405,9 +405,9 @@ def test_ray_tasks_stream_each_checkpoints_first_slots_from_the_mirror(tmp_path:
 
 
 def test_a_misspelt_game_gets_the_game_meant_and_a_real_one_missing_gets_the_list() -> None:
-    from offline_rl.dqn_replay.sources import game_name
-    from offline_rl.errors import OfflineRLError
-    from offline_rl.rl_unplugged.sources import game_name as rl_unplugged_game
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.data.dqn_replay.sources import game_name
+    from offline_rl.data.rl_unplugged.sources import game_name as rl_unplugged_game
 
     for task, meant in (("Seaqest", "Seaquest"), ("ALE/Breakuot-v5", "Breakout"), ("mspackman", "MsPacman")):
         with pytest.raises(OfflineRLError, match=rf"not a DQN Replay game; did you mean {meant}\?$"):
@@ -536,7 +536,7 @@ def test_a_part_with_no_episode_start_still_evaluates_with_dopamines_black_paddi
     """A small part of a checkpoint whose replay had wrapped around may hold no episode start, so its
     stacks cannot tell how episodes begin; the evaluation then padded with repeated frames, unlike the
     data. The converter records Dopamine's padding, which decides where the starts cannot."""
-    from offline_rl.apps.atari_cql import evaluation_padding
+    from offline_rl.cli.atari_cql import evaluation_padding
 
     replay = DopamineReplay(40, (84, 84))
     play(replay, [(100, False)], np.random.default_rng(4))  # one long episode: the store wraps around

@@ -1,5 +1,5 @@
 """The evaluation collector's own episode loop gives what Tianshou's loop gives, to the last digit
-(`offline_rl.apps.evaluation_collector`): the same episodes in the same order, the same statistics
+(`offline_rl.runs.evaluation_collector`): the same episodes in the same order, the same statistics
 (returns, lengths, steps, the policy's action spreads), the same exploration draws, and the envs
 left as Tianshou leaves them, so the next evaluation is the same too."""
 
@@ -15,12 +15,12 @@ import torch
 from test_exact_resume import cartpole_policy
 from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
-from offline_rl.apps.evaluation_collector import EvaluationCollector
+from offline_rl.runs.evaluation_collector import EvaluationCollector
 
 
 def pendulum_policy() -> Any:
     """A CQL-SAC policy with random weights: its actions and their spread vary from state to state."""
-    from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+    from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
 
     env = gym.make("Pendulum-v1")
     torch.manual_seed(3)
@@ -286,7 +286,7 @@ def test_a_long_evaluation_counts_its_episodes_or_steps_on_a_bar(
 ) -> None:
     """An Atari evaluation takes minutes; its bar (here shown at once, and as log lines: stderr is no
     terminal) ends at the episodes played, or at the steps, past the budget where episodes ran on."""
-    from offline_rl.apps import evaluation_collector
+    from offline_rl.runs import evaluation_collector
 
     monkeypatch.setattr(evaluation_collector.EvaluationBar, "SHOW_AFTER_S", 0.0)
     collector = EvaluationCollector(
@@ -304,8 +304,8 @@ def test_a_long_evaluation_counts_its_episodes_or_steps_on_a_bar(
 def test_rendering_plays_episodes_even_where_the_run_cuts_its_evaluations_at_a_budget() -> None:
     """`--watch --render` of a run made with the CQL authors' presets (which set --test-steps-cut): a
     window plays --test-num episodes, and asks for no budget to cut."""
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.training import evaluation_collector
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.training import evaluation_collector
 
     run = RunConfig(test_num=1, test_steps=1000, test_steps_cut=True)
     for rendering, expected in ((False, (1000, True)), (True, (0, False))):

@@ -1,6 +1,6 @@
 """A stopped and resumed run trains exactly as the run that was never stopped, and an evaluation's
-score depends on the weights and `--seed` alone (`offline_rl.random_state`,
-`offline_rl.apps.evaluation_collector`)."""
+score depends on the weights and `--seed` alone (`offline_rl.core.random_state`,
+`offline_rl.runs.evaluation_collector`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import torch
 from test_d4rl_cql_example import TINY
 
 from conftest import run_in_process
-from offline_rl.apps.evaluation_collector import EvaluationCollector
-from offline_rl.checkpoint import load_checkpoint, save_checkpoint
-from offline_rl.random_state import capture_random_state, preserved_random_state, restore_random_state
+from offline_rl.core.random_state import capture_random_state, preserved_random_state, restore_random_state
+from offline_rl.runs.checkpoint import load_checkpoint, save_checkpoint
+from offline_rl.runs.evaluation_collector import EvaluationCollector
 
 
 def draws() -> tuple[float, float, float, float]:
@@ -46,7 +46,7 @@ def test_work_beside_training_does_not_shift_its_draws() -> None:
 
 def cartpole_policy(eps: float):
     """A discrete CQL policy that always prefers action 0, playing ε-greedy at `eps` when evaluated."""
-    from offline_rl.discrete_cql import CQLQRDQN, DiscreteCQLConfig
+    from offline_rl.algorithms.discrete_cql import CQLQRDQN, DiscreteCQLConfig
 
     env = gym.make("CartPole-v1")
     algorithm = CQLQRDQN.build(

@@ -14,24 +14,24 @@ from typing import Any
 import pytest
 
 from conftest import REPO_ROOT, run_repo_script
-from offline_rl.apps import atari_cql, atari_qrdqn, d4rl_cql
-from offline_rl.apps.buffer_conversion import (
+from offline_rl.algorithms.cql_sac import CQLSACConfig
+from offline_rl.algorithms.discrete_cql import DiscreteCQLConfig
+from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_cql
+from offline_rl.cli.convert_buffers import (
     ConversionConfig,
     DownloadableConversionConfig,
     conversion_config_from_args,
 )
-from offline_rl.apps.dataset_description import DescribeConfig
-from offline_rl.apps.dqn_replay_conversion import DQNReplayConversionConfig
-from offline_rl.apps.dqn_replay_conversion import config_from_args as dqn_replay_config_from_args
-from offline_rl.apps.flags import build_parser, parse_config
-from offline_rl.apps.rl_unplugged_conversion import RLUnpluggedConversionConfig
-from offline_rl.apps.rl_unplugged_conversion import config_from_args as rl_unplugged_config_from_args
+from offline_rl.cli.convert_dqn_replay import DQNReplayConversionConfig
+from offline_rl.cli.convert_dqn_replay import config_from_args as dqn_replay_config_from_args
+from offline_rl.cli.convert_rl_unplugged import RLUnpluggedConversionConfig
+from offline_rl.cli.convert_rl_unplugged import config_from_args as rl_unplugged_config_from_args
+from offline_rl.cli.describe import DescribeConfig
+from offline_rl.cli.flags import build_parser, parse_config
 from offline_rl.collect import config_from_args as collect_config_from_args
-from offline_rl.cql_sac import CQLSACConfig
-from offline_rl.discrete_cql import DiscreteCQLConfig
-from offline_rl.errors import OfflineRLError
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.settings import flag_of, from_dict, leaf_fields
 from offline_rl.results.command import ResultsConfig
-from offline_rl.settings import flag_of, from_dict, leaf_fields
 from offline_rl.sweep.command import SweepConfig
 
 PARSERS: dict[str, Callable[[list[str]], Any]] = {
@@ -54,6 +54,7 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
 
 DOCUMENTED_IN = [
     "README.md",
+    *sorted(str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "docs" / "pages").rglob("*.md")),
     "examples/d4rl_cql.py",
     "examples/atari_cql.py",
     "examples/atari_qrdqn.py",
@@ -98,7 +99,7 @@ def test_every_documented_command_line_parses(
 ) -> None:
     # the documented checkpoints (log/.../<stamp>/checkpoint.pth) do not exist here: parse as a
     # resume of a run that saved no settings
-    monkeypatch.setattr("offline_rl.checkpoint.saved_config", lambda path: None)
+    monkeypatch.setattr("offline_rl.runs.checkpoint.saved_config", lambda path: None)
     PARSERS[script](args)
 
 
@@ -249,7 +250,7 @@ def test_a_checkpoint_given_to_another_program_names_the_program_that_wrote_it(t
     """Each program's checkpoint holds its settings; another program cannot continue it, and says which can."""
     import torch
 
-    from offline_rl.checkpoint import save_checkpoint
+    from offline_rl.runs.checkpoint import save_checkpoint
 
     checkpoint = save_checkpoint(
         tmp_path / "policy.pth", torch.nn.Linear(1, 1), config=asdict(atari_qrdqn.AtariQRDQNConfig())
@@ -327,7 +328,7 @@ def test_booleans_before_a_positional_take_no_value() -> None:
 def test_a_flag_declared_twice_is_refused() -> None:
     from dataclasses import dataclass, field
 
-    from offline_rl.settings import setting
+    from offline_rl.core.settings import setting
 
     @dataclass
     class Clash:
@@ -363,7 +364,7 @@ def test_a_new_setting_is_a_flag_a_preset_key_and_a_checkpoint_entry(tmp_path: P
 def test_resuming_restores_the_runs_settings_except_this_commands_own(tmp_path: Path) -> None:
     import torch
 
-    from offline_rl.checkpoint import save_checkpoint
+    from offline_rl.runs.checkpoint import save_checkpoint
 
     original = d4rl_cql.config_from_args(
         ["--task", "Hopper-v4", "--dataset", "hopper-medium-v2", "--epoch", "7", "--cql-weight", "3", "--threads", "1"]
@@ -385,13 +386,12 @@ def test_help_and_flag_errors_load_neither_torch_nor_tianshou(script: str) -> No
     assert modules_imported_by(script, ["--help"], ["--epoch", "none"], watched=watched) == []
 
 
-PACKAGES = ["offline_rl", "offline_rl.data", "offline_rl.rl_unplugged", "offline_rl.dqn_replay"]
+PACKAGES = ["offline_rl", "offline_rl.data", "offline_rl.data.rl_unplugged", "offline_rl.data.dqn_replay"]
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_packages_import_their_names_on_first_use_and_every_name_resolves(package: str) -> None:
-    """Importing a package costs nothing (what keeps `--help` instant); each exported name is then found
-    in the module the package names for it (a misspelt entry would only fail when first used)."""
+def test_packages_import_their_names_on_first_use_and_every_name_resolves() -> None:
+    """Importing the packages costs nothing (what keeps `--help` instant); each exported name is then
+    found in the module its package names for it (a misspelt entry would only fail when first used)."""
     import subprocess
     import sys
 
@@ -399,9 +399,9 @@ def test_packages_import_their_names_on_first_use_and_every_name_resolves(packag
 
     program = (
         "import importlib, sys\n"
-        f"package = importlib.import_module({package!r})\n"
+        f"packages = [importlib.import_module(name) for name in {PACKAGES!r}]\n"
         "print(sorted(name for name in ('torch', 'tianshou') if name in sys.modules))\n"
-        "missing = [name for name in package.__all__ if getattr(package, name, None) is None]\n"
+        "missing = [(p.__name__, n) for p in packages for n in p.__all__ if getattr(p, n, None) is None]\n"
         "print(missing)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=script_env())
@@ -415,7 +415,7 @@ def test_a_lazily_imported_name_whose_module_fails_says_why(monkeypatch: pytest.
     a package's `__getattr__` that read as "cannot import name 'FrameStackBufferBuilder'", naming no cause."""
     import sys
 
-    from offline_rl.lazy import lazy_exports
+    from offline_rl.core.lazy import lazy_exports
 
     (tmp_path / "breaks_on_import.py").write_text("import numpy as np\nnp.string_is_gone\nclass Thing: ...\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -435,10 +435,10 @@ def test_installed_commands_run_from_any_directory(tmp_path: Path) -> None:
     import subprocess
 
     from conftest import script_env
-    from offline_rl.apps import console
+    from offline_rl.cli import console
 
     setup_text = (REPO_ROOT / "setup.py").read_text()
-    declared = regex.findall(r'"(offline-rl-[a-z0-9-]+) = offline_rl\.apps\.console:(\w+)"', setup_text)
+    declared = regex.findall(r'"(offline-rl-[a-z0-9-]+) = offline_rl\.cli\.console:(\w+)"', setup_text)
     assert sorted(name for name, _ in declared) == sorted(console.COMMANDS)
     for name, function in declared:
         assert callable(getattr(console, function)) and shutil.which(name), f"{name}: pip install -e ."
@@ -453,8 +453,8 @@ def test_a_list_saved_for_a_tuple_setting_reads_back_as_the_flag_gives_it(capsys
     """A checkpoint keeps `--load-buffer-name` as a list; read back as one, it differed from the
     tuple the flags give, so every atari_cql.py resume printed `--load-buffer-name cp.hdf5 overrides
     cp.hdf5 of the run`, a flag the user never gave."""
-    from offline_rl.apps import atari_cql
-    from offline_rl.apps.flags import _report_overrides
+    from offline_rl.cli import atari_cql
+    from offline_rl.cli.flags import _report_overrides
 
     restored = from_dict(atari_cql.AtariCQLConfig, {"load_buffer_name": ["cp.hdf5"]})
     assert restored.load_buffer_name == ("cp.hdf5",)
@@ -509,7 +509,7 @@ def test_another_toolkits_key_in_a_preset_names_the_setting(tmp_path: Path) -> N
 
 
 def test_every_other_toolkits_name_points_to_a_flag_that_exists_and_is_none_of_ours() -> None:
-    from offline_rl.apps.foreign_flags import FOREIGN_NAMES
+    from offline_rl.cli.foreign_flags import FOREIGN_NAMES
 
     parsers = [
         build_parser(config, prog="x", description="x")
@@ -541,8 +541,8 @@ def test_atari_only_settings_changed_for_a_vector_task_are_said_to_do_nothing(
 ) -> None:
     import warnings
 
-    from offline_rl.apps.task_choice import warn_atari_only_settings
-    from offline_rl.errors import IgnoredFlagWarning
+    from offline_rl.cli.task_choice import warn_atari_only_settings
+    from offline_rl.core.errors import IgnoredFlagWarning
 
     config = atari_cql.config_from_args(["--task", task, *flags])
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""Fitted Q evaluation (offline_rl.ope): its target and loss by hand, and its estimates on small MDPs
+"""Fitted Q evaluation (offline_rl.algorithms.fqe): its target and loss by hand, and its estimates on small MDPs
 whose values are known."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from test_discrete_staging import frame_pool_buffer, frame_stack_buffer, plain_b
 from torch import nn
 
 from conftest import run_in_process
-from offline_rl.data.transitions import make_replay_buffer
-from offline_rl.ope.fqe import (
+from offline_rl.algorithms.fqe.fqe import (
     BufferRows,
     FittedQEvaluation,
     FQEBatch,
@@ -25,6 +24,7 @@ from offline_rl.ope.fqe import (
     fqe_transitions,
     sampled_rows,
 )
+from offline_rl.data.transitions import make_replay_buffer
 
 GAMMA = 0.9
 
@@ -169,11 +169,11 @@ def test_continuous_actions_meet_the_data_in_its_units(monkeypatch) -> None:
 
     import gymnasium as gym
 
-    from offline_rl import deployment
-    from offline_rl.apps.value_estimate import policy_in_data_units
+    from offline_rl.algorithms.export import acting
     from offline_rl.data import set_action_units
+    from offline_rl.runs.value_estimate import policy_in_data_units
 
-    monkeypatch.setattr(deployment, "evaluation_actions", lambda policy, obs: np.array([[2.0], [-1.0]]))
+    monkeypatch.setattr(acting, "evaluation_actions", lambda policy, obs: np.array([[2.0], [-1.0]]))
     policy = SimpleNamespace(action_space=gym.spaces.Box(-2.0, 2.0, (1,)))
     dataset = bandit_buffer(4, discrete=False)
     assert policy_in_data_units(policy, dataset, discrete=False)(np.zeros((2, 2))).tolist() == [[2.0], [-1.0]]
@@ -210,7 +210,7 @@ def test_d4rl_cql_estimates_a_trained_run_on_its_data_without_playing(tmp_path) 
 
 
 def test_atari_cql_estimates_a_discrete_run(tmp_path) -> None:
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     collect_dataset(CollectConfig(task="CartPole-v1", output=tmp_path / "cartpole.hdf5", size=400, progress=False))
     small = ("--num-quantiles", "4", "--hidden-sizes", "16", "--test-num", "1", "--batch-size", "16")

@@ -133,8 +133,8 @@ def test_several_collections_load_with_one_file_beside_the_result(tmp_path: Path
 
 
 def test_a_collection_merges_its_envs_recordings_freeing_each_as_it_goes() -> None:
-    from offline_rl.apps.discrete_collection import _emptied
     from offline_rl.data.frame_stack import merge_frame_stack_buffers
+    from offline_rl.runs.discrete_collection import _emptied
 
     builders = []
     for seed in range(4):

@@ -3,7 +3,7 @@ FrankaKitchen-v1, and D4RL's own Kitchen files are known by name.
 
 Gymnasium-Robotics' Kitchen, Fetch and Shadow-hand envs could not be made at all on the MuJoCo this
 project installs (4.0): their joint helpers compare `np.int32` joint types with MuJoCo enums, which
-stopped comparing equal in 3.12 (`offline_rl.robotics_joints`)."""
+stopped comparing equal in 3.12 (`offline_rl.envs.robotics`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import pytest
 
 from conftest import record_minari_dataset, run_in_process, write_d4rl_file
 from offline_rl.data import dataset_info, load_d4rl, load_minari
-from offline_rl.data.d4rl import d4rl_episode_steps, d4rl_path
-from offline_rl.envs import make_env, with_flat_observations
-from offline_rl.robotics_joints import (
+from offline_rl.data.d4rl import d4rl_path
+from offline_rl.envs.d4rl_catalogue import d4rl_episode_steps
+from offline_rl.envs.make import make_env, with_flat_observations
+from offline_rl.envs.robotics import (
     enums_equal_numpy_integers,
     get_joint_qpos,
     get_joint_qvel,
@@ -27,7 +28,7 @@ from offline_rl.robotics_joints import (
     set_joint_qpos,
     set_joint_qvel,
 )
-from offline_rl.scores import reference_scores
+from offline_rl.envs.scores import reference_scores
 
 KITCHEN_TASKS = ["microwave", "kettle", "light switch", "slide cabinet"]  # Minari's D4RL/kitchen/complete-v2
 # the kitchen hands out one observation dict per call; these tests step it unflattened, and copy what they keep

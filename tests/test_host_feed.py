@@ -18,10 +18,10 @@ from test_discrete_staging import (
 )
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.discrete_cql import staging
-from offline_rl.discrete_cql.algorithm import nstep_returns
-from offline_rl.discrete_cql.host_feed import HostBatchFeed
-from offline_rl.discrete_cql.staging import StagedTransitions, stage_transitions
+from offline_rl.algorithms.discrete_cql import staging
+from offline_rl.algorithms.discrete_cql.algorithm import nstep_returns
+from offline_rl.algorithms.discrete_cql.host_feed import HostBatchFeed
+from offline_rl.algorithms.discrete_cql.staging import StagedTransitions, stage_transitions
 
 CPU = torch.device("cpu")
 
@@ -68,10 +68,10 @@ def test_host_fed_updates_are_the_updates_on_those_batches() -> None:
             fed.update(buffer, 5)
     torch.manual_seed(7)  # the feed seeds its generator from torch's
     rows = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
-    staged = reference._stage(buffer)
+    staged = reference.staged(buffer)
     assert isinstance(staged, StagedTransitions) and staged.host_reason is None
     for _ in range(4):
-        reference._learn(*staged.take(torch.randint(len(staged), (5,), generator=rows)))
+        reference.gradient_step(staged.take(torch.randint(len(staged), (5,), generator=rows)))
     assert int(fed.num_updates) == int(reference.num_updates) == 4
     expected = reference.state_dict()
     for name, value in fed.state_dict().items():

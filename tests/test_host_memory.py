@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import synthetic_frame_stack_buffer
-from offline_rl.host_memory import available_memory, describe_bytes
+from offline_rl.core.resources import available_memory, describe_bytes
 
 MEMINFO = "MemTotal:       24684096 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\nSwapFree:  1000000 kB\n"
 
@@ -77,9 +77,9 @@ def test_a_buffer_larger_than_the_memory_left_is_refused_before_loading(
 ) -> None:
     from tianshou.data import Batch, ReplayBuffer
 
-    from offline_rl import host_memory
+    from offline_rl.core import resources as host_memory
+    from offline_rl.core.errors import OfflineRLError
     from offline_rl.data.buffers import _file_bytes, load_buffer, save_buffer
-    from offline_rl.errors import OfflineRLError
 
     buffer = ReplayBuffer(1000)
     for step in range(1000):
@@ -104,9 +104,9 @@ def test_a_buffer_larger_than_the_memory_left_is_refused_before_loading(
 def test_several_collections_need_their_sum_plus_the_largest_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from offline_rl import host_memory
+    from offline_rl.core import resources as host_memory
+    from offline_rl.core.errors import OfflineRLError
     from offline_rl.data.buffers import _file_bytes, load_buffers, save_buffer
-    from offline_rl.errors import OfflineRLError
 
     parts = {0: synthetic_frame_stack_buffer(300, 0), 1: synthetic_frame_stack_buffer(500, 1)}
     paths = [save_buffer(part, tmp_path / f"{seed}.hdf5") for seed, part in parts.items()]
@@ -123,10 +123,10 @@ def test_an_atari_replay_or_recording_that_cannot_fit_once_full_is_refused_at_th
     watch: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Training fills its replay for hours; the OOM killer would end the run when it is nearly full."""
-    from offline_rl import host_memory
-    from offline_rl.apps import atari_qrdqn
-    from offline_rl.envs import make_discrete_env
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.cli import atari_qrdqn
+    from offline_rl.core import resources as host_memory
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.envs.atari import make_discrete_env
 
     flags = ["--task", "PongNoFrameskip-v4", "--buffer-size", "100000", "--training-num", "10"]
     if watch:

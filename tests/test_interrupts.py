@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, script_env
-from offline_rl.interrupts import (
+from conftest import REPO_ROOT, run_in_process, script_env
+from offline_rl.core.interrupts import (
     EXIT_TERMINATED,
     Terminated,
     interrupts_between_steps,
@@ -99,7 +99,7 @@ def _terminate_when(
 
 
 def test_a_training_run_ended_by_sigterm_says_how_to_resume_and_resumes(tmp_path: Path) -> None:
-    from offline_rl.apps.dataset_generation import CollectConfig, collect_dataset
+    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
     data = tmp_path / "pendulum.hdf5"
     collect_dataset(CollectConfig(task="Pendulum-v1", output=data, size=400, progress=False))
@@ -113,10 +113,7 @@ def test_a_training_run_ended_by_sigterm_says_how_to_resume_and_resumes(tmp_path
     assert Path(checkpoint).is_file() and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
     assert not [path for path in Path(checkpoint).parent.iterdir() if path.name.startswith(".")][1:]  # the lock only
-    resumed = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), "--resume-path", checkpoint, "--epoch", "3"],
-        cwd=tmp_path, env=script_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    resumed = run_in_process("examples/d4rl_cql.py", "--resume-path", checkpoint, "--epoch", "3", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
 
 
@@ -125,7 +122,7 @@ def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: P
     flags = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "3000000"]
     flags += ["--training-num", "2", "--num-quantiles", "8", "--save-buffer-name", str(output)]
     collection = _start([str(REPO_ROOT / "examples/atari_qrdqn.py"), *flags], tmp_path)
-    out, err = _terminate_when(collection, "playing with an untrained policy", after_s=8)
+    out, err = _terminate_when(collection, "playing with an untrained policy", after_s=1.5)
     assert collection.returncode == EXIT_TERMINATED, err
     assert "kept in" in out and "run the same command again to continue" in out, out
     assert (tmp_path / "cartpole.hdf5.parts").is_dir() and not output.exists()
@@ -210,7 +207,7 @@ def test_a_conversion_sigterm_reaches_its_workers_which_stop_their_shards(tmp_pa
     workers stop now (leaving no temporary file) rather than finish their shards first."""
     import numpy as np
 
-    from offline_rl.rl_unplugged.testing import random_episode, serialize, shuffled_records, write_shard
+    from offline_rl.data.rl_unplugged.testing import random_episode, serialize, shuffled_records, write_shard
 
     rng = np.random.default_rng(0)
     shards = []
@@ -241,7 +238,7 @@ def test_a_sigterm_during_a_log_write_stops_the_run_after_the_write(tmp_path: Pa
     write to finish, then stops the run, and the log closes."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from offline_rl.apps.run_folder import uninterrupted_writes
+    from offline_rl.runs.folder import uninterrupted_writes
 
     writer = uninterrupted_writes(SummaryWriter(str(tmp_path)))
     file_writer = writer._get_file_writer()
@@ -288,7 +285,7 @@ def test_a_sigterm_arriving_as_a_held_call_ends_is_not_lost() -> None:
     """The stop held during a write is raised by its own handler after every handler is back, so a
     signal that arrives while they are put back still stops the run (before, one could be recorded
     after the last check and dropped: a run signalled during an evaluation's logging trained on)."""
-    from offline_rl.interrupts import interrupts_held_during
+    from offline_rl.core.interrupts import interrupts_held_during
 
     def write() -> None:
         pass

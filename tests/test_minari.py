@@ -12,8 +12,8 @@ import pytest
 from minari.data_collector import EpisodeBuffer
 
 from conftest import record_minari_dataset
+from offline_rl.core.errors import DatasetError
 from offline_rl.data import dataset_info, load_dataset, load_minari
-from offline_rl.errors import DatasetError
 
 
 def _episodes(rng: np.random.Generator, specs: list[tuple[int, str]], make_obs) -> list[EpisodeBuffer]:
@@ -168,8 +168,8 @@ def test_missing_dataset_id_names_where_it_looked(tmp_path: Path) -> None:
 def test_a_misspelt_id_of_a_dataset_that_is_here_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from offline_rl.download import PROXY_VARIABLES
-    from offline_rl.errors import DownloadError
+    from offline_rl.core.errors import DownloadError
+    from offline_rl.data.download import PROXY_VARIABLES
 
     rng = np.random.default_rng(1)
     box = gym.spaces.Box(-10, 10, (3,), np.float32)
@@ -201,9 +201,9 @@ def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch:
 
     import minari
 
+    from offline_rl.core.errors import DownloadError
     from offline_rl.data import load_minari
-    from offline_rl.download import PROXY_VARIABLES
-    from offline_rl.errors import DownloadError
+    from offline_rl.data.download import PROXY_VARIABLES
 
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -225,8 +225,8 @@ def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch:
 def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
     import dataclasses
 
-    from offline_rl.apps.d4rl_cql import make_continuous_env
-    from offline_rl.envs import recorded_evaluation_spec
+    from offline_rl.cli.d4rl_cql import make_continuous_env
+    from offline_rl.envs.make import recorded_evaluation_spec
 
     low_gravity = dataclasses.replace(gym.spec("Pendulum-v1"), kwargs={"g": 3.0})
     record_minari_dataset("test/pendulum/low-gravity-v0", gym.make("Pendulum-v1"), 60, low_gravity)
@@ -244,7 +244,7 @@ def test_the_example_evaluates_a_minari_maze_on_its_recorded_env(tmp_path: Path)
     import dataclasses
 
     from conftest import run_in_process
-    from offline_rl.envs import make_env
+    from offline_rl.envs.make import make_env
 
     make_env("AntMaze_UMaze-v5")  # registers Gymnasium-Robotics (a test dependency)
     fixed = [[1, 1, 1, 1, 1], [1, "r", 0, 0, 1], [1, 1, 1, 0, 1], [1, "g", 0, 0, 1], [1, 1, 1, 1, 1]]
@@ -285,8 +285,8 @@ def test_the_example_evaluates_a_minari_maze_on_its_recorded_env(tmp_path: Path)
 def test_a_recorded_env_whose_module_is_missing_is_one_line() -> None:
     import dataclasses
 
-    from offline_rl.envs import make_env
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.envs.make import make_env
 
     elsewhere = dataclasses.replace(gym.spec("Pendulum-v1"), entry_point="gymnasium_robotics_x.envs:PendulumEnv")
     with pytest.raises(OfflineRLError, match=r"the env spec names 'gymnasium_robotics_x.envs:PendulumEnv', outside"):

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from conftest import record_minari_dataset, run_in_process
-from offline_rl.atari_screens import make_screen_frames_env, screen_frames
+from offline_rl.algorithms.export.standalone import file_metadata
+from offline_rl.core.errors import DatasetError
 from offline_rl.data import dataset_info, load_minari_atari
-from offline_rl.deployment import file_metadata
-from offline_rl.envs import make_env
-from offline_rl.errors import DatasetError
+from offline_rl.envs.atari import make_screen_frames_env, screen_frames
+from offline_rl.envs.make import make_env
 
 
 def recorded_spec(game: str, max_episode_steps: int = 27_000) -> gym.envs.registration.EnvSpec:
@@ -109,7 +109,7 @@ def test_atari_cql_trains_on_minari_screens_and_plays_the_recorded_env(tmp_path:
 
 
 def test_another_spelling_of_the_game_is_warned_that_its_frames_differ(tmp_path: Path) -> None:
-    from offline_rl.envs import TaskMismatchWarning
+    from offline_rl.data.fit import TaskMismatchWarning
 
     spec = recorded_spec("Pong", max_episode_steps=50)
     record_minari_dataset("atari/pong/test-v0", make_env(spec.id, spec=spec), 60, None)

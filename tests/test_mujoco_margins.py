@@ -1,4 +1,4 @@
-"""Contact margins kept as MuJoCo <= 3.4 combined them (`offline_rl.mujoco_margins`).
+"""Contact margins kept as MuJoCo <= 3.4 combined them (`offline_rl.envs.mujoco`).
 
 MuJoCo 3.5 changed a contact's margin from the larger of its two geoms' margins to their sum. D4RL's
 data, its and CORL's scores, and gymnasium's v4 envs come from the earlier rule; models whose geoms
@@ -11,8 +11,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from offline_rl.envs import make_env
-from offline_rl.mujoco_margins import (
+from offline_rl.envs.make import make_env
+from offline_rl.envs.mujoco import (
     announce_classic_margins,
     classic_margins_note,
     keep_classic_margins,
@@ -85,9 +85,9 @@ def test_the_note_says_what_was_kept() -> None:
 @pytest.mark.skipif(not margins_add_up(), reason=f"MuJoCo {mujoco.__version__} takes the larger margin itself")
 def test_a_run_says_the_note_once_per_task(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The quickstart generates its dataset on the task, then evaluates on it: one contacts line, not two."""
-    import offline_rl.mujoco_margins
+    import offline_rl.envs.mujoco
 
-    monkeypatch.setattr(offline_rl.mujoco_margins, "_ANNOUNCED", set())  # whatever earlier tests announced
+    monkeypatch.setattr(offline_rl.envs.mujoco, "_ANNOUNCED", set())  # whatever earlier tests announced
     for task in ("Ant-v4", "Ant-v4", "D4RL/antmaze-umaze-v2"):
         env = make_env(task)
         announce_classic_margins(env, task)

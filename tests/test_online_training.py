@@ -12,7 +12,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing import event_accumulator
 
-from offline_rl.apps import atari_qrdqn
+from offline_rl.cli import atari_qrdqn
+from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
 
 SMALL_RUN = [
     "--task", "CartPole-v1", "--num-quantiles", "8", "--hidden-sizes", "16", "--step-per-epoch", "200",
@@ -34,7 +35,7 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    first = atari_qrdqn.main([*SMALL_RUN, "--epoch", "1"])
+    first = atari_qrdqn_program.main([*SMALL_RUN, "--epoch", "1"])
     run = Path(first["log_path"]).resolve()
     assert {p.name for p in run.iterdir()} >= {"checkpoint.pth", "replay.hdf5", "policy_last.pth", "summary.json"}
     assert first["env_steps"] == first["total_env_steps"] == 200 and first["last"] is not None
@@ -43,7 +44,7 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     assert checkpoint["target_update_counter"] == 20  # one update per 10 env steps
     capsys.readouterr()
 
-    second = atari_qrdqn.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
+    second = atari_qrdqn_program.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
     out = capsys.readouterr().out
     assert Path(second["log_path"]) == run  # the same folder, no new run
     assert "replay: restored 200 transitions" in out
@@ -60,7 +61,9 @@ def test_a_run_resumes_at_its_epoch_and_env_step_with_its_replay(
     # The behaviour policy as a file for use without offline_rl: its greedy actions, checked on
     # CartPole's own observations; the run's folder is left as it was.
     files_before = {path.name: path.stat().st_mtime_ns for path in run.iterdir()}
-    exported = atari_qrdqn.main(["--resume-path", str(run / "policy_last.pth"), "--export-policy", "cartpole.pt2"])
+    exported = atari_qrdqn_program.main(
+        ["--resume-path", str(run / "policy_last.pth"), "--export-policy", "cartpole.pt2"]
+    )
     assert exported["format"] == "torch.export program" and exported["checked_on"] == 64
     assert (
         "as torch.export program cartpole.pt2: obs float32 (batch, 4) -> action int64 (batch)"
@@ -75,18 +78,18 @@ def test_without_a_saved_replay_a_resumed_run_says_it_starts_empty(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    first = atari_qrdqn.main([*SMALL_RUN, "--epoch", "1", "--no-checkpoint-replay"])
+    first = atari_qrdqn_program.main([*SMALL_RUN, "--epoch", "1", "--no-checkpoint-replay"])
     run = Path(first["log_path"])
     assert not (run / "replay.hdf5").exists() and (run / "checkpoint.pth").exists()
     capsys.readouterr()
-    atari_qrdqn.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
+    atari_qrdqn_program.main(["--resume-path", str(run / "checkpoint.pth"), "--epoch", "2"])
     assert "starting with an empty replay" in capsys.readouterr().out
 
 
 def test_ctrl_c_says_how_far_the_run_got_and_how_to_go_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from offline_rl.apps.evaluation import EvaluationReporter
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.evaluation import EvaluationReporter
+    from offline_rl.runs.folder import RunFolder
 
     algorithm = torch.nn.Linear(2, 1)
     folder = RunFolder.open(
@@ -104,9 +107,9 @@ def test_ctrl_c_says_how_far_the_run_got_and_how_to_go_on(tmp_path: Path, capsys
 def test_the_commands_it_prints_to_copy_survive_a_space_in_the_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from offline_rl.apps.evaluation import EvaluationReporter
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.evaluation import EvaluationReporter
+    from offline_rl.runs.folder import RunFolder
 
     logdir = tmp_path / "my runs"
     folder = RunFolder.open(
@@ -128,11 +131,11 @@ def test_in_a_log_file_the_online_trainer_prints_its_env_step_rate(
 ) -> None:
     """Without a terminal there is no progress bar: lines like the offline trainer's `update N: R
     updates/s` show that a long epoch is moving (every minute; here at every collection step)."""
-    from offline_rl.apps import update_rate
+    from offline_rl.runs import update_rate
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(update_rate, "LINE_INTERVAL_S", 0.0)
-    atari_qrdqn.main([*SMALL_RUN, "--epoch", "1"])
+    atari_qrdqn_program.main([*SMALL_RUN, "--epoch", "1"])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("env step ")]
     assert lines and all(line.endswith(" env steps/s") for line in lines)
     assert int(lines[-1].split()[2].rstrip(":")) == 190  # the count before the epoch's last collection
@@ -156,7 +159,7 @@ def test_the_trainer_sets_epsilon_by_the_env_steps_taken(tmp_path: Path, monkeyp
         return set_to[-1]
 
     monkeypatch.setattr(atari_qrdqn, "training_epsilon", recorded)
-    atari_qrdqn.main(
+    atari_qrdqn_program.main(
         [*SMALL_RUN, "--epoch", "1", "--eps-train", "1", "--eps-train-final", "0", "--eps-decay-steps", "400"]
     )
     assert set_to[0] == 1.0 and set_to[-1] == pytest.approx(1 - 190 / 400)  # the last collection starts at 190

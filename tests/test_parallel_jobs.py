@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import script_env
-from offline_rl import parallel_jobs
-from offline_rl.errors import DatasetError, OfflineRLError
-from offline_rl.interrupts import EXIT_TERMINATED
-from offline_rl.parallel_jobs import Progress, run_jobs
+from offline_rl.core import jobs as parallel_jobs
+from offline_rl.core.errors import DatasetError, OfflineRLError
+from offline_rl.core.interrupts import EXIT_TERMINATED
+from offline_rl.core.jobs import Progress, run_jobs
 
 
 @dataclass(frozen=True)
@@ -209,9 +209,9 @@ STOPPABLE = """
 import sys, time
 from dataclasses import dataclass
 from pathlib import Path
-from offline_rl.apps.cli import run_main
-from offline_rl.atomic import atomic_path
-from offline_rl.parallel_jobs import run_jobs
+from offline_rl.cli.main import run_main
+from offline_rl.core.files import atomic_path
+from offline_rl.core.jobs import run_jobs
 
 folder, downloads = Path(sys.argv[1]), sys.argv[2] == "with-downloads"
 

@@ -1,5 +1,5 @@
-"""`offline_rl.deployment`: a trained policy as an ONNX file or a torch.export program that acts as the
-Tianshou policy does in evaluation, read back with onnxruntime or torch alone."""
+"""`offline_rl.algorithms.export.standalone`: a trained policy as an ONNX file or a torch.export program that
+acts as the Tianshou policy does in evaluation, read back with onnxruntime or torch alone."""
 
 from __future__ import annotations
 
@@ -10,18 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from offline_rl.cql_sac import CQLSAC
-from offline_rl.cql_sac.config import CQLSACConfig
-from offline_rl.deployment import (
-    DeterministicActorPolicy,
-    evaluation_actions,
-    export_policy,
-    file_metadata,
-    require_export_tools,
-)
-from offline_rl.discrete_cql import CQLQRDQN
-from offline_rl.discrete_cql.config import DiscreteCQLConfig
-from offline_rl.errors import OfflineRLError
+from offline_rl.algorithms.cql_sac import CQLSAC
+from offline_rl.algorithms.cql_sac.config import CQLSACConfig
+from offline_rl.algorithms.discrete_cql import CQLQRDQN
+from offline_rl.algorithms.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.algorithms.export.acting import DeterministicActorPolicy, evaluation_actions
+from offline_rl.algorithms.export.standalone import export_policy, file_metadata, require_export_tools
+from offline_rl.core.errors import OfflineRLError
 
 FORMATS = ["policy.onnx", "policy.pt2"]
 LOW, HIGH = np.array([-2.0, 0.0, -0.5], dtype=np.float32), np.array([2.0, 3.0, 0.5], dtype=np.float32)
@@ -129,7 +124,7 @@ def test_a_vector_task_policy_file_acts_greedily(tmp_path: Path, name: str) -> N
 def test_a_file_that_acts_otherwise_is_not_kept(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check can fail: a file whose actions are off (here its bounds, as if the policy's action
     scaling were lost) is an error naming it, and nothing is left at its path."""
-    import offline_rl.deployment as deployment
+    import offline_rl.algorithms.export.standalone as deployment
 
     algorithm = trained_looking_cql_sac()
     unscaled = DeterministicActorPolicy(algorithm.actor, np.zeros(3), np.ones(3), scaling=False)
@@ -141,7 +136,7 @@ def test_a_file_that_acts_otherwise_is_not_kept(tmp_path: Path, name: str, monke
 
 
 def test_a_discrete_file_that_acts_otherwise_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import offline_rl.deployment as deployment
+    import offline_rl.algorithms.export.standalone as deployment
 
     algorithm = CQLQRDQN.build(
         gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(3), DiscreteCQLConfig(hidden_sizes=[16])
@@ -174,7 +169,7 @@ def test_formats_and_tools_are_named_in_one_line(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_policy_of_a_kind_without_an_export_is_refused() -> None:
-    from offline_rl.deployment import acting_module
+    from offline_rl.algorithms.export.acting import acting_module
 
     with pytest.raises(TypeError, match="cannot export a object"):
         acting_module(object())

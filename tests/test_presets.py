@@ -1,5 +1,5 @@
 """The preset files under configs/cql/: one per D4RL dataset CORL runs CQL on (locomotion, AntMaze, Adroit,
-Maze2D), CORL's values, loaded exactly, and described exactly by the README's table."""
+Maze2D), CORL's values, loaded exactly, and described exactly by the documentation's table."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from offline_rl.apps import d4rl_cql
-from offline_rl.apps.flags import load_preset
-from offline_rl.settings import leaf_fields, spellings_of
+from offline_rl.cli import d4rl_cql
+from offline_rl.cli.presets import load_preset
+from offline_rl.core.settings import leaf_fields, spellings_of
 
 PRESETS = sorted((REPO_ROOT / "configs" / "cql").glob("*.yaml"))
 LOCOMOTION = [
@@ -97,7 +97,7 @@ def test_the_cql_authors_presets_hold_their_codes_values() -> None:
 
 @pytest.mark.parametrize("path", AUTHORS_ATARI_PRESETS, ids=lambda p: p.stem)
 def test_a_cql_authors_atari_preset_loads_with_exactly_the_values_in_its_file(path: Path) -> None:
-    from offline_rl.apps import atari_cql
+    from offline_rl.cli import atari_cql
 
     values = field_values(atari_cql.config_from_args(["--config", str(path)]))
     for key, expected in load_preset(path).items():
@@ -107,7 +107,7 @@ def test_a_cql_authors_atari_preset_loads_with_exactly_the_values_in_its_file(pa
 def test_the_cql_authors_atari_presets_hold_their_codes_values() -> None:
     """aviralkumar2907/CQL's atari/batch_rl/fixed_replay/configs/quantile.gin, in updates where it counts
     agent steps (an update every 4), and its README's weights: 4 for 1% of the data, 1 for 10%."""
-    from offline_rl.apps import atari_cql
+    from offline_rl.cli import atari_cql
 
     configs = {path.stem: atari_cql.config_from_args(["--config", str(path)]) for path in AUTHORS_ATARI_PRESETS}
     assert sorted(configs) == ["atari-10pct", "atari-1pct"]
@@ -133,7 +133,7 @@ DISCRETE_PRESETS = {"qrdqn": "atari_qrdqn", "discrete_cql": "atari_cql"}
 def test_the_cartpole_presets_load_with_exactly_the_values_in_their_files(folder: str) -> None:
     import importlib
 
-    app = importlib.import_module(f"offline_rl.apps.{DISCRETE_PRESETS[folder]}")
+    app = importlib.import_module(f"offline_rl.cli.{DISCRETE_PRESETS[folder]}")
     path = REPO_ROOT / "configs" / folder / "CartPole-v1.yaml"
     values = field_values(app.config_from_args(["--config", str(path)]))
     for key, expected in load_preset(path).items():
@@ -174,9 +174,9 @@ def test_the_presets_hold_corls_values() -> None:
 
 
 def readme_preset_rows() -> list[tuple[list[str], list[str]]]:
-    """(preset names, flags) of each row of the README's preset-file table."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### Preset files") :]
+    """(preset names, flags) of each row of the CQL-SAC page's preset-file table."""
+    text = (REPO_ROOT / "docs" / "pages" / "algorithms" / "cql-sac.md").read_text(encoding="utf-8")
+    section = text[text.index("## Preset files") :]
     section = section[: section.index("\n#", 1)]
     rows = []
     for line in section.splitlines():
@@ -302,8 +302,8 @@ def test_a_preset_given_to_another_program_names_the_program_it_is_for(other: st
     now the error names the program whose settings the file holds, and the command that takes it."""
     import importlib
 
-    from offline_rl.apps.programs import PROGRAMS
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.cli.programs import PROGRAMS
+    from offline_rl.core.errors import OfflineRLError
 
     presets = shipped_presets()
     assert len(presets) >= 48 and set(presets.values()) == set(PROGRAMS)
@@ -325,7 +325,7 @@ def test_a_preset_given_to_another_program_names_the_program_it_is_for(other: st
 
 
 def test_a_preset_with_a_typo_is_still_an_unknown_setting_and_a_sweep_names_the_program(tmp_path: Path) -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
     from offline_rl.sweep.spec import example_defaults
 
     typo = tmp_path / "typo.yaml"

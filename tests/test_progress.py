@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offline_rl import progress
+from offline_rl.core import progress
 
 
 def test_a_bar_not_on_a_terminal_writes_plain_lines(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +66,7 @@ def train(monitor, clock: FakeClock, step: int, rate: float, seconds: float) -> 
 
 
 def test_training_without_a_terminal_prints_a_line_per_interval() -> None:
-    from offline_rl.apps.update_rate import UpdateRateMonitor
+    from offline_rl.runs.update_rate import UpdateRateMonitor
 
     clock, lines = FakeClock(), []
     monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=60, clock=clock, write=lines.append)
@@ -80,7 +80,7 @@ def test_training_without_a_terminal_prints_a_line_per_interval() -> None:
 
 
 def test_a_logger_keeps_logging_and_feeds_the_monitor() -> None:
-    from offline_rl.apps.update_rate import watch_update_rate
+    from offline_rl.runs.update_rate import watch_update_rate
 
     class Recording:
         def __init__(self) -> None:
@@ -108,7 +108,7 @@ def test_a_logger_keeps_logging_and_feeds_the_monitor() -> None:
 
 
 def test_a_collapsed_update_rate_is_reported_once_with_the_likely_cause() -> None:
-    from offline_rl.apps.update_rate import UpdateRateMonitor, slowdown_hint
+    from offline_rl.runs.update_rate import UpdateRateMonitor, slowdown_hint
 
     clock, lines = FakeClock(), []
     hint = slowdown_hint("cpu", 2)
@@ -124,7 +124,7 @@ def test_a_collapsed_update_rate_is_reported_once_with_the_likely_cause() -> Non
 
 
 def test_evaluations_between_epochs_are_not_a_slowdown() -> None:
-    from offline_rl.apps.update_rate import UpdateRateMonitor
+    from offline_rl.runs.update_rate import UpdateRateMonitor
 
     clock, lines = FakeClock(), []
     monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=None, clock=clock, write=lines.append)

@@ -13,9 +13,9 @@ from tianshou.algorithm.algorithm_base import policy_within_training_step
 from tianshou.algorithm.modelfree.sac import SACPolicy
 from tianshou.data import Batch
 
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.networks import ObservationNormalizer
-from offline_rl.cql_sac.q_filter import CriticScores, QFilteredSACPolicy, q_filtered_actions
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac.networks import ObservationNormalizer
+from offline_rl.algorithms.cql_sac.q_filter import CriticScores, QFilteredSACPolicy, q_filtered_actions
 
 
 class SignedCritics(torch.nn.Module):
@@ -101,7 +101,7 @@ def test_training_steps_sample_as_sac_and_k_zero_is_sacs_own_policy() -> None:
 
 
 def test_a_filtered_policy_exports_its_mean_action_and_says_so(tmp_path: Path) -> None:
-    from offline_rl.deployment import QFilterNotExportedWarning, export_policy
+    from offline_rl.algorithms.export.standalone import QFilterNotExportedWarning, export_policy
 
     algorithm = cql_sac(eval_q_filter=4)
     obs = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from offline_rl.discrete_cql.quantile_loss import (
+from offline_rl.algorithms.discrete_cql.quantile_loss import (
     pairwise_quantile_huber_loss,
     quantile_huber_loss,
     sorted_quantile_huber_loss,

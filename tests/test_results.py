@@ -27,7 +27,7 @@ def write_run(
     config_update: dict | None = None,
 ) -> Path:
     """A run directory as the training loop writes it: run.json, eval/* and update/q_* scalars."""
-    from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+    from offline_rl.core.import_order import use_tensorboard_without_tensorflow
 
     use_tensorboard_without_tensorflow()
     from torch.utils.tensorboard import SummaryWriter
@@ -201,7 +201,7 @@ def test_the_figures_have_a_panel_per_dataset_with_labels_and_legends(logs: Path
 
 
 def test_no_runs_is_one_line(tmp_path: Path) -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
 
     with pytest.raises(OfflineRLError, match="no run with an evaluation found"):
         write_results([tmp_path])
@@ -326,8 +326,8 @@ def test_a_run_from_before_a_setting_existed_counts_as_its_default(tmp_path: Pat
     """A sweep upgraded half-way: its first trials' run.json predate --test-steps and --cnn. Read at
     their defaults (what the program did before them), they share a row with the later trials, and
     only a run that set one of them is told apart."""
-    from offline_rl.apps import atari_cql
-    from offline_rl.apps.programs import program_recording
+    from offline_rl.cli import atari_cql
+    from offline_rl.cli.programs import program_recording
 
     recorded = json.loads(json.dumps(dataclasses.asdict(atari_cql.AtariCQLConfig()), default=str))
     older = json.loads(json.dumps(recorded))
@@ -378,7 +378,7 @@ def test_the_command_prints_the_table_and_names_its_files_and_no_runs_is_one_lin
 def test_a_run_without_an_evaluation_is_left_out_with_a_warning_naming_it(logs: Path) -> None:
     """A run started but not yet evaluated, or one whose TensorBoard log a bad copy damaged, would
     otherwise vanish from the table without a word."""
-    from offline_rl.errors import OfflineRLWarning
+    from offline_rl.core.errors import OfflineRLWarning
 
     counted = len(read_runs([logs]))
     write_run(logs / "c" / "s0", dataset="hopper-medium-v2", seed=9, scores=[], normalized=True, finished=False)
@@ -390,7 +390,7 @@ def test_a_run_without_an_evaluation_is_left_out_with_a_warning_naming_it(logs: 
 
 @pytest.mark.parametrize("record", ["[]", '{"config": 3}', '"text"'])
 def test_a_run_record_of_another_shape_is_one_line(tmp_path: Path, record: str) -> None:
-    from offline_rl.errors import OfflineRLError
+    from offline_rl.core.errors import OfflineRLError
 
     run = write_run(tmp_path / "s0", dataset="hopper-medium-v2", seed=0, scores=[1.0])
     (run / "run.json").write_text(record)

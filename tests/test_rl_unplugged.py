@@ -15,14 +15,14 @@ import pytest
 from tqdm import tqdm
 
 from conftest import modules_imported_by, run_in_process, run_repo_script, script_env
+from offline_rl.core.errors import OfflineRLError
 from offline_rl.data import load_buffer
 from offline_rl.data.frame_pool import FramePoolBuffer
-from offline_rl.errors import OfflineRLError
-from offline_rl.rl_unplugged.example import ExampleError, parse_example
-from offline_rl.rl_unplugged.frames import decode_frame
-from offline_rl.rl_unplugged.records import parse_transition
-from offline_rl.rl_unplugged.shard_converter import ShardError, convert_shard
-from offline_rl.rl_unplugged.testing import (
+from offline_rl.data.rl_unplugged.example import ExampleError, parse_example
+from offline_rl.data.rl_unplugged.frames import decode_frame
+from offline_rl.data.rl_unplugged.records import parse_transition
+from offline_rl.data.rl_unplugged.shard_converter import ShardError, convert_shard
+from offline_rl.data.rl_unplugged.testing import (
     encode_png,
     random_episode,
     read_shard_with_tensorflow,
@@ -31,7 +31,7 @@ from offline_rl.rl_unplugged.testing import (
     transition_fields,
     write_shard,
 )
-from offline_rl.rl_unplugged.tfrecord import read_records
+from offline_rl.data.rl_unplugged.tfrecord import read_records
 
 tf = pytest.importorskip("tensorflow", reason="the RL Unplugged tests need the rlu extra: pip install -e '.[test,rlu]'")
 
@@ -526,7 +526,7 @@ def test_downloads_name_the_url_and_the_place_for_the_file(tmp_path: Path, monke
 
 
 def test_game_names() -> None:
-    from offline_rl.rl_unplugged.sources import game_name
+    from offline_rl.data.rl_unplugged.sources import game_name
 
     assert game_name("ALE/Breakout-v5") == game_name("breakout") == "Breakout"
     assert game_name("MsPacmanNoFrameskip-v4") == "MsPacman"
@@ -622,7 +622,7 @@ def test_shards_in_a_game_folder_record_their_game_for_atari_cql(tmp_path: Path)
 
 def test_frame_pool_buffer_round_trip_and_task_check(tmp_path: Path) -> None:
     from offline_rl.data import save_buffer
-    from offline_rl.envs import check_dataset_fits_env
+    from offline_rl.data.fit import check_dataset_fits_env
 
     rng = np.random.default_rng(0)
     buffer = FramePoolBuffer(
@@ -649,7 +649,7 @@ def test_the_converter_never_imports_tensorflow(mixed_shard: Path, tmp_path: Pat
     """TensorFlow stays optional: with it made unimportable, conversion still works."""
     code = (
         "import sys; sys.modules['tensorflow'] = None; "  # any `import tensorflow` now raises ImportError
-        "from offline_rl.apps.rl_unplugged_conversion import main; "
+        "from offline_rl.cli.convert_rl_unplugged import main; "
         "sys.exit(main(['--shard-file', sys.argv[1], '--output', sys.argv[2]]))"
     )
     result = subprocess.run(

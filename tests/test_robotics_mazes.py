@@ -1,4 +1,4 @@
-"""Gymnasium-Robotics' maze envs leave no model file in the temporary folder (offline_rl.robotics_mazes)."""
+"""Gymnasium-Robotics' maze envs leave no model file in the temporary folder (offline_rl.envs.robotics)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import tempfile
 import gymnasium as gym
 import pytest
 
-from offline_rl.envs import make_env
-from offline_rl.robotics_mazes import keep_maze_models_private
+from offline_rl.envs.make import make_env
+from offline_rl.envs.robotics import keep_maze_models_private
 
 MAZES = ("AntMaze_UMaze-v3", "AntMaze_UMaze-v4", "AntMaze_UMaze-v5", "PointMaze_UMaze-v3", "PointMaze_Medium-v3")
 
@@ -64,7 +64,7 @@ def test_evaluation_workers_in_their_own_processes_leave_nothing(tmp_path):
         "import functools, warnings\n"
         "warnings.simplefilter('ignore')\n"
         "from tianshou.env import SubprocVectorEnv\n"
-        "from offline_rl.envs import make_env\n"
+        "from offline_rl.envs.make import make_env\n"
         "tasks = ('PointMaze_UMaze-v3', 'AntMaze_UMaze-v4')\n"
         "envs = SubprocVectorEnv([functools.partial(make_env, task) for task in tasks])\n"
         "envs.reset(seed=0)\n"

@@ -1,16 +1,19 @@
-"""`offline_rl.sweep`: bad sweeps fail before any trial; a real 2×2 grid of tiny d4rl_cql runs
+"""`offline_rl.sweep`: bad sweeps fail before any trial; a real two-axis grid of tiny d4rl_cql runs
 completes under the local engine and under a real Ray runtime with identical results; a killed
 trial resumes from its checkpoint; a finished sweep starts nothing when run again."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,17 +21,18 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, script_env
-from offline_rl.errors import OfflineRLError
-from offline_rl.gpu_sharing import MPS_CONTROL
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.gpu_sharing import MPS_CONTROL
 from offline_rl.sweep.command import main as sweep_main
+from offline_rl.sweep.trial import TrialOutcome
 
 TINY = ["task=Pendulum-v1", "dataset_size=600", "epoch=2", "step_per_epoch=10", "test_num=1"]
-TINY += ["hidden_sizes=16", "critic_layers=1", "cql_n_actions=2", "batch_size=32"]
+TINY += ["hidden_sizes=16", "critic_layers=1", "cql_n_actions=2", "batch_size=32", "fqe_hidden_sizes=8"]
 
 
 def sweep_command(*args: str) -> list[str]:
     fixed = [item for pair in (("--set", s) for s in TINY) for item in pair]
-    return ["--example", "d4rl_cql", "--grid", "seed=0,1", "--grid", "cql_weight=1,5", *fixed, *args]
+    return ["--example", "d4rl_cql", "--grid", "seed=1", "--grid", "cql_weight=1,5", *fixed, *args]
 
 
 def run_sweep(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -46,20 +50,45 @@ def table_rows(markdown: Path) -> list[str]:
     return [line for line in markdown.read_text().splitlines() if line.startswith("| Pendulum")]
 
 
-def test_a_grid_runs_locally_and_on_ray_with_the_same_trials_and_results(tmp_path: Path, ray_address: str) -> None:
-    local = run_sweep(tmp_path, *sweep_command("--name", "local", "--jobs", "2"))
-    assert local.returncode == 0, local.stdout[-2000:] + local.stderr[-2000:]
-    state = json.loads((tmp_path / "log/sweeps/local/sweep.json").read_text())
-    assert sorted(state["trials"]) == [
-        "seed=0__cql_weight=1.0",
-        "seed=0__cql_weight=5.0",
-        "seed=1__cql_weight=1.0",
-        "seed=1__cql_weight=5.0",
-    ]
+@dataclasses.dataclass
+class FinishedSweep:
+    folder: Path  # where it ran: its runs are in log/sweeps/local
+    status: int
+    output: str
+    rows: list[str]  # its table's rows as the sweep first wrote them
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory: pytest.TempPathFactory) -> FinishedSweep:
+    """The local two-trial grid, run once (in this process; its trials in their own) for the tests
+    that compare it with Ray's or estimate its policies."""
+    folder = tmp_path_factory.mktemp("local-sweep")
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.chdir(folder)
+        for variable, name in (("D4RL_DATASET_DIR", "d4rl"), ("MINARI_DATASETS_PATH", "minari")):
+            patch.setenv(variable, str(folder / name))
+        patch.setenv("OFFLINE_RL_CACHE_DIR", str(folder / "cache"))
+        status = sweep_main(sweep_command("--name", "local", "--jobs", "2"))
+    rows = table_rows(folder / "log/sweeps/local/results.md") if status == 0 else []
+    return FinishedSweep(folder, status, printed.getvalue(), rows)
+
+
+def test_a_grid_runs_locally_and_on_ray_with_the_same_trials_and_results(
+    finished_sweep: FinishedSweep,
+    tmp_path: Path,
+    ray_address: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    local = finished_sweep.folder / "log/sweeps/local"
+    assert finished_sweep.status == 0, finished_sweep.output[-2000:]
+    state = json.loads((local / "sweep.json").read_text())
+    assert sorted(state["trials"]) == ["seed=1__cql_weight=1.0", "seed=1__cql_weight=5.0"]
     assert all(t["status"] == "done" and t["attempts"] == 1 for t in state["trials"].values())
-    assert "sweep local: 4 done (0 resumed), 0 failed" in local.stdout
+    assert "sweep local: 2 done (0 resumed), 0 failed" in finished_sweep.output
     # Each trial is an ordinary run of the example, in its own folder.
-    (checkpoint,) = (tmp_path / "log/sweeps/local/seed=1__cql_weight=5.0").rglob("checkpoint.pth")
+    (checkpoint,) = (local / "seed=1__cql_weight=5.0").rglob("checkpoint.pth")
     saved = torch.load(checkpoint, weights_only=True)
     assert saved["gradient_step"] == 20 and saved["config"]["algorithm"]["cql_weight"] == 5.0
     assert saved["config"]["run"]["seed"] == 1
@@ -68,16 +97,17 @@ def test_a_grid_runs_locally_and_on_ray_with_the_same_trials_and_results(tmp_pat
     assert ray.returncode == 0, ray.stdout[-2000:] + ray.stderr[-2000:]
     ray_state = json.loads((tmp_path / "log/sweeps/ray/sweep.json").read_text())
     assert sorted(ray_state["trials"]) == sorted(state["trials"])
-    assert table_rows(tmp_path / "log/sweeps/ray/results.md") == table_rows(tmp_path / "log/sweeps/local/results.md")
-    assert len(table_rows(tmp_path / "log/sweeps/local/results.md")) == 2  # one row per cql_weight
+    assert table_rows(tmp_path / "log/sweeps/ray/results.md") == finished_sweep.rows
+    assert len(finished_sweep.rows) == 2  # one row per cql_weight
     assert (tmp_path / "log/sweeps/ray/scores.png").stat().st_size > 0
 
     # Run again: every trial finished, so nothing starts and the table is written again.
-    logs_before = {p: p.read_text() for p in (tmp_path / "log/sweeps/local").rglob("output.log")}
-    again = run_sweep(tmp_path, *sweep_command("--name", "local", "--jobs", "2"))
-    assert again.returncode == 0 and "(4 finished before, 0 to run," in again.stdout
+    monkeypatch.chdir(finished_sweep.folder)
+    logs_before = {p: p.read_text() for p in local.rglob("output.log")}
+    assert sweep_main(sweep_command("--name", "local", "--jobs", "2")) == 0
+    assert "(2 finished before, 0 to run," in capsys.readouterr().out
     assert {p: p.read_text() for p in logs_before} == logs_before  # no trial process wrote anything
-    rerun = json.loads((tmp_path / "log/sweeps/local/sweep.json").read_text())["trials"]
+    rerun = json.loads((local / "sweep.json").read_text())["trials"]
     assert all(t["status"] == "done" and t["attempts"] == 1 for t in rerun.values())
 
 
@@ -197,20 +227,20 @@ def attempts(trial: Path) -> int:
 
 
 def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_shows_its_pick(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    finished_sweep: FinishedSweep, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    args = ["--example", "d4rl_cql", "--grid", "cql_weight=1,5", "--name", "fqe", "--jobs", "2"]
-    args += [item for setting in [*TINY, "fqe_hidden_sizes=8"] for item in ("--set", setting)]
-    assert sweep_main(args) == 0
-    assert not list((tmp_path / "log/sweeps/fqe").rglob("fqe.json")) and "FQE" not in capsys.readouterr().out
+    local = finished_sweep.folder / "log/sweeps/local"
+    assert finished_sweep.status == 0 and "FQE" not in finished_sweep.output  # trained, nothing estimated
+    assert not list(local.rglob("fqe.json"))
     # The same sweep again with --fqe-updates: the finished trials are estimated, not trained again.
-    assert sweep_main([*args, "--fqe-updates", "20"]) == 0
+    monkeypatch.chdir(finished_sweep.folder)
+    args = [*sweep_command("--name", "local", "--jobs", "2"), "--fqe-updates", "20"]
+    assert sweep_main(args) == 0
     out = capsys.readouterr().out
     assert "(2 finished before (2 to estimate), 0 to run," in out
-    state = json.loads((tmp_path / "log/sweeps/fqe/sweep.json").read_text())["trials"]
-    for trial_id in ("cql_weight=1.0", "cql_weight=5.0"):
-        trial = tmp_path / "log/sweeps/fqe" / trial_id
+    state = json.loads((local / "sweep.json").read_text())["trials"]
+    for trial_id in ("seed=1__cql_weight=1.0", "seed=1__cql_weight=5.0"):
+        trial = local / trial_id
         (estimate_file,) = trial.rglob("fqe.json")
         estimate = json.loads(estimate_file.read_text())
         assert estimate["fqe_updates"] == 20 and estimate["policy"].endswith("policy_last.pth")
@@ -220,11 +250,11 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
         assert attempts(trial) == 1 and "\n[sweep] fitted Q evaluation: --resume-path " in log
         assert "--fqe-updates 20 --fqe-output " in log and "--fqe-hidden-sizes 8 --threads " in log
         assert (estimate_file.parent / "summary.json").is_file()  # beside the run it estimates
-    table = (tmp_path / "log/sweeps/fqe/results.md").read_text()
+    table = (local / "results.md").read_text()
     assert "FQE estimate: mean ± std |" in table and "- Pendulum-v1-random: FQE picks cql_weight=" in table
     # Once estimated, a trial is finished: nothing starts.
-    logs_before = {p: p.read_text() for p in (tmp_path / "log/sweeps/fqe").rglob("output.log")}
-    assert sweep_main([*args, "--fqe-updates", "20"]) == 0
+    logs_before = {p: p.read_text() for p in local.rglob("output.log")}
+    assert sweep_main(args) == 0
     assert "(2 finished before, 0 to run," in capsys.readouterr().out
     assert {p: p.read_text() for p in logs_before} == logs_before
 
@@ -343,7 +373,7 @@ def test_a_dry_run_lists_the_trials_a_yaml_file_makes(tmp_path: Path, capsys: py
 def test_a_grid_of_presets_gives_each_trial_its_preset_under_the_sweeps_flags(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from offline_rl.apps import d4rl_cql
+    from offline_rl.cli import d4rl_cql
 
     monkeypatch.chdir(REPO_ROOT)
     path = tmp_path / "table.yaml"
@@ -399,6 +429,11 @@ def fake_mps_control(folder: Path, *, fails: bool = False) -> Path:
     return folder
 
 
+def trial_that_fails(*, trial_id: str, **_: object) -> TrialOutcome:
+    """In place of `run_trial` where what a trial is handed is the subject, not its run."""
+    return TrialOutcome(trial_id, "failed", attempts=1, message="a trial that stands for one")
+
+
 @pytest.mark.parametrize(
     ("share_flags", "share"),
     [
@@ -414,7 +449,7 @@ def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
     share_flags: list[str],
     share: str,
 ) -> None:
-    from offline_rl.sweep import engines
+    from offline_rl.sweep import command, engines
 
     control = fake_mps_control(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{control}{os.pathsep}{os.environ['PATH']}")
@@ -430,9 +465,10 @@ def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
         seen["calls"] = (control / "calls").read_text()
         run_locally(*args, **kwargs)
 
-    monkeypatch.setattr(engines, "run_locally", run_locally_seeing_the_environment)
-    args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--set", "task=Pendulum-v1", "--mps"]
-    assert sweep_main([*args, *share_flags, "--name", "shared"]) == 1  # the trial fails at once: no dataset
+    monkeypatch.setattr(command, "run_locally", run_locally_seeing_the_environment)
+    monkeypatch.setattr(engines, "run_trial", trial_that_fails)  # what a trial's process inherits is the subject
+    args = ["--example", "d4rl_cql", "--grid", "seed=0", "--set", "task=Pendulum-v1", "--mps"]
+    assert sweep_main([*args, *share_flags, "--name", "shared"]) == 1
     pipe = seen["pipe"]
     assert pipe is not None and pipe.endswith("mps-pipe") and Path(pipe).parent.name.startswith("mps-")
     assert seen["share"] == share  # each trial's cap on the GPU's multiprocessors, and the daemon's default
@@ -446,7 +482,7 @@ def test_with_mps_the_trials_run_through_a_daemon_of_the_sweep_s_own(
 
 @pytest.mark.parametrize(("runs", "share"), [(1, 100), (2, 100), (3, 66), (4, 50), (8, 25), (400, 1)])
 def test_each_run_s_default_share_of_a_gpu_leaves_every_multiprocessor_to_two_runs(runs: int, share: int) -> None:
-    from offline_rl.gpu_sharing import default_thread_percentage
+    from offline_rl.core.gpu_sharing import default_thread_percentage
 
     assert default_thread_percentage(runs) == share
 
@@ -468,7 +504,7 @@ def fake_nvidia_smi(folder: Path, gpus: int) -> Path:
 def test_the_gpus_a_sweep_may_hand_out_are_those_cuda_visible_devices_names_else_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None, gpus: list[str]
 ) -> None:
-    from offline_rl.gpu_sharing import visible_gpus
+    from offline_rl.core.gpu_sharing import visible_gpus
 
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 2)}{os.pathsep}{os.environ['PATH']}")
     if visible is None:
@@ -479,7 +515,7 @@ def test_the_gpus_a_sweep_may_hand_out_are_those_cuda_visible_devices_names_else
 
 
 def test_concurrent_runs_are_spread_evenly_over_the_gpus() -> None:
-    from offline_rl.gpu_sharing import GpuAssignment
+    from offline_rl.core.gpu_sharing import GpuAssignment
 
     assignment = GpuAssignment(["0", "1"])
     taken = [assignment.take() for _ in range(8)]
@@ -503,21 +539,22 @@ def test_local_trials_on_a_machine_with_two_gpus_each_get_one(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.chdir(tmp_path)
     given: list[str | None] = []
-    run_trial = engines.run_trial
+    both_running = threading.Barrier(2, timeout=60)
 
-    def run_trial_seeing_its_gpu(*args, environment=None, **kwargs):
+    def trial_seeing_its_gpu(*, trial_id: str, environment: dict[str, str] | None = None, **_: object) -> TrialOutcome:
         given.append((environment or {}).get("CUDA_VISIBLE_DEVICES"))
-        return run_trial(*args, environment=environment, **kwargs)
+        both_running.wait()  # the two trials hold their GPUs at the same time
+        return trial_that_fails(trial_id=trial_id)
 
-    monkeypatch.setattr(engines, "run_trial", run_trial_seeing_its_gpu)
-    args = ["--example", "d4rl_cql", "--grid", "dataset=absent.hdf5", "--grid", "seed=0,1,2,3", "--jobs", "2"]
-    assert sweep_main([*args, "--set", "task=Pendulum-v1", *more]) == 1  # each trial fails at once: no dataset
+    monkeypatch.setattr(engines, "run_trial", trial_seeing_its_gpu)
+    args = ["--example", "d4rl_cql", "--grid", "seed=0,1", "--jobs", "2"]
+    assert sweep_main([*args, "--set", "task=Pendulum-v1", *more]) == 1
     out = capsys.readouterr().out
     if spread:
-        assert len(given) == 4 and set(given) == {"0", "1"}  # two at a time, one on each GPU
+        assert len(given) == 2 and set(given) == {"0", "1"}  # two at a time, one on each GPU
         assert "2 at a time on this machine, spread over GPUs 0,1" in out
     else:  # a trial that names its device keeps the GPUs the sweep sees
-        assert given == [None] * 4 and "spread over" not in out
+        assert given == [None] * 2 and "spread over" not in out
 
 
 def path_without_the_driver_tools(path: str) -> str:

@@ -21,7 +21,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 import offline_rl
-import offline_rl.perf
+import offline_rl.core.resources
 from offline_rl.data.action_units import ActionUnitsWarning
 
 
@@ -62,7 +62,7 @@ def collected_pendulum_buffer(steps: int = 300) -> VectorReplayBuffer:
 
 def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
     tuned: list[bool] = []  # a Tianshou script gets the examples' CPU allocator settings from run_training
-    monkeypatch.setattr(offline_rl.perf, "tune_cpu_allocator", lambda: tuned.append(True) or True)
+    monkeypatch.setattr(offline_rl.core.resources, "tune_cpu_allocator", lambda: tuned.append(True) or True)
     torch.manual_seed(0)
     buffer = collected_pendulum_buffer()
     policy, critic, _env = pendulum_parts([16, 16])
@@ -183,7 +183,7 @@ def test_cql_clips_each_critic_gradient_like_tianshou() -> None:
 
 
 def test_our_stacked_critics_clip_each_member_separately() -> None:
-    from offline_rl.cql_sac.networks import EnsembleCritic
+    from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
 
     critic = EnsembleCritic(3, 2, [8], num_critics=2)
     for parameter in critic.parameters():

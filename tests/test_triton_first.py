@@ -1,5 +1,5 @@
 """Triton before TensorFlow: `import offline_rl` loads Triton first where both are installed, warns where
-TensorFlow came first, and costs nothing where TensorFlow is absent (offline_rl.triton_first says why).
+TensorFlow came first, and costs nothing where TensorFlow is absent (offline_rl.core.import_order says why).
 
 Each case runs in its own interpreter, with stand-in `triton` and `tensorflow` packages that record what
 was loaded before them, so the order is checked on any machine; the last test runs the real pair where

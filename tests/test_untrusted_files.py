@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from conftest import record_minari_dataset, run_in_process
+from offline_rl.core.errors import DatasetError, OfflineRLError, OfflineRLWarning
 from offline_rl.data import load_buffer, load_dataset, save_buffer
-from offline_rl.errors import DatasetError, OfflineRLError, OfflineRLWarning
 
 
 class _Payload:
@@ -165,7 +165,7 @@ def test_a_minari_env_spec_from_elsewhere_is_never_made(tmp_path: Path, planted:
 def test_make_env_refuses_an_untrusted_spec_whoever_passes_it(tmp_path: Path) -> None:
     import dataclasses
 
-    from offline_rl.envs import make_env
+    from offline_rl.envs.make import make_env
 
     marker = tmp_path / "ran"
     spec = dataclasses.replace(

@@ -14,11 +14,12 @@ import torch
 from test_cql_sac_training import build, narrow_band_buffer, small_config
 from tianshou.algorithm.algorithm_base import policy_within_training_step
 
-from offline_rl.algorithm_base import compiler_failure, stat_names
-from offline_rl.cpu_products import bf16_products_hint, describe_cpu_products
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.cql_sac.algorithm import CQLSACTrainingStats
-from offline_rl.cuda_graphs import use_multi_tensor_kernels
+from offline_rl.algorithms.base import compiler_failure
+from offline_rl.algorithms.capture import use_multi_tensor_kernels
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac.algorithm import CQLSACTrainingStats
+from offline_rl.algorithms.layers import bf16_products_hint, describe_cpu_products
+from offline_rl.algorithms.training_stats import stat_names
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
@@ -147,7 +148,7 @@ def test_a_compiler_failure_is_named_by_its_cause_not_by_torchs_heading() -> Non
 
 
 def test_every_optimiser_is_made_capturable() -> None:
-    from offline_rl.cuda_graphs import make_optimizers_capturable
+    from offline_rl.algorithms.capture import make_optimizers_capturable
 
     algo = build(small_config(with_lagrange=True))
     optimizers = algo.capturable_optimizers()
@@ -295,8 +296,8 @@ def test_the_trainer_logs_each_closed_window_once() -> None:
     from tianshou.trainer import OfflineTrainerParams
     from tianshou.utils import LazyLogger
 
-    from offline_rl.apps.training import log_every_window
-    from offline_rl.trainer import WindowedOfflineTrainer
+    from offline_rl.algorithms.trainer import WindowedOfflineTrainer
+    from offline_rl.runs.training import log_every_window
 
     class RecordingLogger(LazyLogger):
         def __init__(self) -> None:
@@ -349,7 +350,7 @@ def test_updates_run_in_training_mode_and_restore_the_previous_mode() -> None:
     [(10, 2, False, False), (10, 16, False, True), (1, 16, False, False), (10, 16, True, False)],
 )
 def test_envs_run_in_subprocesses_only_where_measured_faster(num, cores, rendering, expected) -> None:
-    from offline_rl.apps.training import envs_in_subprocesses
+    from offline_rl.runs.training import envs_in_subprocesses
 
     assert envs_in_subprocesses(num, cores=cores, rendering=rendering) is expected
 
@@ -359,7 +360,7 @@ def test_subprocess_envs_are_seeded_like_in_process_ones(monkeypatch) -> None:
     import gymnasium as gym
     from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
-    from offline_rl.apps import training
+    from offline_rl.runs import training
 
     def first_observations() -> tuple[type, np.ndarray]:
         envs = training.vector_envs(lambda: gym.make("CartPole-v1"), 3, seed=7)

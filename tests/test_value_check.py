@@ -14,8 +14,8 @@ import torch
 from test_evaluation_loop import evaluations, pendulum_policy
 from test_exact_resume import cartpole_policy
 
-from offline_rl.apps.evaluation_collector import episode_record
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.runs.evaluation_collector import episode_record
 
 
 @pytest.mark.parametrize(("make_policy", "task", "envs", "episodes"), [
@@ -60,10 +60,9 @@ def test_the_estimate_is_the_critics_minimum_mapped_back_to_the_envs_rewards() -
     algorithm.critic = ConstantCritics()
     algorithm._gaussian_params = lambda norm_obs: (norm_obs[:, 1:2] * 0.0 + 0.5, norm_obs[:, 1:2] * 0.0)
     algorithm.normalizer.fit(np.array([[0.0, 0.0], [4.0, 2.0]]))  # mean (2, 1), std (2, 1)
-    algorithm.reward_unit = 3.0  # as --normalize-reward would have set it
     starts = np.array([[6.0, 5.0], [2.0, 1.0]])  # normalised first columns: 2 and 0
     rewards = [np.array([1.0, 2.0, 3.0]), np.array([4.0])]
-    values = algorithm.start_values(starts, rewards)
+    values = algorithm.start_values(starts, rewards, reward_unit=3.0)  # as --normalize-reward would have set it
     assert values is not None and values.rewards == ""  # the env's own reward units
     estimated, actual = values.estimated, values.actual
     # discounted returns at γ = 0.5: 1 + 2·0.5 + 3·0.25 = 2.75 and 4; the steps' weights sum to 1.75 and 1
@@ -71,8 +70,9 @@ def test_the_estimate_is_the_critics_minimum_mapped_back_to_the_envs_rewards() -
     # Q = 7 + s + tanh(0.5); the critics learn r·(3·2) − 1, so Q − (−1)·Σγ^t, over 6, is the env's units
     q = 7.0 + np.array([2.0, 0.0]) + np.tanh(0.5)
     np.testing.assert_allclose(estimated, (q + np.array([1.75, 1.0])) / 6.0, rtol=1e-6)
-    algorithm.reward_unit = 0.0
-    assert algorithm.start_values(starts, rewards) is None  # critics that learn no reward estimate nothing
+    assert (
+        algorithm.start_values(starts, rewards, reward_unit=0.0) is None
+    )  # critics that learn no reward estimate nothing
 
 
 def test_a_run_prints_and_logs_the_discounted_return_beside_the_critics_estimate(tmp_path: Path) -> None:
@@ -95,8 +95,8 @@ def test_a_run_prints_and_logs_the_discounted_return_beside_the_critics_estimate
 
 @pytest.mark.parametrize("clip", [False, True], ids=["CartPole's rewards", "clipped as Atari's"])
 def test_discrete_cqls_estimate_is_the_greedy_mean_quantile_in_the_learners_reward_units(clip: bool) -> None:
-    from offline_rl.discrete_cql import CQLQRDQN
-    from offline_rl.discrete_cql.config import DiscreteCQLConfig
+    from offline_rl.algorithms.discrete_cql import CQLQRDQN
+    from offline_rl.algorithms.discrete_cql.config import DiscreteCQLConfig
 
     env = gym.make("CartPole-v1")
     config = DiscreteCQLConfig(num_quantiles=2, hidden_sizes=[8], gamma=0.5, reward_clip=clip)

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, load_benchmark, run_in_process, run_repo_script, script_env
-from offline_rl.apps.training import PREVIEW_TAG
-from offline_rl.envs import make_atari_env
-from offline_rl.errors import OfflineRLError
-from offline_rl.render_quality import mujoco_renderer_of
-from offline_rl.video import EpisodeVideo, EvaluationVideos, VideoFile, VideoFolder, Videos, frames_per_second
-from offline_rl.video_preview import animated_preview
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.envs.atari import make_atari_env
+from offline_rl.envs.mujoco import mujoco_renderer_of
+from offline_rl.runs.training import PREVIEW_TAG
+from offline_rl.runs.video import EpisodeVideo, EvaluationVideos, VideoFile, VideoFolder, Videos, frames_per_second
+from offline_rl.runs.video_preview import animated_preview
 
 VIDEO_LINE = re.compile(r"video (\S+): return (-?[\d.]+) in (\d+) steps")
 
@@ -133,7 +133,7 @@ def test_an_env_that_renders_no_frame_is_one_line(tmp_path: Path, render_mode, f
 def test_videos_play_in_real_time() -> None:
     from gymnasium.wrappers import AtariPreprocessing
 
-    from offline_rl.envs import make_env
+    from offline_rl.envs.make import make_env
 
     envs = [
         (make_env("HalfCheetah-v4"), 20.0),  # 5 physics steps of 0.01 s a step: its render_fps says so already
@@ -150,9 +150,9 @@ def test_videos_play_in_real_time() -> None:
 def test_watch_films_the_episodes_it_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An Atari game: the videos' returns are the episodes `--watch` scores, the files are there, and a bar
     counted the frames filmed."""
-    import offline_rl.video
+    import offline_rl.runs.video
 
-    monkeypatch.setattr(offline_rl.video, "BAR_DELAY_S", 0.0)
+    monkeypatch.setattr(offline_rl.runs.video, "BAR_DELAY_S", 0.0)
     args = ["--task", "PongNoFrameskip-v4", "--watch", "--test-num", "2", "--eps-test", "1.0"]
     watched = run_in_process("examples/atari_qrdqn.py", *args, "--save-video", "videos", cwd=tmp_path)
     assert watched.returncode == 0, watched.stderr[-2000:]
@@ -216,9 +216,12 @@ QUALITY_PROGRAM = """
 import json, sys
 import gymnasium as gym, numpy as np
 from pathlib import Path
-from offline_rl.render_quality import leave_out_shadows_and_reflections, mujoco_renderer_of, opengl_renderer_name
-from offline_rl.envs import make_env
-from offline_rl.video import VideoFolder
+from offline_rl.envs.mujoco import leave_out_shadows_and_reflections, mujoco_renderer_of, opengl_renderer_name
+from offline_rl.envs.make import make_env
+from offline_rl.runs.video import VideoFolder
+from offline_rl.cli.main import print_library_messages
+
+print_library_messages()  # as a program shows the library's lines
 
 def references():
     env = make_env("HalfCheetah-v4", render_mode="rgb_array"); env.reset(seed=0)
@@ -265,7 +268,7 @@ def test_a_stop_while_a_video_opens_or_closes_leaves_no_hidden_file(
 ) -> None:
     """Ctrl-C or SIGTERM (an exception anywhere) while the encoder opens, or between the video's last
     frame and its rename: the staging file is removed, by the video being opened or by the env's close."""
-    import offline_rl.video
+    import offline_rl.runs.video
 
     play = load_benchmark("video_recording", monkeypatch).play
 
@@ -273,13 +276,13 @@ def test_a_stop_while_a_video_opens_or_closes_leaves_no_hidden_file(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(offline_rl.video.VideoFile, "add", stop)
+        patch.setattr(offline_rl.runs.video.VideoFile, "add", stop)
         with pytest.raises(KeyboardInterrupt):
             play(short_pong(5, VideoFolder(tmp_path, "opening")), 0)
     assert not list(tmp_path.iterdir())
     env = short_pong(5, VideoFolder(tmp_path, "closing"))
     with monkeypatch.context() as patch:
-        patch.setattr(offline_rl.video, "publish", stop)
+        patch.setattr(offline_rl.runs.video, "publish", stop)
         with pytest.raises(KeyboardInterrupt):
             play(env, 0)
     assert list(tmp_path.iterdir())  # the staging file, until the env is closed
@@ -452,9 +455,9 @@ def test_a_file_that_is_no_video_has_no_preview_and_the_run_goes_on(
     evaluation then says so and goes on (its video is kept), and logs a readable one at its step."""
     from types import SimpleNamespace
 
-    from offline_rl.apps.evaluation import EvaluationReporter
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.training import film_evaluations
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.evaluation import EvaluationReporter
+    from offline_rl.runs.training import film_evaluations
 
     broken = tmp_path / "evaluation-2.mp4"
     broken.write_bytes(b"not a video")
@@ -580,8 +583,8 @@ def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path:
     from test_exact_resume import cartpole_policy
     from tianshou.env import DummyVectorEnv
 
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.training import showing_collector
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.training import showing_collector
 
     asked: list[dict[str, str]] = []
 
@@ -640,7 +643,7 @@ def test_render_without_a_display_points_to_save_video(tmp_path: Path, monkeypat
 
 
 def test_a_frame_of_odd_size_is_padded_to_the_even_size_mpeg4_encodes(tmp_path: Path) -> None:
-    from offline_rl.video import VideoFile
+    from offline_rl.runs.video import VideoFile
 
     rng = np.random.default_rng(0)
     frames = [np.repeat(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8), 33 * 21, 0).reshape(21, 33, 3)]
@@ -676,10 +679,10 @@ import json, sys
 from pathlib import Path
 from types import SimpleNamespace
 import torch
-from offline_rl.apps import training
-from offline_rl.apps.run_config import RunConfig
-from offline_rl.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.envs import make_env
+from offline_rl.runs import training
+from offline_rl.runs.config import RunConfig
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.envs.make import make_env
 
 training.SUBPROCESS_ENVS_MIN_CORES = 1  # as on a machine of 4 cores or more
 make_test_env = lambda **kwargs: make_env("InvertedPendulum-v4", **kwargs)

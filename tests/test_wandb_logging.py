@@ -12,18 +12,19 @@ import json
 import re
 import socket
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_d4rl_cql_example import TINY
 
-from conftest import run_repo_script
-from offline_rl.apps.run_config import LoggingConfig
-from offline_rl.apps.wandb_run import RUN_ID_FILE, STEP_KEY, WandbRun, mirror_scalars, require_wandb
-from offline_rl.errors import OfflineRLError, TrainingDiverged
-from offline_rl.interrupts import Terminated
+from conftest import run_in_process, run_repo_script
+from offline_rl.core.errors import OfflineRLError, TrainingDiverged
+from offline_rl.core.interrupts import Terminated
 from offline_rl.results.runs import _scalars
+from offline_rl.runs.config import LoggingConfig
+from offline_rl.runs.wandb_logger import RUN_ID_FILE, STEP_KEY, WandbRun, mirror_scalars, require_wandb
 
 WANDB_EXTRA = "the W&B tests need the wandb extra: pip install -e '.[wandb]'"
 OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
@@ -134,13 +135,6 @@ def test_a_run_logs_to_tensorboard_and_the_same_figures_to_wandb_and_resumes_the
     assert final["total_updates"] == 30 and final["mode"] == "train"
 
 
-def test_tensorboard_alone_writes_no_wandb_run(tmp_path: Path) -> None:
-    result = run_d4rl_cql(tmp_path, *TINY, "--epoch", "1")
-    assert result.returncode == 0, result.stderr[-2000:]
-    (folder,) = (tmp_path / "log" / "Pendulum-v1" / "cql" / "0").iterdir()
-    assert not (folder / "wandb").exists() and not (folder / RUN_ID_FILE).exists() and "W&B" not in result.stdout
-
-
 def test_a_missing_wandb_login_is_one_line_before_any_data_is_made(tmp_path: Path) -> None:
     pytest.importorskip("wandb", reason=WANDB_EXTRA)
     with socket.socket() as server:  # a W&B server that answers, for a user who never logged in
@@ -167,7 +161,8 @@ def test_a_wandb_server_out_of_reach_is_one_line_within_seconds_before_any_data(
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, not listening: connections are refused
         env = {"WANDB_MODE": "online", "WANDB_BASE_URL": f"http://127.0.0.1:{port}", "WANDB_API_KEY": "k" * 40}
-        result = run_d4rl_cql(tmp_path, *TINY, "--epoch", "1", "--logger", "wandb", env=env)
+        args = [*TINY, "--epoch", "1", "--logger", "wandb"]  # refused before W&B is asked: in this process
+        result = run_in_process("examples/d4rl_cql.py", *args, cwd=tmp_path, env_extra={**env, "HOME": str(tmp_path)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: --logger wandb: cannot reach 127.0.0.1: Connection refused (W&B's server);")
@@ -175,14 +170,11 @@ def test_a_wandb_server_out_of_reach_is_one_line_within_seconds_before_any_data(
     assert not (tmp_path / "cache").exists() and not list((tmp_path / "log").rglob("*"))  # asked before any data
 
 
-def test_without_the_wandb_package_it_is_one_line_before_any_data_is_made(tmp_path: Path) -> None:
-    shadow = tmp_path / "shadow" / "wandb"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('No module named wandb')\n")
-    from conftest import script_env
-
-    path = f"{tmp_path / 'shadow'}:{script_env()['PYTHONPATH']}"
-    result = run_d4rl_cql(tmp_path, *TINY, "--epoch", "1", "--logger", "wandb", env={"PYTHONPATH": path})
+def test_without_the_wandb_package_it_is_one_line_before_any_data_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # importing wandb fails, as where it is not installed
+    result = run_in_process("examples/d4rl_cql.py", *TINY, "--epoch", "1", "--logger", "wandb", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: --logger wandb needs the wandb package") and "--logger tensorboard" in line
@@ -243,8 +235,8 @@ def test_the_scalars_of_one_step_are_one_wandb_row_flushed_with_the_writer() -> 
     ("stop", "code"), [(KeyboardInterrupt, 130), (Terminated, 143), (TrainingDiverged, 2), (RuntimeError, 1)]
 )
 def test_a_run_that_stops_tells_wandb_its_exit_status(tmp_path: Path, stop: type[BaseException], code: int) -> None:
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.run_folder import RunFolder
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.folder import RunFolder
 
     run = RecordingRun()
     folder = RunFolder(None, RunConfig(), tmp_path, RecordingWriter(), None, {}, wandb=WandbRun(run, tmp_path))
@@ -259,9 +251,9 @@ def test_a_filmed_evaluations_preview_is_a_wandb_video_in_the_row_of_its_step(
 ) -> None:
     """The GIF TensorBoard gets (`RunFolder.add_video`) reaches W&B as a video among its step's figures."""
     wandb = pytest.importorskip("wandb", reason=WANDB_EXTRA)
-    from offline_rl.apps.run_config import RunConfig
-    from offline_rl.apps.run_folder import RunFolder
-    from offline_rl.video_preview import Preview
+    from offline_rl.runs.config import RunConfig
+    from offline_rl.runs.folder import RunFolder
+    from offline_rl.runs.video_preview import Preview
 
     for name, value in {**OFFLINE, "HOME": str(tmp_path), "WANDB_DIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)

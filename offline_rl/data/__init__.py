@@ -5,7 +5,7 @@ stops bootstrapping, `truncated` (a time-out or the end of the data) does not, a
 `obs_next` belongs to another episode.
 """
 
-from offline_rl.lazy import lazy_exports
+from offline_rl.core.lazy import lazy_exports
 
 # Each name is imported on first use from its module: most loaders need torch and Tianshou (seconds to
 # import), and a command's `--help`, its flag errors and the modules here that need neither (collection

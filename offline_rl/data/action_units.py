@@ -16,8 +16,8 @@ from typing import Literal
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.core.errors import DatasetError, OfflineRLWarning
 from offline_rl.data.transitions import dataset_info, set_dataset_info
-from offline_rl.errors import DatasetError, OfflineRLWarning
 
 ActionUnits = Literal["env", "policy"]
 ACTION_UNITS_KEY = "action_units"

@@ -15,11 +15,13 @@ import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
 
-from offline_rl.atomic import atomic_hdf5, atomic_path
-from offline_rl.compat import read_buffer_hdf5, write_buffer_hdf5
+from offline_rl.core.compat import read_buffer_hdf5, write_buffer_hdf5
+from offline_rl.core.errors import DatasetError
+from offline_rl.core.files import atomic_hdf5, atomic_path
+from offline_rl.core.resources import require_memory
 from offline_rl.data.frame_pool import FRAME_POOL_MARKER, POOL_KEYS, REQUIRED_META_KEYS, FramePoolBuffer
 from offline_rl.data.frame_stack import FRAME_STACK_MARKER, FrameStackBuffer, merge_frame_stack_buffers
-from offline_rl.data.hdf5_files import hdf5_errors_named, hdf5_for_reading
+from offline_rl.data.hdf5_files import hdf5_errors_named, hdf5_for_reading, is_tianshou_buffer_file
 from offline_rl.data.names import combined_label
 from offline_rl.data.transitions import (
     combined_info,
@@ -29,17 +31,10 @@ from offline_rl.data.transitions import (
     set_dataset_info,
     set_source_sizes,
 )
-from offline_rl.errors import DatasetError
-from offline_rl.host_memory import require_memory
 
 BUFFER_KEYS = ("obs", "act", "rew", "terminated", "truncated", "done")
 FRAME_STACK_KEYS = ("frames", "frame_index", "episode_first_frame", "act", "rew", "terminated", "truncated", "done")
 _ROOT_KEYS = ("frames", "frame_index", "episode_first_frame", "obs_frames", "obs_next_frames")
-
-
-def is_tianshou_buffer_file(file: h5py.File) -> bool:
-    """Whether an open HDF5 file has the layout `ReplayBuffer.save_hdf5` writes."""
-    return isinstance(file.get("_meta"), h5py.Group) and "maxsize" in file.attrs
 
 
 def save_buffer(buffer: ReplayBuffer, path: str | os.PathLike[str], *, compression: str | None = None) -> Path:

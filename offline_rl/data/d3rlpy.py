@@ -33,24 +33,16 @@ import h5py
 import numpy as np
 from tianshou.data import ReplayBuffer
 
-from offline_rl.data.d4rl import d4rl_arrays_to_buffer, d4rl_gymnasium_task, read_d4rl_arrays
-from offline_rl.data.hdf5_files import hdf5_for_reading
+from offline_rl.core.errors import DatasetError
+from offline_rl.core.progress import progress_bar
+from offline_rl.data.d4rl import d4rl_arrays_to_buffer, read_d4rl_arrays
+from offline_rl.data.hdf5_files import d3rlpy_layout, hdf5_for_reading
 from offline_rl.data.transitions import action_indices, make_replay_buffer, require_finite
-from offline_rl.errors import DatasetError
-from offline_rl.progress import progress_bar
-from offline_rl.scores import reference_scores
+from offline_rl.envs.d4rl_catalogue import d4rl_gymnasium_task
+from offline_rl.envs.scores import reference_scores
 
 EPISODE_COLUMNS = ("observations", "actions", "rewards", "terminated")
 """The columns of d3rlpy's standard `Episode`, each stored once per episode in format 2.1."""
-
-
-def d3rlpy_layout(file: h5py.File) -> str | None:
-    """`"2.1"` or `"1.x"` for a file d3rlpy wrote, None for any other HDF5 file."""
-    if "columns" in file and ("num_episodes" in file or "version" in file):
-        return "2.1"
-    if "observations" in file and "episode_terminals" in file:
-        return "1.x"
-    return None
 
 
 def load_d3rlpy(source: str | os.PathLike[str]) -> ReplayBuffer:
@@ -207,8 +199,7 @@ def _has(file: h5py.File, key: str) -> bool:
 
 def _open(file: h5py.File, path: Path, key: str) -> h5py.h5d.DatasetID:
     """One of the file's arrays, opened through h5py's low-level API: a d3rlpy file holds several arrays
-    per episode, and this costs half of `file[key]` (~40 µs against ~90), which a file of many short
-    episodes (100k CartPole steps: 5000 episodes) notices."""
+    per episode, and this costs about half of `file[key]`, which a file of many short episodes notices."""
     if not _has(file, key):
         raise DatasetError(f"{path}: missing key '{key}'; d3rlpy writes one per episode")
     try:

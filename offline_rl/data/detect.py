@@ -9,12 +9,13 @@ from pathlib import Path
 import h5py
 from tianshou.data import ReplayBuffer
 
-from offline_rl.data.buffers import is_tianshou_buffer_file, load_buffer
-from offline_rl.data.d3rlpy import d3rlpy_layout, load_d3rlpy
-from offline_rl.data.d4rl import closest_d4rl_name, d4rl_name_of_tfds, is_d4rl_name, load_d4rl
-from offline_rl.data.hdf5_files import hdf5_for_reading
+from offline_rl.core.errors import DatasetError
+from offline_rl.data.buffers import load_buffer
+from offline_rl.data.d3rlpy import load_d3rlpy
+from offline_rl.data.d4rl import load_d4rl
+from offline_rl.data.hdf5_files import hdf5_for_reading, hdf5_layout
 from offline_rl.data.minari import is_minari_directory, load_minari
-from offline_rl.errors import DatasetError
+from offline_rl.envs.d4rl_catalogue import closest_d4rl_name, d4rl_name_of_tfds, is_d4rl_name
 
 _MINARI_ID = re.compile(r"[\w.-]+(/[\w.-]+)*-v\d+")
 
@@ -33,12 +34,9 @@ def detect_format(source: str | os.PathLike[str]) -> str:
                 "Minari directory"
             )
         with hdf5_for_reading(path) as file:
-            if is_tianshou_buffer_file(file):
-                return "tianshou"
-            if d3rlpy_layout(file):  # before D4RL's keys, which d3rlpy 1.x's files also have
-                return "d3rlpy"
-            if "observations" in file:
-                return "d4rl"
+            layout = hdf5_layout(file)
+        if layout is not None:
+            return layout
         raise DatasetError(
             f"{path}: HDF5 file with neither D4RL keys (observations, actions, rewards, terminals), "
             "a Tianshou buffer layout (_meta) nor a d3rlpy dataset's (columns, num_episodes)"

@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.compat import (
+from offline_rl.core.compat import (
     batch_of_arrays,
     buffer_columns,
     mark_buffer_full,

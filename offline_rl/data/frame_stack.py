@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.compat import (
+from offline_rl.core.compat import (
     batch_of_arrays,
     buffer_columns,
     mark_buffer_full,
@@ -178,7 +178,7 @@ class FrameStackBufferBuilder:
     def __len__(self) -> int:
         return len(self._act)
 
-    # What a collection journal (`offline_rl.data.collection_journal`) keeps on disk and reads back.
+    # What a collection journal (`offline_rl.runs.collection_journal`) keeps on disk and reads back.
 
     def position(self) -> tuple[int, int]:
         """Where the builder stands: (transitions, frames) added so far."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import h5py
 
-from offline_rl.errors import DatasetError, OfflineRLError, first_line
+from offline_rl.core.errors import DatasetError, OfflineRLError, first_line
 
 
 def raised_by_h5py(error: BaseException) -> bool:
@@ -50,3 +50,29 @@ def hdf5_for_reading(path: Path) -> Iterator[h5py.File]:
     """`path` opened read-only, h5py's errors while it is open named as `hdf5_errors_named` names them."""
     with hdf5_errors_named(path), h5py.File(path, "r") as file:
         yield file
+
+
+def d3rlpy_layout(file: h5py.File) -> str | None:
+    """`"2.1"` or `"1.x"` for a file d3rlpy wrote, None for any other HDF5 file."""
+    if "columns" in file and ("num_episodes" in file or "version" in file):
+        return "2.1"
+    if "observations" in file and "episode_terminals" in file:
+        return "1.x"
+    return None
+
+
+def is_tianshou_buffer_file(file: h5py.File) -> bool:
+    """Whether an open HDF5 file has the layout `ReplayBuffer.save_hdf5` writes."""
+    return isinstance(file.get("_meta"), h5py.Group) and "maxsize" in file.attrs
+
+
+def hdf5_layout(file: h5py.File) -> str | None:
+    """Which of the HDF5 layouts read here an open file has: `tianshou` (a saved buffer), `d3rlpy` (either
+    of d3rlpy's layouts, checked before D4RL's keys, which d3rlpy 1.x's files also have), `d4rl`, or None."""
+    if is_tianshou_buffer_file(file):
+        return "tianshou"
+    if d3rlpy_layout(file):
+        return "d3rlpy"
+    if "observations" in file:
+        return "d4rl"
+    return None

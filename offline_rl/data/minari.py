@@ -12,6 +12,7 @@ spaces, and an evaluation env wrapped in `FlattenObservation` sees the same layo
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +22,11 @@ import gymnasium as gym
 import numpy as np
 from tianshou.data import ReplayBuffer
 
+from offline_rl.core.errors import DatasetError, DownloadError, first_line
+from offline_rl.core.progress import progress_bar
+from offline_rl.data.download import unreachable
 from offline_rl.data.hdf5_files import says_file_is_damaged
 from offline_rl.data.transitions import make_replay_buffer, require_finite
-from offline_rl.download import unreachable
-from offline_rl.errors import DatasetError, DownloadError, first_line
-from offline_rl.progress import progress_bar
 
 
 def is_minari_directory(path: Path) -> bool:
@@ -35,8 +36,8 @@ def is_minari_directory(path: Path) -> bool:
 
 def open_minari(source: str | os.PathLike[str], *, download: bool = False) -> Any:
     """Open a Minari dataset from a local directory or by id (local first, then a download)."""
-    import minari
-    from minari.dataset.minari_dataset import MinariDataset
+    import minari  # heavy (Minari): loaded only when used
+    from minari.dataset.minari_dataset import MinariDataset  # heavy (Minari): loaded only when used
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -76,7 +77,7 @@ def dataset_path(dataset_id: str) -> Path:
     """Where Minari keeps `dataset_id`: under `$MINARI_DATASETS_PATH`, else `~/.minari/datasets`. Minari
     creates that root folder on every look-up, which fails with a bare OSError when the variable names a
     file or a folder this user cannot create."""
-    from minari.storage.datasets_root_dir import get_dataset_path
+    from minari.storage.datasets_root_dir import get_dataset_path  # heavy (Minari): loaded only when used
 
     try:
         return get_dataset_path(dataset_id)
@@ -110,9 +111,8 @@ def episodes_of(dataset: Any, desc: str) -> Iterator[Any]:
 def _local_near_miss(dataset_id: str) -> str:
     """`did you mean ... (here)? else ` for an id one typo away from a dataset already here: a misspelt
     id would otherwise send the user to download what they have."""
-    import difflib
 
-    import minari
+    import minari  # heavy (Minari): loaded only when used
 
     close = difflib.get_close_matches(dataset_id, list(minari.list_local_datasets()), n=1, cutoff=0.8)
     return f"did you mean '{close[0]}' (here)? else " if close else ""
@@ -123,7 +123,7 @@ MINARI_HOSTS = {"hf": "huggingface.co", "gcp": "storage.googleapis.com"}
 
 def _require_remote(dataset_id: str) -> None:
     """Without a network, fail in seconds with one line instead of Minari's half minute of retries."""
-    from minari.storage.remotes import DEFAULT_REMOTE
+    from minari.storage.remotes import DEFAULT_REMOTE  # heavy (Minari): loaded only when used
 
     if dataset_path(dataset_id).exists():
         return

@@ -2,7 +2,7 @@
 
 Their observations are raw 210×160 RGB screens (100 KB a step); `load_minari` would hold them as they
 are, twice (obs and obs_next). Here each episode's T + 1 screens become T + 1 frames of 84×84 grayscale
-(`offline_rl.atari_screens`, 7 KB each) as the episode is read, in a `FrameStackBuffer` that stores every
+(`offline_rl.envs.atari`, 7 KB each) as the episode is read, in a `FrameStackBuffer` that stores every
 frame once and stacks them at sample time, repeating an episode's first frame at its start: what the
 evaluation env built by `atari_screens.make_screen_frames_env` hands out. Terminations and truncations
 are kept as recorded; the dataset's env spec is kept for the evaluation.
@@ -13,20 +13,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from offline_rl.atari_screens import FRAME_SIZE, is_screen_space, screen_frames
+from offline_rl.core.errors import DatasetError
 from offline_rl.data.frame_stack import FrameStackBuffer
 from offline_rl.data.minari import StepColumns, episodes_of, minari_info, open_minari
 from offline_rl.data.transitions import set_dataset_info
-from offline_rl.errors import DatasetError
+from offline_rl.envs.atari import FRAME_SIZE, is_screen_space, screen_frames
 
 SCREENS_NOTE = "ALE's RGB screens, converted to 84×84 grayscale frames"
 
 
 def holds_atari_screens(dataset: Any) -> bool:
     """Whether an opened Minari dataset records ALE's RGB screens with discrete actions."""
-    import gymnasium as gym
 
     return is_screen_space(dataset.observation_space) and isinstance(dataset.action_space, gym.spaces.Discrete)
 

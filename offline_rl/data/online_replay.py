@@ -4,9 +4,8 @@ each checkpoint so that a resumed run continues with the replay it had.
 Why a subclass: Tianshou 2.0.1's off-policy trainer asks `buffer.hasnull()` after every collection
 step, and the buffer answers by reading back every stored transition, which for a frame-stacked
 Atari buffer means re-stacking all of them (~28 KB each). Every 10 environment steps the whole
-replay is read, so a run slows down as its buffer fills (profiled on CPU: at only 2000 stored
-transitions, 36 ms per call, a third of the training time). Checking each batch once, as it is
-added, gives the same answer at a cost that does not grow with the buffer.
+replay is read, so a run slows down as its buffer fills. Checking each batch once, as it is added,
+gives the same answer at a cost that does not grow with the buffer.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ import h5py
 import numpy as np
 from tianshou.data import Batch, VectorReplayBuffer
 
-from offline_rl.atomic import atomic_hdf5
+from offline_rl.core.errors import first_line
+from offline_rl.core.files import atomic_hdf5
 from offline_rl.data.hdf5_files import says_file_is_damaged
-from offline_rl.errors import first_line
 
 REPLAY_FORMAT = "offline_rl.online_replay/1"
 RESTORE_CHUNK = 4096

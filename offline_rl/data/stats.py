@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from tianshou.data import ReplayBuffer
 
-from offline_rl.errors import DatasetError
+from offline_rl.core.errors import DatasetError
 
 _OBS_SAMPLE_FOR_IMAGES = 10_000
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from tianshou.data import Batch, ReplayBuffer
 
-from offline_rl.compat import mark_buffer_full, set_buffer_attribute
+from offline_rl.core.compat import mark_buffer_full, set_buffer_attribute
+from offline_rl.core.errors import DatasetError
 from offline_rl.data.names import combined_label
-from offline_rl.errors import DatasetError
 
 DATASET_INFO_ATTR = "dataset_info"
 """Name of the buffer attribute holding the dataset's metadata (a dict saved with the buffer)."""
@@ -181,7 +181,7 @@ class TransitionRecorder:
     def __len__(self) -> int:
         return len(self._rows["act"])
 
-    # What a collection journal (`offline_rl.data.collection_journal`) keeps on disk and reads back.
+    # What a collection journal (`offline_rl.runs.collection_journal`) keeps on disk and reads back.
 
     def position(self) -> tuple[int]:
         return (len(self),)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from offline_rl.cli.flags import parse_config
+from offline_rl.core.files import check_output
+from offline_rl.core.settings import check_ranges, setting
 from offline_rl.results.score_statistics import DEFAULT_REPS
-from offline_rl.settings import check_ranges, setting
 
 PROG = "python -m offline_rl.results"
 DESCRIPTION = "Tables (results.csv, results.md) and plots (scores.png, conservatism.png) of the runs under LOGDIRs."
@@ -31,10 +33,18 @@ def write_results(
     logdirs: Sequence[str | Path], output: str | Path | None = None, *, last_k: int = 1, reps: int = DEFAULT_REPS
 ) -> dict[str, Any]:
     """Read the runs, write the four files, return their paths and the table rows."""
-    from offline_rl.atomic import check_output
-    from offline_rl.results.plots import conservatism_figure, save_figure, score_figure
-    from offline_rl.results.report import group_rows, markdown_table, write_csv, write_markdown
-    from offline_rl.results.runs import read_runs
+    from offline_rl.results.plots import (  # gymnasium: kept out of --help's start
+        conservatism_figure,
+        save_figure,
+        score_figure,
+    )
+    from offline_rl.results.report import (  # gymnasium: kept out of --help's start
+        group_rows,
+        markdown_table,
+        write_csv,
+        write_markdown,
+    )
+    from offline_rl.results.runs import read_runs  # gymnasium: kept out of --help's start
 
     runs = read_runs(logdirs)
     given = output is not None
@@ -50,8 +60,6 @@ def write_results(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from offline_rl.apps.flags import parse_config
-
     config = parse_config(ResultsConfig(), argv, prog=PROG, description=DESCRIPTION)
     result = write_results(config.logdirs, config.output, last_k=config.last_k, reps=config.reps)
     print(result["table"], end="")

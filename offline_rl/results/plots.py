@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_rl.atomic import atomic_path
+from offline_rl.core.files import atomic_path
 from offline_rl.results.runs import CONSERVATISM_TAGS, Run, score_name
 from offline_rl.results.score_statistics import mean_curve_interval
 
@@ -21,10 +21,10 @@ _LINE_STYLES = {"q_data": "-", "q_random": "--", "q_policy": ":"}
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    import matplotlib  # heavy (matplotlib): loaded only when used
 
     matplotlib.use("Agg")  # files only: no display on servers and in CI
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy (matplotlib): loaded only when used
 
     return plt
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_rl.atomic import atomic_path
+from offline_rl.core.files import atomic_path
 from offline_rl.results.runs import Run, groups, score_name
 from offline_rl.results.score_statistics import DEFAULT_REPS, Aggregate, aggregate, rank_correlation
 

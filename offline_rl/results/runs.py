@@ -1,41 +1,26 @@
 """Reading runs back from their log directories: settings from `run.json`, curves from TensorBoard.
 
-A run directory is one that `offline_rl.apps.training` wrote: `run.json` (the settings and
+A run directory is one that `offline_rl.runs.training` wrote: `run.json` (the settings and
 dataset), TensorBoard event files, and `summary.json` once it trained to its end. Event files are
-read with TensorBoard's own reader, with TensorFlow kept out (`offline_rl.quiet_tensorboard`).
+read with TensorBoard's own reader, with TensorFlow kept out (`offline_rl.core.import_order`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_rl.cli.programs import program_recording
+from offline_rl.core.errors import OfflineRLError, OfflineRLWarning
+from offline_rl.core.settings import flatten
 from offline_rl.data.names import combined_label
-from offline_rl.errors import OfflineRLError, OfflineRLWarning
-from offline_rl.scores import atari_reference_scores, scored_atari_game
+from offline_rl.envs.scores import atari_reference_scores, scored_atari_game
+from offline_rl.runs.files import RUN_SETTINGS_FILE, RUN_SUMMARY_FILE, diverged_reason, fqe_value
 
-RUN_SETTINGS_FILE = "run.json"
-"""A run's settings and dataset (JSON), written by the training loop when it starts: readable without torch."""
-RUN_SUMMARY_FILE = "summary.json"
-"""Written when a run has trained to its end: the figures of its summary line."""
-RUN_DIVERGED_FILE = "diverged.json"
-"""Written when a run stopped because its training diverged (NaN or inf): the one-line reason. A resumed
-run removes it; tables count such runs and leave them out of the scores."""
-RUN_CHECKPOINT_FILE = "checkpoint.pth"
-"""Written after every epoch: where the run stopped, what `--resume-path` continues training from."""
-RUN_BEST_POLICY_FILE = "policy.pth"
-"""Written at every new best trained evaluation (a full checkpoint): the optimistic best, never the headline."""
-RUN_FINAL_POLICY_FILE = "policy_last.pth"
-"""The policy where training ended (a full checkpoint), written with the summary: what the last
-evaluation, the headline score, played."""
-RUN_FQE_FILE = "fqe.json"
-"""Fitted Q evaluation of the run's final policy on its data (`--fqe-output`; a sweep's `--fqe-updates`
-writes it beside each trial's summary): `fqe_value` is the estimated discounted return."""
 CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
 # Settings that never tell runs apart as "settings": where a run is, how it runs, and its data/seed.
 # `matmul_precision` is not among them: TF32 or bf16 products are other arithmetic, which a table
@@ -119,23 +104,11 @@ def score_name(runs: Iterable[Run]) -> str:
     return "human-normalized score" if all(run.human_normalized for run in runs) else "normalized score"
 
 
-def flatten(config: dict[str, Any]) -> dict[str, Any]:
-    """Leaf settings of a nested config dict, by their (unique) field names."""
-    leaves: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            leaves.update(flatten(value))
-        else:
-            leaves[key] = value
-    return leaves
-
-
 def with_settings_added_since(recorded: dict[str, Any]) -> dict[str, Any]:
     """A run's recorded settings, with those its program gained since the run at their defaults. A new
     setting's default keeps what the program did before it (`--test-steps 0`: episodes, `--cnn
     nature`), and without it a table over runs from before and after an upgrade would split one
     setting into two rows, `test_steps=None` and `test_steps=0`."""
-    from offline_rl.apps.programs import program_recording
 
     program = program_recording(recorded)
     return {**program.default_values(), **recorded} if program is not None else recorded
@@ -169,10 +142,14 @@ def find_run_dirs(logdirs: Iterable[str | Path]) -> list[Path]:
 
 
 def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    from offline_rl.quiet_tensorboard import use_tensorboard_without_tensorflow
+    from offline_rl.core.import_order import (
+        use_tensorboard_without_tensorflow,  # heavy (TensorBoard): loaded only when used
+    )
 
     use_tensorboard_without_tensorflow()
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.event_accumulator import (
+        EventAccumulator,  # heavy (TensorBoard): loaded only when used
+    )
 
     accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     accumulator.Reload()
@@ -213,29 +190,6 @@ def read_run(run_dir: Path) -> Run:
         diverged=diverged_reason(run_dir),
         fqe_value=fqe_value(run_dir),
     )
-
-
-def fqe_value(run_dir: Path) -> float | None:
-    """The estimate in `run_dir`'s `RUN_FQE_FILE`, if it holds a finite one."""
-    try:
-        value = float(json.loads((run_dir / RUN_FQE_FILE).read_text())["fqe_value"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def diverged_reason(run_dir: Path) -> str | None:
-    """Why the run in `run_dir` stopped, when its training diverged and it has not finished since
-    (`RUN_DIVERGED_FILE`); None otherwise. Read by the tables and by sweeps."""
-    if (run_dir / RUN_SUMMARY_FILE).is_file():
-        return None
-    try:
-        record = json.loads((run_dir / RUN_DIVERGED_FILE).read_text())
-    except OSError:
-        return None
-    except ValueError:
-        return "diverged"
-    return str(record.get("message") or "diverged") if isinstance(record, dict) else "diverged"
 
 
 def _shown(value: Any) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offline_rl.core.errors import OfflineRLError
+
 CONFIDENCE = 0.95
 DEFAULT_REPS = 2000
 """Bootstrap replications: rliable's default is 50 000; 2000 keeps a table of many groups quick."""
@@ -33,10 +35,8 @@ class Aggregate:
 
 def _rliable() -> tuple[object, object]:
     try:
-        from rliable import library, metrics
+        from rliable import library, metrics  # heavy (rliable): loaded only when used
     except ImportError:
-        from offline_rl.errors import OfflineRLError
-
         raise OfflineRLError(
             'results need rliable and matplotlib: pip install -e ".[results]" (or pip install rliable matplotlib)'
         ) from None

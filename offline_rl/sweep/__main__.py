@@ -1,4 +1,4 @@
-from offline_rl.apps.cli import run_main
+from offline_rl.cli.main import run_main
 from offline_rl.sweep.command import main
 
 run_main(main)

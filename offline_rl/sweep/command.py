@@ -13,12 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from offline_rl.atomic import check_output
-from offline_rl.cpu_cores import cores_per_run
-from offline_rl.errors import OfflineRLError
-from offline_rl.interrupts import exit_status
-from offline_rl.results.runs import RUN_DIVERGED_FILE
-from offline_rl.settings import check_ranges, setting
+from offline_rl.cli.flags import parse_config
+from offline_rl.cli.presets import sets_flag
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import check_output
+from offline_rl.core.gpu_sharing import default_thread_percentage, mps_daemon, visible_gpus
+from offline_rl.core.interrupts import exit_status
+from offline_rl.core.resources import cores_per_run
+from offline_rl.core.settings import check_ranges, setting
+from offline_rl.results.command import write_results
+from offline_rl.runs.files import RUN_DIVERGED_FILE, RUN_FQE_FILE
+from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
+from offline_rl.sweep.spec import EXAMPLES, SweepSpec, check_axes, load_spec, parse_assignments, with_overrides
+from offline_rl.sweep.state import SweepState
+from offline_rl.sweep.trial import done_outcome, finished_run_dir, finished_summary
 
 PROG = "python -m offline_rl.sweep"
 DESCRIPTION = (
@@ -44,28 +52,27 @@ class SweepConfig:
     )
     mps: bool = setting(
         False,
-        "trials on a GPU share it through a CUDA MPS daemon of the sweep's own, so their kernels run side by side "
-        "(4 TF32 runs at half the SMs each did 2.05x one run's updates on an H200, 1.92-1.97x on an H100; "
-        "1.08x without MPS)",
+        ("trials on a GPU share it through a CUDA MPS daemon of the sweep's own, so their kernels run side by side"),
     )
     mps_thread_percentage: int | None = setting(
         None,
-        "with --mps, the share of a GPU's multiprocessors each trial may use, in percent (none: 200 / trials "
-        "per GPU, at most 100; 50 for the default 4, the best measured; 100: no cap)",
+        "with --mps, each trial's share of a GPU's multiprocessors, in percent (none: 200 / trials per GPU)",
         minimum=1,
         maximum=100,
     )
     ray_address: str | None = setting(
-        None, "run trials as Ray tasks: auto, ray://HOST:PORT, or local (a Ray runtime here); default $RAY_ADDRESS"
+        None, ("run trials as Ray tasks: auto, ray://HOST:PORT, or local (a Ray runtime here); default $RAY_ADDRESS")
     )
     cpus_per_trial: float = setting(1.0, "CPUs Ray reserves per trial", above=0)
     gpus_per_trial: float = setting(0.0, "GPUs Ray reserves per trial (0.25 packs four on a GPU)", minimum=0)
     max_retries: int = setting(2, "restarts of a killed or crashed trial (each resumes from its checkpoint)", minimum=0)
     fqe_updates: int = setting(
         0,
-        "after each trial, estimate its final policy (policy_last.pth) on its data by fitted Q evaluation with "
-        "this many updates (fqe.json beside its summary); the table adds the estimates and the setting they "
-        "pick without the env (0: none; re-running a finished sweep with it estimates what it lacks)",
+        "after each trial, estimate its final policy by fitted Q evaluation with this many updates (0: none)",
+        details=(
+            "fqe.json goes beside each trial's summary; the table adds the estimates and the setting "
+            "they pick without the env. Re-running a finished sweep with it estimates what it lacks."
+        ),
         minimum=0,
     )
     last_k: int = setting(1, "final score = mean of each run's last k evaluations (1: the last)", minimum=1)
@@ -83,8 +90,6 @@ class SweepConfig:
 
 
 def build_spec(config: SweepConfig) -> Any:
-    from offline_rl.sweep.spec import SweepSpec, load_spec, parse_assignments, with_overrides
-
     fixed = parse_assignments(config.fixed, "--set", lists=False)
     grid = parse_assignments(config.grid, "--grid", lists=True)
     if config.sweep_file:
@@ -103,10 +108,9 @@ def build_spec(config: SweepConfig) -> Any:
 
 
 def default_jobs(mps: bool, gpus: int) -> int:
-    """One trial per CPU core pair; on a machine with `gpus` GPUs two per GPU, four through MPS.
-    Measured on an H100 (BENCHMARKS.md, "Fourth H100 session"): 4 runs did 1.08x one run's updates
-    without MPS and 1.60x with it; 8 TF32 runs through MPS did no more than 4 ("Fifth H100
-    session"). Two without MPS still pay: while one trial evaluates on the CPU, the other trains."""
+    """One trial per CPU core pair; on a machine with `gpus` GPUs two per GPU, four through MPS, where
+    runs share a GPU best (docs: sharing a GPU). Two without MPS still pay: while one trial evaluates
+    on the CPU, the other trains."""
     return (4 if mps else 2) * gpus if gpus else cores_per_run(2)
 
 
@@ -115,7 +119,7 @@ class Display:
     in a log file."""
 
     def __init__(self, state: Any, total: int, already_done: int) -> None:
-        from offline_rl.progress import progress_bar
+        from offline_rl.core.progress import progress_bar  # tqdm: kept out of --help's start
 
         self.state = state
         self.bar = progress_bar(total=total, desc=f"sweep {state.header['name']}", unit="trial", initial=already_done)
@@ -151,12 +155,9 @@ class Display:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from offline_rl.apps.flags import parse_config
-
     config = parse_config(SweepConfig(), argv, prog=PROG, description=DESCRIPTION)
     config.ray_address = config.ray_address or os.environ.get("RAY_ADDRESS") or None
     spec = build_spec(config)
-    from offline_rl.sweep.spec import EXAMPLES, check_axes
 
     check_axes(spec)
     trials = spec.trials()  # every trial's flags parsed by the example: nothing starts on a bad sweep
@@ -167,20 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
         return 0
     check_output(folder, flag="--logdir", directory=True)
-    return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example].module)
+    return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example].main_module)
 
 
 def _flag_given(trials: list[Any], flag: str) -> bool:
     """Whether some trial sets `flag` itself: the sweep then leaves that choice (threads, device) to it."""
-    from offline_rl.apps.flags import sets_flag
 
     return any(sets_flag(trial.arguments, flag) for trial in trials)
 
 
 def lacks_estimate(directory: Path, fqe_updates: int) -> bool:
     """Whether the finished trial in `directory` still needs the fitted Q evaluation `--fqe-updates` asks for."""
-    from offline_rl.results.runs import RUN_FQE_FILE
-    from offline_rl.sweep.trial import finished_run_dir
 
     run_dir = finished_run_dir(directory)
     return bool(fqe_updates) and run_dir is not None and not (run_dir / RUN_FQE_FILE).is_file()
@@ -189,7 +187,6 @@ def lacks_estimate(directory: Path, fqe_updates: int) -> bool:
 def run_sweep(config: SweepConfig, spec: Any, trials: list[Any], folder: Path, module: str) -> int:
     if config.ray_address:  # Ray gives each task its GPUs itself
         return run_trials(config, spec, trials, folder, module, workers=0, gpus=[])
-    from offline_rl.gpu_sharing import visible_gpus
 
     gpus = visible_gpus()
     workers = config.jobs or default_jobs(config.mps, len(gpus))
@@ -206,9 +203,6 @@ def run_trials(
 ) -> int:
     """`gpus`: the GPUs to spread local trials over, one per trial (none: every trial sees what the
     sweep sees)."""
-    from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
-    from offline_rl.sweep.state import SweepState
-    from offline_rl.sweep.trial import done_outcome, finished_summary
 
     start = time.time()
     state = SweepState(folder, spec, trials)
@@ -280,7 +274,6 @@ def sharing_gpus(mps: bool, thread_percentage: int | None, runs_per_gpu: int) ->
     if not mps:
         yield
         return
-    from offline_rl.gpu_sharing import default_thread_percentage, mps_daemon
 
     share = default_thread_percentage(runs_per_gpu) if thread_percentage is None else thread_percentage
     with tempfile.TemporaryDirectory(prefix="mps-") as short, mps_daemon(Path(short), share):
@@ -297,8 +290,6 @@ def report(config: SweepConfig, spec: Any, state: Any, folder: Path, seconds: fl
     files = ""
     if done or next(folder.rglob(RUN_DIVERGED_FILE), None) is not None:  # a diverged trial has a row too
         try:
-            from offline_rl.results.command import write_results
-
             result = write_results([folder], folder, last_k=config.last_k)
             print(result["table"], end="")
             files = f"; results: {result['files']['markdown']}, {result['files']['scores']}"

@@ -15,7 +15,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline_rl.gpu_sharing import GpuAssignment
+from offline_rl.core.gpu_sharing import GpuAssignment
+from offline_rl.core.jobs import connect
 from offline_rl.sweep.trial import TrialOutcome, run_trial
 
 INTERRUPT_GRACE_S = 30.0
@@ -141,7 +142,6 @@ def run_on_ray(
 ) -> None:
     """Each trial as a Ray task with its resources. A task whose worker or node dies is retried by
     Ray and resumes from the trial's checkpoint (the log folder must be on storage every node sees)."""
-    from offline_rl.ray_runtime import connect
 
     ray = connect(address)
     task = ray.remote(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=3)(_ray_trial)

@@ -19,6 +19,7 @@ other eight datasets' are not) is then one file, each trial exactly its dataset'
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import re
 from collections.abc import Sequence
@@ -26,8 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_rl.apps.programs import PROGRAMS
-from offline_rl.errors import OfflineRLError
+import yaml
+
+from offline_rl.cli.presets import apply_preset, as_arguments, coerce_setting, setting_named, text_of
+from offline_rl.cli.programs import PROGRAMS
+from offline_rl.core.errors import OfflineRLError
 
 EXAMPLES = {name: PROGRAMS[name] for name in ("d4rl_cql", "atari_cql")}
 """The examples a sweep runs, by name (the offline ones: a trial is a run folder with a last evaluation)."""
@@ -121,8 +125,6 @@ def example_defaults(example: str, config: str | None, source: str) -> Any:
         raise OfflineRLError(f"{source}: unknown example '{example}'; expected one of {', '.join(EXAMPLES)}")
     settings = EXAMPLES[example].default_settings()
     if config:
-        from offline_rl.apps.flags import apply_preset
-
         try:
             settings = apply_preset(settings, config, prog=EXAMPLES[example].command)
         except OfflineRLError as error:
@@ -135,7 +137,6 @@ def example_defaults(example: str, config: str | None, source: str) -> Any:
 def check_with_example(example: str, trials: list[Trial], source: str) -> list[Any]:
     """Parse every trial's flags as the example will: ranges and combinations fail here, before any run.
     Returns each trial's settings."""
-    import importlib
 
     parse = importlib.import_module(EXAMPLES[example].module).config_from_args
     parsed = []
@@ -153,7 +154,6 @@ def check_with_example(example: str, trials: list[Trial], source: str) -> list[A
 
 def _resolved(default: Any, values: dict[str, Any], source: str) -> dict[str, tuple[Any, list[str]]]:
     """Each key's setting name, its value as the setting's type, and the arguments that give it."""
-    from offline_rl.apps.flags import as_arguments, coerce_setting, setting_named
 
     resolved: dict[str, tuple[Any, list[str]]] = {}
     for key, value in values.items():
@@ -168,8 +168,6 @@ def _resolved(default: Any, values: dict[str, Any], source: str) -> dict[str, tu
 
 
 def _resolved_axis(default: Any, key: str, values: list[Any], source: str) -> list[tuple[Any, list[str]]]:
-    from offline_rl.apps.flags import as_arguments, coerce_setting, setting_named
-
     _, setting, owner = setting_named(default, key, source=f"{source}: grid")
     if setting.name in RESERVED:
         instead = RESERVED[setting.name]
@@ -233,7 +231,6 @@ def check_axes(spec: SweepSpec) -> None:
     if not spec.grid:
         raise OfflineRLError(f"{spec.source}: the grid is empty; give at least one axis (--grid seed=0,1,2)")
     default = example_defaults(spec.example, spec.config, spec.source)
-    from offline_rl.apps.flags import setting_named
 
     names: dict[str, str] = {}
     for key in spec.grid:
@@ -251,7 +248,6 @@ def check_axes(spec: SweepSpec) -> None:
 
 def _unique_key_loader() -> Any:
     """A YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
-    import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
         pass
@@ -271,9 +267,6 @@ def _unique_key_loader() -> Any:
 
 def load_spec(path: str | Path) -> SweepSpec:
     """A sweep file, with one-line errors naming the file and what is wrong."""
-    import yaml
-
-    from offline_rl.apps.flags import text_of
 
     file = Path(path).expanduser()
     source = str(file)

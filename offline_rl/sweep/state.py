@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from offline_rl.atomic import write_json
+from offline_rl.core.files import write_json
 from offline_rl.sweep.spec import SweepSpec, Trial
 from offline_rl.sweep.trial import TrialOutcome
 

@@ -8,6 +8,8 @@ output (`output.log`) and `trial.json` (its status, attempt and process id, writ
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import json
 import os
@@ -20,8 +22,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from offline_rl.interrupts import STOPPED_STATUSES
-from offline_rl.results.runs import (
+from offline_rl.core.files import write_json
+from offline_rl.core.interrupts import STOPPED_STATUSES
+from offline_rl.runs.files import (
     RUN_CHECKPOINT_FILE,
     RUN_DIVERGED_FILE,
     RUN_FINAL_POLICY_FILE,
@@ -95,8 +98,6 @@ def done_outcome(trial_id: str, folder: Path, summary: dict[str, Any], *, resume
 
 
 def _write_status(directory: Path, **status: Any) -> None:
-    from offline_rl.atomic import write_json
-
     write_json(directory / TRIAL_FILE, status)
 
 
@@ -124,12 +125,8 @@ def _last_error(output: Path) -> str:
 
 def _die_with_parent() -> None:
     """In the child: end when the thread that started it ends (a killed sweep or Ray worker), Linux only."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # no libc.so.6 or no prctl: not Linux
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def run_trial(

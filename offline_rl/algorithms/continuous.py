@@ -1,0 +1,118 @@
+"""The engine's side for continuous (Box) actions, shared by the algorithms that learn from
+(s, a, r, s′) transitions in the policy's [-1, 1] box.
+
+Such an algorithm keeps its env's action bounds (`action_low`, `action_high` buffers), an observation
+normaliser (or None) and a config with the data settings (`clip_dataset_actions`, `normalize_obs`,
+`normalize_reward`, `reward_scale`, `reward_bias`, `reward_noise_std`, `calibrated`, `gamma`); this
+class stages its data (`offline_rl.algorithms.staging`), draws its batches on the device or by a
+prioritized buffer's priorities, and takes Tianshou's generic batches too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm.optim import OptimizerFactory
+from tianshou.data import ReplayBuffer
+
+from offline_rl.algorithms.base import CountedOfflineAlgorithm, PolicyT
+from offline_rl.algorithms.staging import DeviceDataset, TransitionPreparation, is_prioritized, stage_continuous
+from offline_rl.algorithms.training_stats import stats_from_tensors
+
+
+class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[PolicyT]):
+    """Staging and sampling for continuous-action data; see the module docstring."""
+
+    config: Any
+    normalizer: torch.nn.Module | None
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+
+    def register_action_bounds(self, space: gym.Space) -> None:
+        """Keep the env's action box (`action_low`, `action_high`) in the algorithm's state."""
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"{type(self).__name__} needs a Box action space, got {space}")
+        self.register_buffer("action_low", torch.as_tensor(space.low, dtype=torch.float32).reshape(-1))
+        self.register_buffer("action_high", torch.as_tensor(space.high, dtype=torch.float32).reshape(-1))
+
+    def add_critic_optimizers(
+        self, critic: Any, factories: Sequence[OptimizerFactory] | None, **adam: Any
+    ) -> list[torch.optim.Optimizer]:
+        """One optimiser for the critics, or one per critic module from Tianshou factories (the
+        drop-ins' `critic_optims`, for a `CriticModules` of Tianshou critics)."""
+        if factories is None:
+            return [self.add_optimizer(critic, None, **adam)]
+        members = getattr(critic, "members", None)
+        if members is None or len(factories) != len(members):
+            raise ValueError("critic_optims needs one optimiser factory per module of a CriticModules critic")
+        return [self.add_optimizer(member, factory, **adam) for member, factory in zip(members, factories, strict=True)]
+
+    def preparation(self) -> TransitionPreparation:
+        """How raw columns become what the losses take: observations through the normaliser, actions
+        into the policy's box, rewards scaled and shifted."""
+        cfg = self.config
+        return TransitionPreparation(
+            self.normalize_obs,
+            self.action_low,
+            self.action_high,
+            cfg.clip_dataset_actions,
+            cfg.reward_scale,
+            cfg.reward_bias,
+        )
+
+    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations (rows, D) as the networks see them: through the normaliser, if any."""
+        return self.normalizer(obs) if self.normalizer is not None else obs
+
+    def stage(self, buffer: ReplayBuffer) -> DeviceDataset:
+        """The buffer's transitions prepared on the device; the observation normaliser is fitted on
+        them once (a resumed run keeps its own)."""
+        cfg = self.config
+        normalizer = self.normalizer if cfg.normalize_obs else None
+        unfitted = normalizer is not None and not bool(normalizer.fitted)
+        return stage_continuous(
+            buffer,
+            self.preparation(),
+            self.device,
+            action_scaling=bool(self.policy.action_scaling),  # type: ignore[attr-defined]
+            fit_normalizer=normalizer.fit if unfitted else None,  # type: ignore[union-attr]
+            normalize_reward=cfg.normalize_reward,
+            mc_gamma=cfg.gamma if cfg.calibrated else None,
+        )
+
+    @property
+    def reward_unit(self) -> float:
+        """`--normalize-reward`'s factor of the staged data (1 before any is staged)."""
+        return self._staged.reward_unit if isinstance(self._staged, DeviceDataset) else 1.0
+
+    @property
+    def reward_noise_scale(self) -> float:
+        """`reward_noise_std` in the units of prepared rewards: the noise joins the raw reward, so it is
+        scaled with it (by the reward unit and `reward_scale`)."""
+        return self.config.reward_noise_std * abs(self.reward_unit * self.config.reward_scale)
+
+    def eager_phase(self) -> bool:
+        """Whether updates now run uncaptured (a warm-up phase whose losses differ)."""
+        return False
+
+    def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> Any:
+        """A batch drawn on the device from the staged dataset (from a prioritized buffer: indices drawn
+        by its priorities)."""
+        dataset = self.staged(buffer)
+        batch_size = sample_size or dataset.size
+        if is_prioritized(buffer):
+            return self.prioritized_step(buffer, batch_size, lambda indices: dataset.take(dataset.rows_of(indices)))
+        key = (id(dataset), batch_size)
+        return self.sampled_step(lambda: dataset.sample(batch_size), key, eager=self.eager_phase())
+
+    def _update_with_batch(self, batch: Any) -> Any:
+        """Tianshou's generic path (a sampled Batch, actions in the policy's box as Tianshou stores
+        them), kept for callers that use it directly."""
+        keys = ("obs", "act", "rew", "terminated", "obs_next")
+        columns = [torch.as_tensor(np.asarray(batch[key]), dtype=torch.float32, device=self.device) for key in keys]
+        figures = self.gradient_step(self.preparation()(*columns, env_units=False))
+        return stats_from_tensors(self.STATS, figures)

@@ -1,0 +1,267 @@
+"""Read any Tianshou buffer exactly once, in Tianshou's order, to stage it where an algorithm samples.
+
+Tianshou's own algorithms sample through `buffer.sample`, which knows each buffer kind's layout.
+Algorithms that keep the data on their device instead must read the same transitions: only the
+valid rows (a partially filled `VectorReplayBuffer` has empty slots between its sub-buffers), in
+the order `buffer.sample_indices(0)` gives (each sub-buffer from its oldest transition to its
+newest), with observations as `buffer[indices]` assembles them (frame stacks, `ignore_obs_next`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from tianshou.algorithm.algorithm_base import Algorithm
+from tianshou.data import Batch, HERReplayBuffer, PrioritizedReplayBuffer, ReplayBuffer
+from tianshou.data.buffer.manager import HERReplayBufferManager
+
+from offline_rl.core.compat import buffer_columns
+from offline_rl.core.errors import DatasetError
+from offline_rl.data.action_units import needs_action_scaling
+from offline_rl.data.stats import corl_reward_unit
+
+COLUMNS = ("obs", "act", "rew", "terminated", "obs_next")
+
+
+class StoredTransitions(NamedTuple):
+    """The columns of every stored transition, row k being buffer index `indices[k]`."""
+
+    obs: np.ndarray
+    act: np.ndarray
+    rew: np.ndarray
+    terminated: np.ndarray
+    obs_next: np.ndarray
+    episode_end: np.ndarray  # done, or the newest step of a (sub-)buffer whose episode still runs
+    indices: np.ndarray
+
+
+def stored_indices(buffer: ReplayBuffer) -> np.ndarray:
+    """Buffer indices of every stored transition, in Tianshou's order (`sample_indices(0)`)."""
+    return np.asarray(buffer.sample_indices(0), dtype=np.int64)
+
+
+def _is_identity(indices: np.ndarray) -> bool:
+    return len(indices) == 0 or (int(indices[0]) == 0 and bool(np.all(np.diff(indices) == 1)))
+
+
+_PLAIN_GETITEM = (ReplayBuffer.__getitem__, PrioritizedReplayBuffer.__getitem__)
+
+
+def _reads_raw_columns(buffer: ReplayBuffer) -> bool:
+    """Whether `buffer[i]` returns its stored rows unchanged (no frame stacking, no rebuilt obs_next)."""
+    options = getattr(buffer, "options", {})
+    return (
+        type(buffer).__getitem__ in _PLAIN_GETITEM
+        and buffer.stack_num == 1
+        and not options.get("ignore_obs_next", False)
+        and not options.get("save_only_last_obs", False)
+    )
+
+
+def read_transitions(buffer: ReplayBuffer) -> StoredTransitions:
+    """Every valid transition of `buffer` in Tianshou's order; a buffer whose slots are already in
+    that order (a full or never-wrapped `ReplayBuffer`, what the loaders build) is sliced, not copied."""
+    if isinstance(buffer, HERReplayBuffer | HERReplayBufferManager):
+        raise DatasetError(
+            "HER buffers relabel goals each time they are sampled, which a staged offline dataset cannot "
+            "reproduce; relabel the data first and train from a plain ReplayBuffer"
+        )
+    indices = stored_indices(buffer)
+    if len(indices) == 0:
+        raise DatasetError("the replay buffer holds no transitions")
+    if _reads_raw_columns(buffer):
+        stored = buffer_columns(buffer)
+        rows = slice(0, len(indices)) if _is_identity(indices) else indices  # a slice is a view
+        columns = {key: np.asarray(stored[key][rows]) for key in COLUMNS}
+    else:
+        batch = buffer[indices]
+        columns = {key: np.asarray(batch[key]) for key in COLUMNS}
+    return StoredTransitions(**columns, episode_end=episode_ends(buffer, indices), indices=indices)
+
+
+def episode_ends(buffer: ReplayBuffer, indices: np.ndarray) -> np.ndarray:
+    """Whether each transition at `indices` is the last its episode has in the buffer: `done`, or the
+    newest step of a (sub-)buffer whose episode still runs (no next step to follow it there)."""
+    ends = np.asarray(buffer.done[indices], dtype=bool).copy()
+    ends[np.isin(indices, buffer.unfinished_index())] = True
+    return ends
+
+
+def monte_carlo_returns(rewards: np.ndarray, episode_end: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted return to the end of each transition's episode, Σ_k γ^k r_{t+k}, with rows in
+    buffer order (episodes contiguous, `episode_end` on each one's last row); no bootstrap."""
+    size = len(rewards)
+    flags = Batch(
+        rew=np.asarray(rewards, dtype=np.float64).reshape(size),
+        terminated=np.asarray(episode_end, dtype=bool),
+        truncated=np.zeros(size, dtype=bool),
+    )
+    # Tianshou's GAE with λ = 1 and all values 0 is exactly the return-to-go (a compiled loop).
+    returns, _ = Algorithm.compute_episodic_return(
+        flags,  # type: ignore[arg-type]
+        _NO_UNFINISHED,  # type: ignore[arg-type]
+        np.arange(size),
+        gamma=gamma,
+        gae_lambda=1.0,
+    )
+    return np.asarray(returns, dtype=np.float32)
+
+
+class _NoUnfinishedEpisodes:
+    """`compute_episodic_return` asks a buffer for its running episodes; `episode_end` already has them."""
+
+    @staticmethod
+    def unfinished_index() -> np.ndarray:
+        return np.empty(0, dtype=np.int64)
+
+
+_NO_UNFINISHED = _NoUnfinishedEpisodes()
+
+
+def buffer_fingerprint(buffer: ReplayBuffer) -> tuple[int, int, int, bytes]:
+    """Changes whenever transitions are added, the storage is replaced or another buffer is passed.
+    (Values edited in place are not seen; `process_buffer` re-stages on every training run.)"""
+    return (id(buffer), len(buffer), id(buffer_columns(buffer)), np.asarray(buffer.last_index).tobytes())
+
+
+def is_prioritized(buffer: ReplayBuffer) -> bool:
+    """A prioritized buffer: sample by its priorities, weight the loss, send back new priorities."""
+    return isinstance(buffer, PrioritizedReplayBuffer)
+
+
+class Transitions(NamedTuple):
+    """A prepared batch of continuous-action transitions: normalised observations, actions in the
+    policy's [-1, 1] box, rewards as the critics learn them, 1 − terminated, normalised next
+    observations, and (Cal-QL only) the Monte-Carlo return from each state."""
+
+    obs: torch.Tensor
+    act: torch.Tensor
+    rew: torch.Tensor
+    not_terminated: torch.Tensor
+    obs_next: torch.Tensor
+    mc_return: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class TransitionPreparation:
+    """How raw columns become what the losses take (`Transitions`)."""
+
+    normalize_obs: Callable[[torch.Tensor], torch.Tensor]
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+    clip_actions: bool
+    reward_scale: float
+    reward_bias: float
+
+    def to_policy_actions(self, actions: torch.Tensor, *, env_units: bool = True) -> torch.Tensor:
+        """Actions in the policy's [-1, 1] box: environment units go through the inverse of
+        `SACPolicy`'s action scaling; policy units pass unchanged."""
+        if env_units:
+            actions = 2.0 * (actions - self.action_low) / (self.action_high - self.action_low) - 1.0
+        return actions.clamp(-1.0, 1.0) if self.clip_actions else actions
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        terminated: torch.Tensor,
+        obs_next: torch.Tensor,
+        *,
+        env_units: bool = True,
+        reward_unit: float = 1.0,
+    ) -> Transitions:
+        """`env_units` says where the actions live; `reward_unit` multiplies rewards before the scale
+        and the bias (`--normalize-reward`'s factor)."""
+        size = rew.shape[0]
+        return Transitions(
+            self.normalize_obs(obs.reshape(size, -1)),
+            self.to_policy_actions(act.reshape(size, -1), env_units=env_units),
+            rew.reshape(size) * (reward_unit * self.reward_scale) + self.reward_bias,
+            1.0 - terminated.reshape(size),
+            self.normalize_obs(obs_next.reshape(size, -1)),
+        )
+
+
+class DeviceDataset:
+    """Every transition of a replay buffer, prepared once and held on one device, ready for indexing:
+    batches are drawn there, with no host round trip per update."""
+
+    def __init__(
+        self,
+        stored: StoredTransitions,
+        prepare: TransitionPreparation,
+        device: torch.device,
+        *,
+        env_units: bool,
+        reward_unit: float,
+        mc_gamma: float | None,
+    ) -> None:
+        def column(array: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(array), dtype=torch.float32).to(device)
+
+        columns = map(column, (stored.obs, stored.act, stored.rew, stored.terminated, stored.obs_next))
+        prepared = prepare(*columns, env_units=env_units, reward_unit=reward_unit)
+        self.obs, self.act, self.rew, self.not_terminated, self.obs_next, _ = prepared
+        self.reward_unit = reward_unit
+        """The factor rewards were multiplied by before the scale and the bias."""
+        self.mc_return = None
+        if mc_gamma is not None:  # from the rewards the critic learns (scaled), to each episode's end
+            returns = monte_carlo_returns(self.rew.cpu().numpy(), stored.episode_end, mc_gamma)
+            self.mc_return = torch.as_tensor(returns).to(device)
+        self.size = len(stored.indices)
+        self.indices = stored.indices
+        self._row_of: np.ndarray | None = None
+
+    def sample(self, batch_size: int) -> Transitions:
+        return self.take(torch.randint(self.size, (batch_size,), device=self.obs.device))
+
+    def take(self, rows: torch.Tensor) -> Transitions:
+        mc_return = None if self.mc_return is None else self.mc_return[rows]
+        return Transitions(
+            self.obs[rows], self.act[rows], self.rew[rows], self.not_terminated[rows], self.obs_next[rows], mc_return
+        )
+
+    def rows_of(self, indices: np.ndarray) -> torch.Tensor:
+        """Staged rows of buffer indices (what a prioritized buffer's `sample_indices` returns)."""
+        if self._row_of is None:
+            self._row_of = np.full(int(self.indices.max()) + 1, -1, dtype=np.int64)
+            self._row_of[self.indices] = np.arange(self.size)
+        return torch.as_tensor(self._row_of[indices], device=self.obs.device)
+
+
+def stage_continuous(
+    buffer: ReplayBuffer,
+    prepare: TransitionPreparation,
+    device: torch.device,
+    *,
+    action_scaling: bool,
+    fit_normalizer: Callable[[np.ndarray], None] | None,
+    normalize_reward: bool,
+    mc_gamma: float | None,
+) -> DeviceDataset:
+    """A continuous-action buffer on `device`: its action units read from its marker
+    (`offline_rl.data.action_units`), the observation normaliser fitted on it (`fit_normalizer`, when
+    given), CORL's reward unit where `normalize_reward`, and the Monte-Carlo returns Cal-QL floors at
+    (`mc_gamma`, when given)."""
+    stored = read_transitions(buffer)
+    env_units = needs_action_scaling(
+        buffer,
+        stored.act,
+        prepare.action_low.cpu().numpy(),
+        prepare.action_high.cpu().numpy(),
+        action_scaling=action_scaling,
+        clipped=prepare.clip_actions,
+    )
+    if fit_normalizer is not None:
+        fit_normalizer(stored.obs.reshape(len(stored.obs), -1))
+    reward_unit = 1.0
+    if normalize_reward:
+        finished = np.asarray(buffer.done[stored.indices], dtype=bool)
+        reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
+    return DeviceDataset(stored, prepare, device, env_units=env_units, reward_unit=reward_unit, mc_gamma=mc_gamma)

@@ -1,0 +1,1 @@
+"""The command lines: flags made from the settings, preset files, and every program's `main`."""

@@ -1,0 +1,370 @@
+"""The settings and steps of `examples/atari_qrdqn.py`: an online QR-DQN behaviour policy (Tianshou's
+`QRDQN` on its off-policy trainer, ε-greedy exploration, frame-stacked replay; an MLP head for vector
+tasks such as CartPole), and with `--watch --save-buffer-name` the offline dataset it plays, kept on
+disk as it goes so that the same command continues an interrupted collection."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from offline_rl.cli.flags import parse_config
+from offline_rl.core.progress import shell_quoted
+from offline_rl.core.resources import require_memory
+from offline_rl.core.settings import check_ranges, require, setting
+from offline_rl.envs.atari import is_atari_game, make_discrete_env
+from offline_rl.runs.config import RunConfig
+from offline_rl.runs.evaluation import EvaluationReporter, human_normalised
+from offline_rl.runs.files import RUN_BEST_POLICY_FILE
+from offline_rl.runs.update_rate import pause_at_evaluations, update_rate_monitor
+
+if TYPE_CHECKING:
+    from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
+    from offline_rl.runs.folder import RunFolder
+    from offline_rl.runs.video import Videos
+
+
+@dataclass
+class AtariQRDQNConfig:
+    """The game, the online QR-DQN learner, and what `--watch` collects."""
+
+    FLAG_GROUP: ClassVar[str] = "QR-DQN behaviour policy"
+
+    task: str = setting(
+        "PongNoFrameskip-v4",
+        "Atari id (PongNoFrameskip-v4, ALE/Breakout-v5, ...) or another discrete-action task (CartPole-v1)",
+    )
+    frames_stack: int = setting(4, "frames per observation (Atari games; vector tasks are not stacked)", minimum=1)
+    eps_test: float = setting(0.005, "ε while evaluating, and while playing with --watch", minimum=0, maximum=1)
+    eps_train: float = setting(1.0, "ε at the start of training", minimum=0, maximum=1)
+    eps_train_final: float = setting(0.05, "ε after --eps-decay-steps env steps", minimum=0, maximum=1)
+    eps_decay_steps: int = setting(1_000_000, "env steps over which ε falls linearly to --eps-train-final", minimum=1)
+    buffer_size: int = setting(
+        100_000, "replay size when training; transitions to write with --save-buffer-name", minimum=1
+    )
+    lr: float = setting(1e-4, "Adam learning rate", above=0)
+    gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1)
+    num_quantiles: int = setting(200, "quantiles of the QR-DQN head", minimum=2)
+    hidden_sizes: list[int] = setting([128, 128], "MLP hidden layers (vector observations only)", minimum=1)
+    n_step: int = setting(3, "n of the n-step TD target", minimum=1)
+    target_update_freq: int = setting(500, "updates between hard target-network copies", minimum=1)
+    step_per_epoch: int = setting(100_000, "env steps per epoch", minimum=1)
+    step_per_collect: int = setting(10, "env steps between updates", minimum=1)
+    update_per_step: float = setting(0.1, "gradient updates per env step", above=0)
+    reward_clip: bool = setting(True, "training envs clip rewards to [-1, 1] (Dopamine, DQN)")
+    episode_life: bool = setting(
+        False, "training envs end an episode at each lost life while the game plays on (DeepMind's DQN)"
+    )
+    training_num: int = setting(10, "training envs stepped together", minimum=1)
+    save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
+    overwrite: bool = setting(False, "with --save-buffer-name: replace an existing file")
+    collect_checkpoint_every: int = setting(
+        50_000,
+        ("with --save-buffer-name: keep what was collected every N transitions, to continue after a stop (0: never)"),
+        details=(
+            "Kept in <name>.parts/ every N transitions and on Ctrl-C, so the same command run again "
+            "continues an interrupted collection."
+        ),
+        minimum=0,
+    )
+    checkpoint_replay: bool = setting(
+        True,
+        "write the replay beside each epoch's checkpoint.pth, so that --resume-path goes on with it",
+        details=(
+            "replay.hdf5 takes about 7 KB per Atari transition; without it a resumed run starts with an empty replay."
+        ),
+    )
+    run: RunConfig = field(default_factory=lambda: RunConfig(epoch=100, batch_size=32))
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(not self.save_buffer_name or self.run.watch, "--save-buffer-name collects while playing: add --watch")
+        require(
+            not (self.save_buffer_name and self.run.save_video),
+            "--save-video records --watch's evaluation episodes, not a collection: give it without --save-buffer-name",
+        )
+
+
+def config_from_args(argv: Sequence[str] | None) -> AtariQRDQNConfig:
+    """The example's settings from its command line (and `--config` preset file)."""
+    return parse_config(
+        AtariQRDQNConfig(),
+        argv,
+        prog="examples/atari_qrdqn.py",
+        description="Train a QR-DQN behaviour policy online, or play it to write an offline buffer.",
+    )
+
+
+def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
+    from tianshou.algorithm import QRDQN  # heavy (Tianshou): loaded only when used
+    from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy  # heavy (Tianshou): loaded only when used
+    from tianshou.algorithm.optim import AdamOptimizerFactory  # heavy (Tianshou): loaded only when used
+
+    from offline_rl.algorithms.discrete_cql.networks import (  # heavy (torch): loaded only when used
+        QuantileMLP,
+        QuantileNatureCNN,
+    )
+    from offline_rl.core.compat import cache_tianshou_jit  # heavy (Tianshou, torch): loaded only when used
+
+    cache_tianshou_jit()  # before Tianshou's QRDQN compiles its numba functions: ~4 s of every start
+    shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
+    model: Any
+    if len(shape) == 3:
+        model = QuantileNatureCNN(shape, num_actions, config.num_quantiles)
+    else:
+        model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
+    model = model.to(device)
+    policy = QRDQNPolicy(
+        model=model,
+        action_space=env.action_space,
+        observation_space=env.observation_space,
+        eps_training=config.eps_train,
+        eps_inference=config.eps_test,
+    )
+    return QRDQN(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=config.lr),
+        gamma=config.gamma,
+        num_quantiles=config.num_quantiles,
+        n_step_return_horizon=config.n_step,
+        target_update_freq=config.target_update_freq,
+    ).to(device)
+
+
+def require_replay_memory(config: AtariQRDQNConfig, env: gym.Env) -> None:
+    """One line now, rather than the OOM killer hours later, when the replay (training) or the
+    recorded dataset (`--save-buffer-name`) cannot fit in memory once full. Counted at least: each
+    step's frame (a game's replay stores each frame once) or observation, plus 19 bytes of action,
+    reward and flags; a collection also holds one env's share twice while its recordings merge."""
+
+    if not config.run.trains and not config.save_buffer_name:
+        return
+    space = env.observation_space
+    shape = tuple(space.shape or ())
+    frame = shape[1:] if is_atari_game(config.task) else shape
+    per_step = int(np.prod(frame)) * np.dtype(space.dtype).itemsize + 19
+    need = config.buffer_size * per_step
+    if config.run.watch:
+        envs = min(config.training_num, config.buffer_size)
+        need += need // envs
+        subject = f"--buffer-size {config.buffer_size} with --save-buffer-name: recording the dataset"
+    else:
+        subject = f"--buffer-size {config.buffer_size}: the replay, once full,"
+    require_memory(need, subject, "give a smaller --buffer-size, or use a machine with more memory")
+
+
+def collection_plan(config: AtariQRDQNConfig) -> Any:
+    """`--save-buffer-name`'s collection; a continuation must repeat the flags in its settings."""
+    from offline_rl.runs.discrete_collection import CollectionPlan  # h5py: kept out of --help's start
+
+    policy = Path(config.run.resume_path).expanduser().resolve() if config.run.resume_path else None
+    return CollectionPlan(
+        task=config.task,
+        frames_stack=config.frames_stack,
+        size=config.buffer_size,
+        num_envs=config.training_num,
+        seed=config.run.seed,
+        output=Path(config.save_buffer_name or "").expanduser(),
+        checkpoint_every=config.collect_checkpoint_every,
+        overwrite=config.overwrite,
+        settings={
+            "--task": config.task,
+            "--resume-path": str(policy) if policy else "(none: an untrained policy)",
+            "--eps-test": config.eps_test,
+            "--buffer-size": config.buffer_size,
+            "--training-num": config.training_num,
+            "--frames-stack": config.frames_stack,
+            "--seed": config.run.seed,
+        },
+    )
+
+
+def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
+    """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
+    from offline_rl.runs.discrete_collection import collect_buffer  # h5py: kept out of --help's start
+    from offline_rl.runs.training import showing_collector, watch  # heavy (Tianshou, torch): loaded only when used
+
+    policy = algorithm.policy
+    policy.set_eps_inference(config.eps_test)
+    if config.run.resume_path is None:
+        print("no --resume-path: playing with an untrained policy")
+    if config.save_buffer_name:
+        return collect_buffer(collection_plan(config), policy)
+
+    def make_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --save-video
+        return make_discrete_env(config.task, config.frames_stack, **kwargs)
+
+    test_collector, videos = showing_collector(policy, make_env, config.run, task=config.task)
+    return watch(
+        algorithm,
+        test_collector,
+        task=config.task,
+        episodes=config.run.test_num,
+        render=config.run.render,
+        reporter=EvaluationReporter(**human_normalised(config.task)),
+        source=config.run.resume_path or "an untrained policy",
+        videos=videos,
+    )
+
+
+def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over
+    `eps_decay_steps` env steps, in a run folder like the offline examples' (`run_folder`).
+
+    `checkpoint` is the one `--resume-path` named: the run goes on in its folder at the epoch, env
+    step and ε it reached, with the replay saved beside it (`--checkpoint-replay`) and its target
+    network copied on the original schedule."""
+    import torch  # heavy (torch): loaded only when used
+    from tianshou.data import Collector  # heavy (Tianshou): loaded only when used
+    from tianshou.trainer import OffPolicyTrainerParams  # heavy (Tianshou): loaded only when used
+    from tianshou.utils import TensorboardLogger  # heavy (TensorBoard, Tianshou): loaded only when used
+
+    from offline_rl.core.compat import (  # heavy (Tianshou, torch): loaded only when used
+        set_target_update_counter,
+        target_update_counter,
+    )
+    from offline_rl.data.online_replay import save_replay  # heavy (h5py, Tianshou): loaded only when used
+    from offline_rl.runs.folder import RunFolder  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.runs.training import (  # heavy (Tianshou, torch): loaded only when used
+        evaluation_envs_closed,
+        film_evaluations,
+        showing_collector,
+        vector_envs,
+    )
+
+    run = config.run
+    policy = algorithm.policy
+
+    def make_training_env() -> gym.Env:
+        return make_discrete_env(
+            config.task, config.frames_stack, clip_rewards=config.reward_clip, life_loss=config.episode_life
+        )
+
+    def make_test_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --video-interval
+        return make_discrete_env(config.task, config.frames_stack, **kwargs)
+
+    replay = online_replay(config)
+
+    def keep_with_checkpoint(log_path: Path) -> dict[str, Any]:
+        if config.checkpoint_replay:
+            save_replay(replay, log_path / REPLAY_FILE)
+        return {TARGET_UPDATE_COUNTER: target_update_counter(algorithm)}
+
+    folder = RunFolder.open(
+        algorithm,
+        run,
+        lambda writer: EvaluationReporter(writer=writer, **human_normalised(config.task)),
+        task=config.task,
+        algo_name="qrdqn",
+        saved={"config": asdict(config)},
+        checkpoint=checkpoint,
+        on_checkpoint=keep_with_checkpoint,
+    )
+    if checkpoint is not None:
+        print(resume_replay(replay, folder.log_path / REPLAY_FILE))
+        set_target_update_counter(algorithm, int(checkpoint.get(TARGET_UPDATE_COUNTER, 0)))
+    folder.reporter.updates_done = lambda: target_update_counter(algorithm)  # eval curves against updates
+    train_collector = Collector(
+        policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
+    )
+    test_collector, videos = showing_collector(policy, make_test_env, run, task=config.task)
+    film_evaluations(test_collector, videos, folder)
+    first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
+    env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
+
+    monitor = update_rate_monitor(str(next(algorithm.parameters()).device), torch.get_num_threads(), "env step")
+
+    def training_fn(epoch: int, env_step: int) -> None:
+        env_steps[0] = env_step
+        monitor.updated(env_step)  # log-file lines; slowdown notice
+        policy.set_eps_training(training_epsilon(config, env_step))
+
+    with (
+        folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
+        evaluation_envs_closed(test_collector, videos),
+    ):
+        result = algorithm.run_training(
+            OffPolicyTrainerParams(
+                training_collector=train_collector,
+                test_collector=test_collector,
+                epoch_num_steps=config.step_per_epoch,
+                collection_step_num_env_steps=config.step_per_collect,
+                update_step_num_gradient_steps_per_sample=config.update_per_step,
+                training_fn=training_fn,
+                logger=pause_at_evaluations(TensorboardLogger(folder.writer, save_interval=1), monitor),
+                **folder.trainer_params(),
+            )
+        )
+    return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step, videos=videos)
+
+
+def online_replay(config: AtariQRDQNConfig) -> NullCheckedVectorReplayBuffer:
+    """The replay online training fills: a game's stores each frame once and stacks on sampling."""
+    from offline_rl.data.online_replay import (
+        NullCheckedVectorReplayBuffer,  # heavy (h5py, Tianshou): loaded only when used
+    )
+
+    stacked = is_atari_game(config.task)
+    return NullCheckedVectorReplayBuffer(
+        config.buffer_size,
+        buffer_num=config.training_num,
+        ignore_obs_next=True,
+        save_only_last_obs=stacked,
+        stack_num=config.frames_stack if stacked else 1,
+    )
+
+
+def training_epsilon(config: AtariQRDQNConfig, env_step: int) -> float:
+    """ε at `env_step`: linear from eps_train to eps_train_final over `eps_decay_steps`, then constant."""
+    fraction = min(env_step / config.eps_decay_steps, 1.0)
+    return config.eps_train - fraction * (config.eps_train - config.eps_train_final)
+
+
+def _finish_online(
+    config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, first_env_step: int, videos: Videos | None = None
+) -> dict[str, Any]:
+    """The run's summary (`steps`: collected by this invocation) and its closing lines."""
+    from offline_rl.runs.training import filmed  # heavy (Tianshou, torch): loaded only when used
+
+    elapsed = time.time() - folder.started
+    summary = {
+        "mode": "train",
+        "task": config.task,
+        "env_steps": steps,
+        "total_env_steps": first_env_step + steps,
+        "seconds": elapsed,
+        "env_steps_per_second": steps / max(elapsed, 1e-9),
+        "evaluation_seconds": folder.evaluation_seconds,
+    }
+    best_policy = folder.log_path / RUN_BEST_POLICY_FILE
+    return folder.finish(
+        summary,
+        f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "
+        f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)"
+        + filmed(summary, videos),
+        f"collect a dataset with --watch --resume-path {shell_quoted(best_policy)} --save-buffer-name expert.hdf5",
+    )
+
+
+REPLAY_FILE = "replay.hdf5"
+"""The replay buffer as it was at the newest checkpoint.pth, beside it in the run folder."""
+TARGET_UPDATE_COUNTER = "target_update_counter"
+"""Checkpoint field: QR-DQN's update count, which times its target-network copies."""
+
+
+def resume_replay(replay: Any, path: Path) -> str:
+    """Refill `replay` from `path` if it is there and fits; one line saying what happened."""
+    from offline_rl.data.online_replay import restore_replay  # heavy (h5py, Tianshou): loaded only when used
+
+    if not path.is_file():
+        return f"replay: the run saved none ({path} is absent); starting with an empty replay"
+    reason = restore_replay(replay, path)
+    if reason is not None:
+        return f"replay: not restored ({reason}); starting with an empty replay"
+    return f"replay: restored {len(replay)} transitions from {path}"

@@ -1,0 +1,129 @@
+"""The update rate of a training run (or, for the online trainer, its environment-step rate),
+watched while it trains.
+
+Two things a user cannot see otherwise: in a log file (no progress bar) that a long epoch is moving,
+and, anywhere, that the run slowed down because something else took the machine. On a busy CPU,
+torch's threads spin while waiting for each other, and a run can fall to a tenth of its rate.
+The expected rate is the best this run reached itself, over windows of
+training only: evaluations and checkpoints happen between windows, so they never count as a slowdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LINE_INTERVAL_S = 60.0
+"""Without a terminal, one `update N: R updates/s` (or `env step N: ...`) line this often."""
+WINDOW_S = 10.0
+"""Training time per rate measurement."""
+COLLAPSE_FACTOR = 4.0
+"""A window this many times slower than the run's best one is reported (once)."""
+
+
+class UpdateRateMonitor:
+    """Fed the update counter as training logs it (`updated`) and told when training pauses for an
+    evaluation (`paused`); prints the periodic lines and the one slowdown notice. `counted` names
+    what the counter counts ("update", or "env step" for the online trainer)."""
+
+    def __init__(
+        self,
+        *,
+        slowdown_hint: str,
+        counted: str = "update",
+        line_interval_s: float | None = LINE_INTERVAL_S,
+        window_s: float = WINDOW_S,
+        collapse_factor: float = COLLAPSE_FACTOR,
+        clock: Callable[[], float] = time.monotonic,
+        write: Callable[[str], None] = print,
+    ) -> None:
+        self.slowdown_hint, self.counted = slowdown_hint, counted
+        self.line_interval_s, self.window_s, self.collapse_factor = line_interval_s, window_s, collapse_factor
+        self.clock, self.write = clock, write
+        self.best_rate: float | None = None
+        self.warned = False
+        self._window: tuple[float, int] | None = None  # (start time, start step) of the running window
+        self._line: tuple[float, int] | None = None
+
+    def updated(self, step: int) -> None:
+        now = self.clock()
+        if self._window is None:
+            self._window = (now, step)
+        elif now - self._window[0] >= self.window_s:
+            rate = (step - self._window[1]) / (now - self._window[0])
+            self._judge(rate, step)
+            self._window = (now, step)
+        if self.line_interval_s is None:
+            return
+        if self._line is None:
+            self._line = (now, step)
+        elif now - self._line[0] >= self.line_interval_s:
+            rate = (step - self._line[1]) / (now - self._line[0])
+            self.write(f"{self.counted} {step}: {rate:.1f} {self.counted}s/s")
+            self._line = (now, step)
+
+    def paused(self) -> None:
+        """Training stopped for a while (an evaluation): the next windows start after it."""
+        self._window = self._line = None
+
+    def _judge(self, rate: float, step: int) -> None:
+        if self.best_rate is None or rate > self.best_rate:
+            self.best_rate = rate
+            return
+        if not self.warned and rate * self.collapse_factor < self.best_rate:
+            self.warned = True
+            self.write(
+                f"{self.counted} {step}: {rate:.1f} {self.counted}s/s, under 1/{self.collapse_factor:g} of the "
+                f"{self.best_rate:.1f}/s this run reached earlier; {self.slowdown_hint}"
+            )
+
+
+def watch_update_rate(logger: Any, monitor: UpdateRateMonitor) -> Any:
+    """`logger` (a Tianshou logger) with `monitor` fed by its update and evaluation logging."""
+    log_update_data = logger.log_update_data
+
+    def log_update(log_data: dict, step: int) -> None:
+        log_update_data(log_data, step)
+        monitor.updated(step)
+
+    logger.log_update_data = log_update
+    return pause_at_evaluations(logger, monitor)
+
+
+def pause_at_evaluations(logger: Any, monitor: UpdateRateMonitor) -> Any:
+    """`logger` telling `monitor` each time an evaluation is logged (training paused for it)."""
+    log_test_data = logger.log_test_data
+
+    def log_test(log_data: dict, step: int) -> None:
+        log_test_data(log_data, step)
+        monitor.paused()
+
+    logger.log_test_data = log_test
+    return logger
+
+
+def slowdown_hint(device: str, threads: int) -> str:
+    """What most likely slowed a run down, and what to do about it."""
+    if device.startswith("cuda"):
+        return "another process is probably using this GPU or its CPU core (nvidia-smi shows which)"
+    return (
+        f"other processes are probably busy on this machine's cores, and torch's {threads} thread(s) wait "
+        "for them; stop them, or restart with --threads 1 (--resume-path continues the run)"
+    )
+
+
+def update_rate_monitor(device: str, threads: int, counted: str = "update") -> UpdateRateMonitor:
+    """The monitor for a run: periodic lines only without a terminal (the progress bar shows the
+    rate on one), the slowdown notice on both."""
+    on_terminal = sys.stderr.isatty()
+    return UpdateRateMonitor(
+        slowdown_hint=slowdown_hint(device, threads),
+        counted=counted,
+        line_interval_s=None if on_terminal else LINE_INTERVAL_S,
+        write=log.info,
+    )
