@@ -120,7 +120,7 @@ def test_a_positive_omp_num_threads_caps_the_threads_as_torch_itself_would(
     monkeypatch.setenv("OMP_NUM_THREADS", variable)
     chosen, reason = cpu_threads(0)
     assert (chosen, reason.split()[0]) == (threads, why)
-    assert cpu_threads(2) == (2, "--threads")
+    assert cpu_threads(2) == (2, "--threads, or the count of the run being resumed")
 
 
 def test_cpu_threads_under_a_quota_take_the_quota_not_the_hosts_load(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -174,6 +175,7 @@ def assert_resume_is_exact(script: str, flags: list[str], cwd: Path, device: str
     straight = run_ok(script, *flags, *machine, "--epoch", "2", "--logdir", "straight", cwd=cwd)
     first = run_ok(script, *flags, *machine, "--epoch", "1", "--logdir", "stopped", cwd=cwd)
     stopped = run_folder(cwd / "stopped")
+    shutil.copy(stopped / "checkpoint.pth", cwd / "epoch-1.pth")  # as the stop left it
     resumed = run_ok(script, "--resume-path", str(stopped / "checkpoint.pth"), "--epoch", "2", *machine, cwd=cwd)
 
     exact = device == "cpu"
@@ -205,6 +207,17 @@ def test_a_continuous_run_stopped_and_resumed_trains_as_the_one_never_stopped(tm
     if device != "cpu":
         return
 
+    # Where the run stopped comes from the checkpoint alone, not from the TensorBoard events written
+    # after it: a checkpoint with no events beside it (a stop between the two writes, or a copy) resumes
+    # at its epoch, and ends where the uninterrupted run ended.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(tmp_path / "epoch-1.pth", moved / "checkpoint.pth")
+    resume = ["--resume-path", str(moved / "checkpoint.pth"), "--epoch", "2", "--threads", "1", "--device", "cpu"]
+    again = run_ok("examples/d4rl_cql.py", *resume, cwd=tmp_path)
+    assert ": 15 updates (30 in all) in " in again, again[-2000:]
+    assert_same_checkpoints(run_folder(tmp_path / "straight") / "checkpoint.pth", moved / "checkpoint.pth", exact=True)
+
     # `--watch` of the best policy prints the score the run printed for it.
     best = torch.load(stopped / "policy.pth", weights_only=True)["best_evaluation"]
     watched = run_ok(
@@ -234,3 +247,22 @@ def test_a_discrete_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_
     assert_resume_is_exact(
         "examples/atari_cql.py", [*budget, "--test-num", "2", "--num-quantiles", "8", "--eps-test", "0.3"], tmp_path
     )
+
+
+def test_a_resumed_run_keeps_the_thread_count_its_run_chose(tmp_path: Path) -> None:
+    """On a CPU the thread count orders a product's sums: the count a run chose is recorded, and its
+    resume keeps it rather than choosing afresh for the machine's load of the moment."""
+    threads_before = torch.get_num_threads()
+    try:
+        train = [*TINY, "--epoch", "1", "--logdir", "log"]
+        first = run_in_process("examples/d4rl_cql.py", *train, cwd=tmp_path, env_extra={"OMP_NUM_THREADS": "2"})
+        assert first.returncode == 0, first.stderr[-2000:]
+        assert "torch CPU threads: 2 (OMP_NUM_THREADS" in first.stdout
+        checkpoint = run_folder(tmp_path / "log") / "checkpoint.pth"
+        assert load_checkpoint(checkpoint)["config"]["run"]["torch"]["threads"] == 2
+        resume = ["--resume-path", str(checkpoint), "--epoch", "2"]
+        resumed = run_in_process("examples/d4rl_cql.py", *resume, cwd=tmp_path, env_extra={"OMP_NUM_THREADS": "1"})
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert "torch CPU threads: 2 (--threads, or the count of the run being resumed)" in resumed.stdout
+    finally:
+        torch.set_num_threads(threads_before)

@@ -173,6 +173,13 @@ def test_preset_file_sets_defaults_and_flags_override_it(tmp_path: Path) -> None
         ("- a list\n", "expected a mapping"),
         ("cql_weight: [1\n", "not valid YAML"),
         ("tau: 0\n", "--tau 0.0: expected a value in (0, 1]"),
+        # YAML's types held to the setting's, not converted into it (int() would make each of these 1)
+        ("epoch: 1.5\n", "epoch: 1.5 is not valid (not a whole number)"),
+        ("epoch: true\n", "epoch: True is not valid (true where a number is expected)"),
+        ("seed: true\n", "seed: True is not valid (true where a number is expected)"),
+        ("hidden_sizes: [64, 2.5]\n", "hidden_sizes: [64, 2.5] is not valid (not a whole number)"),
+        ("reward_scale: false\n", "reward_scale: False is not valid (false where a number is expected)"),
+        ("epoch: 3\nseed: 1\nepoch: 4\n", "not valid YAML ('epoch' appears twice)"),  # YAML keeps the last
         (  # CORL's own config file: pointed to the preset that holds its settings in this toolkit's names
             "env: hopper-medium-v2\ncql_alpha: 10.0\npolicy_lr: 3.0e-5\nbatch_size: 256\n",
             "a CORL config (cql_alpha, env, policy_lr); CORL's CQL settings are here as presets, in this "
@@ -373,7 +380,8 @@ def test_resuming_restores_the_runs_settings_except_this_commands_own(tmp_path: 
     resumed = d4rl_cql.config_from_args(["--resume-path", str(path), "--device", "cpu", "--epoch", "9"])
     assert (resumed.task, resumed.dataset, resumed.algorithm.cql_weight) == ("Hopper-v4", "hopper-medium-v2", 3.0)
     assert resumed.run.epoch == 9  # given here: overrides the run's 7
-    assert resumed.run.torch.threads == 0 and resumed.run.torch.device == "cpu"  # this command's own settings
+    assert resumed.run.torch.device == "cpu"  # this command's own setting
+    assert resumed.run.torch.threads == 1  # the run's: its thread count fixes its float sums
     assert resumed.run.resume_path == str(path)
 
 

@@ -24,7 +24,9 @@ SMALL_RUN = [
 def logged_steps(log_path: Path, tag: str) -> list[int]:
     events = event_accumulator.EventAccumulator(str(log_path))
     events.Reload()
-    return [int(item.step) for item in events.scalars.Items(tag)]
+    # Sorted: a resumed run writes a second event file, and the files' names (time, host, pid and a
+    # per-process counter) need not sort in the order they were written.
+    return sorted(int(item.step) for item in events.scalars.Items(tag))
 
 
 def logged_env_steps(log_path: Path) -> list[int]:

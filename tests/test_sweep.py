@@ -9,6 +9,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -305,6 +306,10 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
             "example: d4rl_cql\nset: {cql_weight: 1, min_q_weight: 5}\ngrid: {seed: [0]}\n",
             "'min_q_weight' names the setting cql_weight a second time",
         ),
+        # LOGDIR/NAME is the sweep's own folder: never outside --logdir, never another sweep's
+        ("example: d4rl_cql\nname: ../../x\ngrid: {seed: [0]}\n", "name '../../x': expected one folder name"),
+        ("example: d4rl_cql\nname: /tmp/x\ngrid: {seed: [0]}\n", "name '/tmp/x': expected one folder name"),
+        ("example: d4rl_cql\nname: .\ngrid: {seed: [0]}\n", "name '.': expected one folder name"),
     ],
 )
 def test_a_bad_sweep_file_fails_before_any_trial(
@@ -329,6 +334,21 @@ def test_a_missing_sweep_file_or_a_grid_item_without_a_value_is_one_line(tmp_pat
     with pytest.raises(OfflineRLError, match=r"^--grid seed: expected KEY=VALUE$"):
         sweep_main(["--example", "d4rl_cql", "--grid", "seed", "--logdir", str(tmp_path / "log")])
     assert not (tmp_path / "log").exists()
+
+
+def test_a_sweep_named_on_the_command_line_keeps_to_its_folder_and_trials_keep_their_signs(tmp_path: Path) -> None:
+    from offline_rl.sweep.spec import SweepSpec
+
+    for name in ("..", "a/b"):
+        with pytest.raises(OfflineRLError, match=rf"^--name {re.escape(repr(name))}: expected one folder name"):
+            sweep_main(["--example", "d4rl_cql", "--grid", "seed=0", "--name", name, "--logdir", str(tmp_path)])
+    spec = SweepSpec(name="signs", example="d4rl_cql", fixed={}, grid={"reward_bias": [-1, 1, -0.5, 0.5]})
+    assert [trial.id for trial in spec.trials()] == [
+        "reward_bias=-1.0",
+        "reward_bias=1.0",
+        "reward_bias=-0.5",
+        "reward_bias=0.5",
+    ]
 
 
 def test_a_bad_sweep_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -297,7 +297,9 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                 collection_step_num_env_steps=config.step_per_collect,
                 update_step_num_gradient_steps_per_sample=config.update_per_step,
                 training_fn=training_fn,
-                logger=pause_at_evaluations(TensorboardLogger(folder.writer, save_interval=1), monitor),
+                logger=pause_at_evaluations(
+                    folder.resumed_from_checkpoint(TensorboardLogger(folder.writer, save_interval=1)), monitor
+                ),
                 **folder.trainer_params(),
             )
         )

@@ -1,7 +1,7 @@
 """Setting values from text: the type each flag parses into, and YAML preset files.
 
 A preset file is a flat map of setting names (field names or flag spellings) to values, read safely
-(`yaml.safe_load`: a file from elsewhere never runs code) and checked like the command line: every
+(YAML's safe loader: a file from elsewhere never runs code) and checked like the command line: every
 key must name a setting of the program, every value must have that setting's type."""
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class FlagType:
     container: type = list
     numbers: bool = False
     """A list of numbers: its text may also be written `64,64` or `[64, 64]`, as in YAML."""
+    base: type | None = None
+    """The type of the value (of each item, for a list)."""
 
 
 def flag_type(hint: Any) -> FlagType:
@@ -58,10 +60,11 @@ def flag_type(hint: Any) -> FlagType:
 
         return dataclasses.replace(inner, convert=maybe_none, optional=True)
     if origin in (list, tuple):
-        return FlagType(convert=scalar_type(args[0]), is_list=True, container=origin, numbers=args[0] in (int, float))
+        numbers = args[0] in (int, float)
+        return FlagType(convert=scalar_type(args[0]), is_list=True, container=origin, numbers=numbers, base=args[0])
     if hint is bool:
-        return FlagType(convert=str_to_bool, is_bool=True)
-    return FlagType(convert=scalar_type(hint))
+        return FlagType(convert=str_to_bool, is_bool=True, base=bool)
+    return FlagType(convert=scalar_type(hint), base=hint)
 
 
 def scalar_type(hint: Any) -> Callable[[str], Any]:
@@ -91,6 +94,26 @@ def text_of(file: Path, where: str, expected: str = "a YAML file") -> str:
         raise OfflineRLError(f"{where}: cannot be read ({error.strerror or error})") from None
 
 
+def unique_key_loader() -> Any:
+    """A safe YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
+    import yaml  # PyYAML: kept out of --help's start
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"'{key}' appears twice", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeyLoader
+
+
 def load_preset(path: str | Path) -> dict[str, Any]:
     """A preset file's settings: a flat YAML mapping from setting (or flag) names to values."""
     import yaml  # PyYAML: kept out of --help's start
@@ -99,7 +122,7 @@ def load_preset(path: str | Path) -> dict[str, Any]:
     if not file.exists():
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")
     try:
-        data = yaml.safe_load(text_of(file, f"{CONFIG_FLAG} {file}"))
+        data = yaml.load(text_of(file, f"{CONFIG_FLAG} {file}"), Loader=unique_key_loader())
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: not valid YAML ({str(error).splitlines()[0]})") from None
     if data is None:
@@ -200,12 +223,22 @@ def _coerce(value: Any, kind: FlagType, where: str) -> Any:
             return None
         if kind.is_list:
             items = value if isinstance(value, list | tuple) else _list_items(str(value), kind.numbers)
-            return kind.container(kind.convert(item) for item in items)
+            return kind.container(kind.convert(_of_its_type(item, kind.base)) for item in items)
         if kind.is_bool:
             return value if isinstance(value, bool) else str_to_bool(value)
-        return kind.convert(value)
+        return kind.convert(_of_its_type(value, kind.base))
     except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
         raise OfflineRLError(f"{where}: {value!r} is not valid ({error})") from None
+
+
+def _of_its_type(value: Any, base: type | None) -> Any:
+    """A YAML value held to the setting's type rather than converted into it: `epoch: 1.5` or
+    `seed: true` is refused, where int() would make them 1."""
+    if base in (int, float) and isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} where a number is expected")
+    if base is int and isinstance(value, float) and not value.is_integer():
+        raise ValueError("not a whole number")
+    return value
 
 
 def sets_flag(arguments: Sequence[str], flag: str) -> bool:

@@ -34,8 +34,11 @@ class TorchConfig:
     threads: int = setting(
         0,
         "torch CPU threads (0: OMP_NUM_THREADS where set, else the cores other processes leave free)",
+        details=(
+            "The count a run chose is recorded, and a resumed run keeps it unless --threads is given: "
+            "on a CPU the thread count decides the order of a product's sums, so a resume is exact only with it."
+        ),
         minimum=0,
-        per_invocation=True,
     )
     matmul_precision: str = setting(
         "highest",

@@ -5,9 +5,9 @@ The offline trainer (`training.train_offline`) and the online behaviour trainer
 resumed and summarised alike:
 - a new run gets `<logdir>/<task>/<algo>/<seed>/<timestamp>/` (a folder of its own, `-2` added for
   a second run started in the same second); a resumed one writes on in the folder of the checkpoint
-  it resumes from, where Tianshou's `resume_from_log` reads the epoch and step counters back from
-  the TensorBoard events; one run at a time writes in a folder (`.lock`), so the same checkpoint
-  resumed twice at once is refused;
+  it resumes from, and the trainer's epoch and step counters come back from the checkpoint (never
+  from the TensorBoard events, which are written after it); one run at a time writes in a folder
+  (`.lock`), so the same checkpoint resumed twice at once is refused;
 - `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
   whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
   word) and `policy_last.pth` when training ends, all full checkpoints, written atomically;
@@ -91,6 +91,8 @@ class RunFolder:
     """The generators' states in the checkpoint resumed from, restored as training starts."""
     wandb: WandbRun | None = None
     """With --logger wandb: the W&B run that gets a copy of every scalar the writer gets."""
+    counters: tuple[int, int, int] | None = None
+    """(epoch, env step, update) of the checkpoint resumed from: where the trainer starts again."""
 
     @classmethod
     def open(
@@ -133,6 +135,10 @@ class RunFolder:
         write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
         (log_path / RUN_DIVERGED_FILE).unlink(missing_ok=True)  # a diverged run resumed trains on
         random_state = checkpoint.get(RANDOM_STATE_KEY) if checkpoint is not None else None
+        counters = None
+        if checkpoint is not None:
+            counters = (int(checkpoint.get("epoch", 0)), int(checkpoint.get("env_step", 0)))
+            counters += (int(checkpoint.get("gradient_step", 0)),)
         return cls(
             algorithm,
             settings,
@@ -145,7 +151,24 @@ class RunFolder:
             lock=lock,
             random_state=random_state,
             wandb=wandb,
+            counters=counters,
         )
+
+    def resumed_from_checkpoint(self, logger: Any) -> Any:
+        """`logger` (a Tianshou logger) whose `restore_data`, where Tianshou's trainer reads the counters
+        it resumes from, gives the checkpoint's: the TensorBoard events are written after the
+        checkpoint, so a run stopped between the two would otherwise go back an epoch with newer weights."""
+        if self.counters is None:
+            return logger
+        epoch, env_step, gradient_step = self.counters
+
+        def restore_data() -> tuple[int, int, int]:
+            logger.last_save_step = logger.last_log_test_step = epoch
+            logger.last_log_update_step, logger.last_log_train_step = gradient_step, env_step
+            return epoch, env_step, gradient_step
+
+        logger.restore_data = restore_data
+        return logger
 
     @staticmethod
     def _start_wandb(settings: RunConfig, log_path: Path, lock: FileLock, saved: dict[str, Any]) -> WandbRun:

@@ -125,7 +125,7 @@ def cpu_threads(requested: int) -> tuple[int, str]:
     threads spin while waiting for each other, so a thread that shares its core with another busy
     process stalls all of them (on a busy 2-core machine two threads ran many times slower than one)."""
     if requested > 0:
-        return requested, "--threads"
+        return requested, "--threads, or the count of the run being resumed"
     from_environment = os.environ.get("OMP_NUM_THREADS", "")
     if from_environment.isdigit() and int(from_environment) > 0:  # a job scheduler's or the user's own cap
         return int(from_environment), "OMP_NUM_THREADS; --threads to choose"
@@ -141,13 +141,15 @@ def cpu_threads(requested: int) -> tuple[int, str]:
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     """Threads, float32 matmul precision, CPU products, CPU allocator and seeds, once per run. An `auto`
-    precision is replaced in `settings` by the one chosen for `device`, so that the run's record
-    (run.json, which results tables group by) names the arithmetic its products used."""
+    precision and thread count are replaced in `settings` by the ones chosen for `device`, so that the
+    run's record (run.json, which results tables group by, and its checkpoints, which a resume restores)
+    names the arithmetic its products used."""
 
     if device == "cpu":
         threads, why = cpu_threads(settings.threads)
         torch.set_num_threads(threads)
         log.info(f"torch CPU threads: {threads} ({why})")
+        settings.threads = threads  # recorded with the run: its resume takes the same sums
     elif settings.threads > 0:
         torch.set_num_threads(settings.threads)
     settings.matmul_precision = resolve_matmul_precision(settings.matmul_precision, device)

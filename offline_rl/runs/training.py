@@ -240,7 +240,8 @@ def train_offline(
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     log.info(algorithm.update_path())
-    logger = watch_update_rate(log_every_window(TensorboardLogger(folder.writer, save_interval=1)), monitor)
+    logger = folder.resumed_from_checkpoint(TensorboardLogger(folder.writer, save_interval=1))
+    logger = watch_update_rate(log_every_window(logger), monitor)
     folder.reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     updates_before = int(algorithm.num_updates)
     film_evaluations(test_collector, videos, folder)

@@ -24,7 +24,15 @@ from offline_rl.core.settings import check_ranges, setting
 from offline_rl.results.command import write_results
 from offline_rl.runs.files import RUN_DIVERGED_FILE, RUN_FQE_FILE
 from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
-from offline_rl.sweep.spec import EXAMPLES, SweepSpec, check_axes, load_spec, parse_assignments, with_overrides
+from offline_rl.sweep.spec import (
+    EXAMPLES,
+    SweepSpec,
+    check_axes,
+    check_name,
+    load_spec,
+    parse_assignments,
+    with_overrides,
+)
 from offline_rl.sweep.state import SweepState
 from offline_rl.sweep.trial import done_outcome, finished_run_dir, finished_summary
 
@@ -102,6 +110,7 @@ def build_spec(config: SweepConfig) -> Any:
         spec = SweepSpec(name=config.example, example=config.example, fixed=fixed, grid=grid)
     if config.name:
         spec.name = config.name
+    check_name(spec.name, "--name" if config.name else spec.source)
     if config.example_config:
         spec.config = config.example_config
     return spec

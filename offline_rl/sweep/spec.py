@@ -29,7 +29,14 @@ from typing import Any
 
 import yaml
 
-from offline_rl.cli.presets import apply_preset, as_arguments, coerce_setting, setting_named, text_of
+from offline_rl.cli.presets import (
+    apply_preset,
+    as_arguments,
+    coerce_setting,
+    setting_named,
+    text_of,
+    unique_key_loader,
+)
 from offline_rl.cli.programs import PROGRAMS
 from offline_rl.core.errors import OfflineRLError
 
@@ -198,12 +205,22 @@ def _preset_axis(spec: SweepSpec, presets: list[Any]) -> list[tuple[Any, list[st
     return [(file, ["--config", file]) for file in files]
 
 
+def check_name(name: str, source: str) -> None:
+    """A sweep lives in LOGDIR/NAME: one folder name, so that it never writes outside --logdir nor reads
+    another sweep's runs into its table."""
+    if not name.strip() or name in (".", "..") or any(mark in name for mark in ("/", "\\", "\0")):
+        label = source if source.startswith("--") else f"{source}: name"
+        raise OfflineRLError(f"{label} {name!r}: expected one folder name (no '/', not '.' or '..')")
+
+
 def _slug(value: Any, depth: int = 1) -> str:
-    """A value as a piece of a folder name; of a path, its last `depth` parts."""
+    """A value as a piece of a folder name; of a path, its last `depth` parts. A number keeps its sign:
+    `reward_bias=-1.0` and `reward_bias=1.0` are two trials."""
     text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     if "/" in text:
         text = "-".join(Path(text).parts[-depth:])
-    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "none"
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "-", text).rstrip("-")
+    return (slug if text.startswith("-") else slug.lstrip("-")) or "none"
 
 
 def _slugs(values: list[Any], axis: str = "") -> list[str]:
@@ -246,25 +263,6 @@ def check_axes(spec: SweepSpec) -> None:
             raise OfflineRLError(f"{spec.source}: '{key}' is both fixed (set) and a grid axis")
 
 
-def _unique_key_loader() -> Any:
-    """A YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"'{key}' appears twice", key_node.start_mark)
-            seen.add(key)
-        return loader.construct_mapping(node, deep)
-
-    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return UniqueKeyLoader
-
-
 def load_spec(path: str | Path) -> SweepSpec:
     """A sweep file, with one-line errors naming the file and what is wrong."""
 
@@ -273,7 +271,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not file.exists():
         raise OfflineRLError(f"{source}: no such sweep file")
     try:
-        data = yaml.load(text_of(file, source, "a sweep file (YAML)"), Loader=_unique_key_loader())
+        data = yaml.load(text_of(file, source, "a sweep file (YAML)"), Loader=unique_key_loader())
     except yaml.YAMLError as error:
         raise OfflineRLError(f"{source}: not a valid sweep file ({' '.join(str(error).split())})") from None
     if not isinstance(data, dict):
