@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
+from gymnasium.spaces.utils import flatdim
+
 from offline_rl.cli.d4rl_cql import (
     DEFAULT_TASK,
     config_from_args,
@@ -38,7 +40,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from offline_rl.data import dataset_info  # heavy (torch, Tianshou): loaded only when used
     from offline_rl.runs.policy_export import export_behaviour_policy  # heavy (torch): loaded only when used
     from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
-    from offline_rl.runs.training import evaluate_or_train  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.runs.training import (  # heavy (torch, Tianshou): loaded only when used
+        evaluate_or_train,
+        require_training_memory,
+    )
 
     # The device, torch's threads and arithmetic, every seed; and the checkpoint a --resume-path names.
     session = start_session(config.run)
@@ -61,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     spec = recorded_evaluation_spec(task, info)
     say_recorded_settings(spec)
     env = make_continuous_env(task, spec)
+    obs_dim, act_dim = flatdim(env.observation_space), flatdim(env.action_space)
+    require_training_memory(config.algorithm.training_bytes(obs_dim, act_dim, config.run.batch_size), config.run)
     algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
 

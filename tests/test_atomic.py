@@ -143,6 +143,27 @@ def test_a_full_disk_is_one_line_not_a_crash(tmp_path: Path, write: str) -> None
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_file_size_limit_striking_torch_save_is_one_line(tmp_path: Path) -> None:
+    """torch.save reports the failed write as "unexpected pos ..." without its errno; Python ignores
+    SIGXFSZ, so the limit fails the write rather than ending the process."""
+    import resource
+
+    import torch
+
+    from offline_rl.runs.checkpoint import save_checkpoint
+
+    output = tmp_path / "checkpoint.pth"
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, limits[1]))
+    try:
+        with pytest.raises(OfflineRLError) as refused:
+            save_checkpoint(output, torch.nn.Linear(600, 1000))  # 2.4 MB
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert str(refused.value) == f"{output}: not written, File too large (nothing partial was left)"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_hdf5s_errno_is_read_from_its_message() -> None:
     message = "Can't decrement id ref count (file write failed: ..., errno = 28, error message = 'No space left')"
     assert _full_disk_errno(RuntimeError(message)) == errno.ENOSPC
@@ -181,3 +202,41 @@ def test_a_folder_that_appears_whole_is_not_made_and_an_empty_one_is_not_an_outp
     (dataset / "data").mkdir()
     with pytest.raises(OfflineRLError, match="already exists"):
         check_output(dataset, flag="--output", overwrite=False, directory=True, appears_whole=True)
+
+
+# --- what a killed writer leaves ---------------------------------------------------------------------
+
+_KILLED_MID_WRITE = """
+import os, signal, sys
+from offline_rl.core.files import atomic_path
+with atomic_path(sys.argv[1]) as tmp:
+    tmp.write_bytes(b"half of it")
+    os.kill(os.getpid(), signal.SIGKILL)  # no clean-up runs: the temporary file stays
+"""
+
+
+def test_the_next_write_removes_what_a_killed_writer_left_and_only_that(tmp_path: Path) -> None:
+    from offline_rl.core.files import _host
+
+    output = tmp_path / "checkpoint.pth"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, str(output)], capture_output=True, timeout=120)
+    assert killed.returncode == -9
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".checkpoint.pth.") and left.name.endswith(".part")
+    living = tmp_path / f".checkpoint.pth.{_host()}-{os.getpid()}.0123456789abcdef.part"  # a writer still at work
+    elsewhere = tmp_path / ".checkpoint.pth.another-host-1.0123456789abcdef.part"  # a shared folder's other host
+    other_output = tmp_path / f".policy.pth.{_host()}-{_ended_process()}.0123456789abcdef.part"
+    for path in (living, elsewhere, other_output):
+        path.write_bytes(b"x")
+    with atomic_path(output) as tmp:
+        tmp.write_bytes(b"whole")
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["checkpoint.pth", living.name, elsewhere.name, other_output.name]
+    )
+    assert output.read_bytes() == b"whole"
+
+
+def _ended_process() -> int:
+    """The id of a process that has ended."""
+    process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(process.stdout)

@@ -672,3 +672,28 @@ def test_a_buffer_with_a_negative_action_is_one_line(tmp_path: Path) -> None:
         DatasetError, match=r"buffer\.hdf5: key '_meta/act' holds the integer -1; expected action indices"
     ):
         load_buffer(path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--batch-size", "20000000"], "--batch-size 20000000 needs "),
+        (["--hidden-sizes", "60000", "60000"], "--hidden-sizes 60000 60000 needs "),
+        (["--test-num", "100000"], "--test-num 100000 needs "),
+    ],
+)
+def test_a_run_that_cannot_fit_in_memory_stops_before_any_network_is_built(
+    flags: list[str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, each of these trained until the machine killed it (or built networks until the
+    allocator failed with a traceback)."""
+    from test_d4rl_cql_example import TINY
+
+    from offline_rl.core import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: (8 << 30, "MemAvailable + SwapFree"))
+    done = run_in_process("examples/d4rl_cql.py", *TINY, *flags, "--epoch", "1", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {named}") and "of memory and 8.0 GiB are available (MemAvailable" in line, line
+    assert not list(tmp_path.rglob("checkpoint.pth"))

@@ -90,7 +90,7 @@ def test_a_quota_narrower_than_the_affinity_sets_the_cores_and_says_so(monkeypat
 
 
 @pytest.mark.parametrize(
-    ("requested", "load", "expected"), [(0, 0.2, 2), (0, 1.1, 1), (0, 6.0, 1), (3, 6.0, 3), (1, 0.0, 1)]
+    ("requested", "load", "expected"), [(0, 0.2, 2), (0, 1.1, 1), (0, 6.0, 1), (2, 6.0, 2), (1, 0.0, 1)]
 )
 def test_cpu_threads_leave_busy_cores_alone(
     requested: int, load: float, expected: int, monkeypatch: pytest.MonkeyPatch
@@ -160,3 +160,17 @@ def test_busy_cores_sees_a_busy_process() -> None:
 def _spin() -> None:
     while True:
         pass
+
+
+def test_more_threads_than_cores_is_one_line_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--threads 100000` used to build its threads until memory ran out (a MemoryError traceback)."""
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.runs import session
+    from offline_rl.runs.session import cpu_threads
+
+    monkeypatch.setattr(session, "core_budget", lambda: (2, None))
+    monkeypatch.setenv("OMP_NUM_THREADS", "64")  # a variable set for a bigger machine: the cores still cap it
+    monkeypatch.setattr(session, "busy_cores", lambda: 0.0)
+    assert cpu_threads(0)[0] == 2
+    with pytest.raises(OfflineRLError, match=r"^--threads 100000: more than the 2 cores this process may use"):
+        cpu_threads(100000)

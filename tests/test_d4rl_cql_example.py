@@ -15,6 +15,7 @@ from conftest import REPO_ROOT, run_in_process
 from offline_rl.algorithms.export.policy_file import load_policy
 from offline_rl.cli.d4rl_cql import config_from_args
 from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import with_checksum
 from offline_rl.data import load_d4rl
 from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 
@@ -72,7 +73,8 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     # An interrupted two-epoch run: its checkpoint records epoch 1 of the --epoch 2 it was started with.
     checkpoint = torch.load(run_dir / "checkpoint.pth", weights_only=True)
     checkpoint["config"]["run"]["epoch"] = 2
-    torch.save(checkpoint, run_dir / "checkpoint.pth")
+    del checkpoint["checksum"]
+    torch.save(with_checksum(checkpoint), run_dir / "checkpoint.pth")  # edited, so sealed again
     policy_before = (run_dir / "policy.pth").read_bytes()
 
     # Resuming with no other flag continues that run: its task, dataset, budget and counters.
@@ -82,7 +84,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     assert second.stdout.count("--log-interval 2 overrides 100 of the run in") == 1  # each override, once
     assert "using the cached random-policy dataset" in second.stdout and "Pendulum-v1" in second.stdout
     assert "evaluation 1 (" not in second.stdout  # epoch 1 is not trained again
-    assert "evaluation of the resumed weights (epoch 1)" in second.stdout and "evaluation 2 (" in second.stdout
+    assert "evaluation 1 of the resumed weights (" in second.stdout and "evaluation 2 (" in second.stdout
     done_line = next(line for line in second.stdout.splitlines() if line.startswith("done:"))
     assert ": 15 updates (30 in all) in " in done_line  # this session's updates, and the run's
     assert re.search(r"; training \d+ s at [\d.]+/s, evaluation \d+ s\)", done_line)  # reported apart
@@ -110,9 +112,7 @@ def test_train_resume_watch_and_export(tmp_path: Path) -> None:
     fourth = run_example("--resume-path", str(run_dir / "checkpoint.pth"), cwd=tmp_path)
     assert fourth.returncode == 0, fourth.stderr[-2000:]
     resumed = float(
-        re.search(
-            r"evaluation of the resumed weights \(epoch 2\) \(1 episode\): return (-?[\d.]+)", fourth.stdout
-        ).group(1)
+        re.search(r"evaluation 2 of the resumed weights \(1 episode\): return (-?[\d.]+)", fourth.stdout).group(1)
     )
     last = json.loads((run_dir / "summary.json").read_text())["last"]
     assert last["return_mean"] == pytest.approx(resumed, abs=0.01)
@@ -256,15 +256,15 @@ def test_an_evaluation_cut_at_its_steps_scores_the_episodes_that_ended_as_rlkit_
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path, monkeypatch) -> None:
     import datetime
 
-    from offline_rl.runs import folder as run_folder
+    from offline_rl.runs import files as run_files
 
     class FrozenClock(datetime.datetime):
         @classmethod
         def now(cls, tz=None):
             return cls(2026, 11, 23, 12, 0, 0)
 
-    monkeypatch.setattr(run_folder.datetime, "datetime", FrozenClock)
-    folders = [run_folder.new_log_path(str(tmp_path), "Pendulum-v1", "cql", 0) for _ in range(3)]
+    monkeypatch.setattr(run_files.datetime, "datetime", FrozenClock)
+    folders = [run_files.new_log_path(str(tmp_path), "Pendulum-v1", "cql", 0) for _ in range(3)]
     assert [folder.name for folder in folders] == ["261123-120000", "261123-120000-2", "261123-120000-3"]
     assert all(folder.is_dir() for folder in folders)
 

@@ -179,6 +179,8 @@ def test_preset_file_sets_defaults_and_flags_override_it(tmp_path: Path) -> None
         ("seed: true\n", "seed: True is not valid (true where a number is expected)"),
         ("hidden_sizes: [64, 2.5]\n", "hidden_sizes: [64, 2.5] is not valid (not a whole number)"),
         ("reward_scale: false\n", "reward_scale: False is not valid (false where a number is expected)"),
+        ("epoch: 2.0e+23\n", "epoch: 2e+23 is not valid (a float where a whole number is expected)"),
+        ("epoch: 2000000\n", "--epoch 2000000: expected a value in [1, 1000000]"),
         ("epoch: 3\nseed: 1\nepoch: 4\n", "not valid YAML ('epoch' appears twice)"),  # YAML keeps the last
         (  # CORL's own config file: pointed to the preset that holds its settings in this toolkit's names
             "env: hopper-medium-v2\ncql_alpha: 10.0\npolicy_lr: 3.0e-5\nbatch_size: 256\n",

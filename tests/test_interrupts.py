@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, run_in_process, script_env
+from conftest import REPO_ROOT, script_env
 from offline_rl.core.interrupts import (
     EXIT_TERMINATED,
     Terminated,
@@ -96,25 +96,6 @@ def _terminate_when(
         assert time.monotonic() < deadline, "".join(seen)
     out, err = process.communicate(timeout=120)
     return "".join(seen) + out, err
-
-
-def test_a_training_run_ended_by_sigterm_says_how_to_resume_and_resumes(tmp_path: Path) -> None:
-    from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
-
-    data = tmp_path / "pendulum.hdf5"
-    collect_dataset(CollectConfig(task="Pendulum-v1", output=data, size=400, progress=False))
-    flags = ["--task", "Pendulum-v1", "--dataset", str(data), "--epoch", "1000", "--step-per-epoch", "20"]
-    flags += ["--test-num", "1", "--logdir", str(tmp_path / "log")]
-    run = _start([str(REPO_ROOT / "examples/d4rl_cql.py"), *flags], tmp_path)
-    out, err = _terminate_when(run, "evaluation 2 ")
-    assert run.returncode == EXIT_TERMINATED, err
-    line = next(line for line in out.splitlines() if line.startswith("interrupted after"))
-    checkpoint = line.split("--resume-path ")[1]
-    assert Path(checkpoint).is_file() and "Traceback" not in err
-    assert err.strip().splitlines()[-1] == "terminated (SIGTERM): no output was left half-written"
-    assert not [path for path in Path(checkpoint).parent.iterdir() if path.name.startswith(".")][1:]  # the lock only
-    resumed = run_in_process("examples/d4rl_cql.py", "--resume-path", checkpoint, "--epoch", "3", cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
 
 
 def test_a_collection_ended_by_sigterm_keeps_its_steps_and_continues(tmp_path: Path) -> None:

@@ -164,7 +164,7 @@ def test_ctrl_c_then_a_lost_ray_worker_and_the_trial_still_ends_where_it_should(
     # Run it again on Ray: the trial resumes there. Kill the Ray worker running it (a lost node): its
     # process ends with the worker, Ray retries the task, and the trial resumes once more.
     sweep = start("--ray-address", ray_address)
-    wait_for(lambda: "evaluation of the resumed weights" in (trial / "output.log").read_text(), "the resumed run")
+    wait_for(lambda: "resuming the run in" in (trial / "output.log").read_text(), "the resumed run")
     trial_pid = status()["pid"]
     os.kill(parent_of(trial_pid), signal.SIGKILL)
     out, err = sweep.communicate(timeout=240)
@@ -271,7 +271,7 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
         ("example: d4rl_cql\ngrid:\n  seed: [0]\n  seed: [1]\n", "'seed' appears twice"),
         ("example: d4rl_cql\ngrid: {cql_weight: [1], min_q_weight: [5]}\n", "are the same setting"),
         ("example: d4rl_cql\nset: {seed: 1}\ngrid: {seed: [0]}\n", "'seed' is both fixed (set) and a grid axis"),
-        ("example: d4rl_cql\ngrid: {epoch: [0, 1]}\n", "trial epoch=0: --epoch 0: expected at least 1"),
+        ("example: d4rl_cql\ngrid: {epoch: [0, 1]}\n", "trial epoch=0: --epoch 0: expected a value in [1, 1000000]"),
         ("example: d4rl_cql\ngrid: {seed: [0, x]}\n", "grid seed: 'x' is not valid"),
         ("example: d4rl_cql\ngrid: {logdir: [a, b]}\n", "grid axis 'logdir' is set by the sweep itself"),
         (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import gymnasium as gym
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from conftest import record_minari_dataset, run_in_process
 from offline_rl.core.errors import DatasetError, OfflineRLError, OfflineRLWarning
@@ -174,3 +176,49 @@ def test_make_env_refuses_an_untrusted_spec_whoever_passes_it(tmp_path: Path) ->
     with pytest.raises(OfflineRLError, match=r"--task 'Pendulum-v1': the env spec names 'subprocess:getoutput'"):
         make_env("Pendulum-v1", spec=spec)
     assert not marker.exists()
+
+
+# --- a damaged copy ----------------------------------------------------------------------------------
+
+
+def _flip_bytes_inside(path: Path, pattern: bytes, count: int = 5) -> None:
+    """Flip `count` bytes of `path` where `pattern` (a tensor's bytes) is stored: the file still loads."""
+    data = bytearray(path.read_bytes())
+    start = data.index(pattern)
+    for offset in range(count):
+        data[start + 8 * offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_or_policy_file_with_flipped_bytes_is_refused_in_one_line(tmp_path: Path) -> None:
+    from offline_rl.algorithms.export.policy_file import PolicyNetwork, load_policy, save_policy
+    from offline_rl.runs.checkpoint import load_checkpoint, save_checkpoint
+
+    network = torch.nn.Linear(16, 16)
+    with torch.no_grad():
+        network.weight.copy_(torch.arange(256, dtype=torch.float32).reshape(16, 16) / 7)
+    pattern = network.weight.detach().numpy().tobytes()[:64]
+    checkpoint = save_checkpoint(tmp_path / "checkpoint.pth", network, epoch=3)
+    assert load_checkpoint(checkpoint)["epoch"] == 3
+    _flip_bytes_inside(checkpoint, pattern)
+    altered = torch.load(checkpoint, weights_only=True)["algorithm"]["weight"]
+    assert not torch.equal(altered, network.weight.detach())  # torch itself loads the altered weights
+    with pytest.raises(OfflineRLError, match=rf"^--resume-path {re.escape(str(checkpoint))}: damaged: .*checksum"):
+        load_checkpoint(checkpoint)
+
+    policy = PolicyNetwork(16, 2, [16])
+    with torch.no_grad():
+        next(policy.parameters()).copy_(torch.arange(256, dtype=torch.float32).reshape(16, 16) / 7)
+    path = save_policy(policy, tmp_path / "behaviour_policy.pt")
+    load_policy(path)
+    _flip_bytes_inside(path, pattern)
+    with pytest.raises(OfflineRLError, match=rf"^{re.escape(str(path))}: damaged: "):
+        load_policy(path)
+
+
+def test_a_checkpoint_written_before_checksums_still_loads(tmp_path: Path) -> None:
+    from offline_rl.runs.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
+
+    path = tmp_path / "checkpoint.pth"
+    torch.save({"format": CHECKPOINT_FORMAT, "algorithm": torch.nn.Linear(2, 2).state_dict(), "epoch": 4}, path)
+    assert load_checkpoint(path)["epoch"] == 4

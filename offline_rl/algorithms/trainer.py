@@ -12,17 +12,29 @@ postfix is shown at the bar's own refresh rate. Parameters, epochs, evaluation, 
 the returned `InfoStats` are Tianshou's. One logged curve changes meaning with windows longer than
 one update: Tianshou's `update/smoothed_loss/*` becomes a moving average over the last 100 windows
 (fed per update, it averaged 100 copies of mostly one window's mean).
+
+Stops between updates. Where the logger offers `save_mid_epoch` (a run folder's logger,
+`offline_rl.runs.folder`), Ctrl-C and SIGTERM during the updates wait for the update under way to
+end; the logger then saves where the run is (the epochs done and the updates into the next), and
+the stop goes on. A stop during an evaluation is at once: the epoch's checkpoint, written before
+its evaluation, re-runs it on resume. A run resumed from a mid-epoch save (the logger's
+`updates_into_epoch`) trains the rest of that epoch, without the evaluation Tianshou makes before
+training: the uninterrupted run made none there.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import tqdm
 from tianshou.algorithm.algorithm_base import TrainingStats
+from tianshou.data import CollectStats
 from tianshou.trainer import OfflineTrainer
+
+from offline_rl.core.interrupts import DeferredStop, stops_deferred
 
 
 class _BarWithLazyPostfix(tqdm.tqdm):
@@ -44,3 +56,62 @@ class WindowedOfflineTrainer(OfflineTrainer):
     @property
     def _pbar(self) -> Callable[..., tqdm.tqdm]:
         return partial(_BarWithLazyPostfix, dynamic_ncols=True, ascii=True, disable=not self.params.show_progress)
+
+    _stop: DeferredStop | None = None
+    _into_epoch: int | None = None
+    """Resumed mid-epoch: the updates its epoch had done (until the first update after the resume)."""
+    _epoch_start: int = 0
+    """The update count at which the epoch under way began."""
+
+    def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> Any:
+        if getattr(self._logger, "save_mid_epoch", None) is None:
+            return super().run(reset_collectors, reset_collector_buffers)
+        with stops_deferred() as stop:
+            self._stop = stop
+            try:
+                return super().run(reset_collectors, reset_collector_buffers)
+            finally:
+                self._stop = None
+
+    def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
+        self._into_epoch = getattr(self._logger, "updates_into_epoch", None) if self.params.resume_from_log else None
+        super().reset(reset_collectors, reset_collector_buffers)
+
+    def execute_epoch(self) -> Any:
+        self._epoch_start = self._current_update_step - (self._into_epoch or 0)
+        return super().execute_epoch()
+
+    def _training_step(self) -> Any:
+        if self._stop is not None and self._stop.requested:
+            done = self._current_update_step - 1  # Tianshou counts an update before taking it; this one is not taken
+            self._logger.save_mid_epoch(self._epoch - 1, self._env_step, done, done - self._epoch_start)
+            self._stop.raise_if_requested()
+        step = super()._training_step()
+        if self._into_epoch:  # the epoch's updates done before the resume count towards it
+            step = _StepAfterResume(step, 1 + self._into_epoch)
+        self._into_epoch = None
+        return step
+
+    def _test_step(self, force_update_best: bool = False, log_msg_prefix: str | None = None) -> Any:
+        if force_update_best and self._into_epoch is not None:  # resumed mid-epoch: nothing to evaluate yet
+            self._best_score = -math.inf
+            return CollectStats(), False
+        if self._stop is None:
+            return super()._test_step(force_update_best, log_msg_prefix)
+        self._stop.raise_if_requested()  # one during the epoch's last update: its checkpoint is written
+        self._stop.deferring = False
+        try:
+            return super()._test_step(force_update_best, log_msg_prefix)
+        finally:
+            self._stop.deferring = True
+
+
+class _StepAfterResume(OfflineTrainer._TrainingStepResult):
+    """The first update of a run resumed mid-epoch, advancing the epoch by the updates done before too."""
+
+    def __init__(self, step: Any, advancement: int) -> None:
+        super().__init__(step.get_training_stats(), step.get_env_step_advancement())
+        self._advancement = advancement
+
+    def get_steps_in_epoch_advancement(self) -> int:
+        return self._advancement

@@ -298,7 +298,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                 update_step_num_gradient_steps_per_sample=config.update_per_step,
                 training_fn=training_fn,
                 logger=pause_at_evaluations(
-                    folder.resumed_from_checkpoint(TensorboardLogger(folder.writer, save_interval=1)), monitor
+                    folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1)), monitor
                 ),
                 **folder.trainer_params(),
             )

@@ -236,8 +236,8 @@ def _of_its_type(value: Any, base: type | None) -> Any:
     `seed: true` is refused, where int() would make them 1."""
     if base in (int, float) and isinstance(value, bool):
         raise ValueError(f"{str(value).lower()} where a number is expected")
-    if base is int and isinstance(value, float) and not value.is_integer():
-        raise ValueError("not a whole number")
+    if base is int and isinstance(value, float):
+        raise ValueError("not a whole number" if not value.is_integer() else "a float where a whole number is expected")
     return value
 
 

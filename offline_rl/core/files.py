@@ -3,8 +3,13 @@
 A crash, a full disk or Ctrl-C must never leave a half-written dataset, buffer or checkpoint where a
 later run would trust it: everything is written to a hidden temporary file in the destination folder
 (the same file system, so the final rename is atomic) and renamed on success, with the permissions any
-tool's output gets. Programs check their outputs before the long work that produces them
-(`check_output`), and a disk that fills up mid-write is one line naming the file.
+tool's output gets. The temporary file's name carries its writer's host and process, so that the next
+write of the same output removes those a killed process (SIGKILL, a power cut) left behind. Programs
+check their outputs before the long work that produces them (`check_output`), and a disk that fills
+up or a file size limit (`ulimit -f`) struck mid-write is one line naming the file.
+
+Torch files (checkpoints, policy files) carry a checksum of their contents (`with_checksum`): a copy
+damaged on its way (flipped bytes in a tensor still load) is refused rather than trained on.
 
 Two runs can aim at one output without anyone meaning it (sweep trials generating one default dataset,
 a checkpoint resumed twice). An exclusive `flock` (`exclusive_lock`) is released by the operating system
@@ -15,12 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
+import hashlib
 import json
 import logging
 import os
 import re
 import secrets
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,8 +63,11 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
         publish(tmp, final)
     except BaseException as error:
         code = _full_disk_errno(error)
-        if code is None and isinstance(error, OSError | RuntimeError) and _nearly_full(tmp.parent):
-            code = errno.ENOSPC  # a writer that lost the errno: torch.save says "unexpected pos 1621696"
+        if code is None and isinstance(error, OSError | RuntimeError):  # a writer that lost the errno:
+            if _nearly_full(tmp.parent):  # torch.save says "unexpected pos 1621696"
+                code = errno.ENOSPC
+            elif _at_file_size_limit(tmp):
+                code = errno.EFBIG
         with contextlib.suppress(OSError):  # never created, or its folder could not be made
             tmp.unlink()
         if code is not None:
@@ -72,8 +83,50 @@ def staging_name(final: Path, *, suffix: str = ".part") -> Path:
 
 def create_staging(tmp: Path, final: Path) -> None:
     """Create the staging file `tmp` of `final` (empty, private; its folder too): one line naming
-    `final` where that folder cannot be written."""
+    `final` where that folder cannot be written. Staging files of `final` that a process of this host
+    no longer running left behind go first."""
+    remove_abandoned_staging(final)
     _create_empty(tmp, where=str(final))
+
+
+def remove_abandoned_staging(final: Path) -> list[Path]:
+    """Remove the staging files of `final` whose writer, a process of this host, has ended without
+    renaming or removing them (killed): they are never completed, and can be as large as the output.
+    Another host's (a log folder on a shared file system) and a living process's are left alone."""
+    removed = []
+    for path in final.parent.glob(glob.escape(f".{final.name}.") + "*"):
+        writer = _staging_writer(path.name[len(final.name) + 2 :])
+        if writer is None or writer[0] != _host() or _process_alive(writer[1]):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    if removed:
+        log.info(f"removed {len(removed)} unfinished temporary file(s) of {final} that a killed process left")
+    return removed
+
+
+_STAGING_TAIL = re.compile(r"(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.[0-9a-f]{16}\.part(\.\w+)?")
+
+
+def _staging_writer(tail: str) -> tuple[str, int] | None:
+    """(host, process id) of a staging file's name after `.<output>.`; None for any other name."""
+    found = _STAGING_TAIL.fullmatch(tail)
+    return (found["host"], int(found["pid"])) if found else None
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()) or "host"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def publish(tmp: Path, final: Path) -> None:
@@ -108,6 +161,18 @@ file is removed, so a disk it filled reads as full)."""
 def _nearly_full(folder: Path) -> bool:
     try:
         return shutil.disk_usage(folder).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+def _at_file_size_limit(path: Path) -> bool:
+    """Whether `path` has reached the process's file size limit (`ulimit -f`), which Python turns
+    from a signal into a failed write; a writer may report that without its errno."""
+    if resource is None:  # pragma: no cover - Windows
+        return False
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        return limit != resource.RLIM_INFINITY and path.stat().st_size + NEARLY_FULL_BYTES >= limit
     except OSError:
         return False
 
@@ -162,8 +227,9 @@ def check_output(
 
 
 def _temporary_name(folder: Path, *, prefix: str, suffix: str) -> Path:
-    """A name in `folder` that no file has (64 random bits), for a temporary file not yet created."""
-    return folder / f"{prefix}{secrets.token_hex(8)}{suffix}"
+    """A name in `folder` that no file has (64 random bits), for a temporary file not yet created; it
+    names the host and process writing it (`remove_abandoned_staging`)."""
+    return folder / f"{prefix}{_host()}-{os.getpid()}.{secrets.token_hex(8)}{suffix}"
 
 
 def file_in_the_way(folder: Path) -> Path | None:
@@ -201,8 +267,10 @@ def _current_umask() -> int:
 
 try:
     import fcntl
+    import resource
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+    resource = None  # type: ignore[assignment]
 
 
 class FileLock:
@@ -249,3 +317,59 @@ def unreadable_torch_file(path: Path, error: BaseException) -> str:
         # a file of another tool's, or one of ours whose pickled index a bad copy changed into another name
         return "a torch file holding Python objects, which offline_rl files never hold (damaged, or another tool's)"
     return "not a file torch.save wrote (damaged, truncated or another format)"
+
+
+CHECKSUM_KEY = "checksum"
+"""The entry of a torch file's dict that holds the checksum of the others (`with_checksum`)."""
+
+
+def with_checksum(payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` (a dict for `torch.save`) with the SHA-256 of its contents added under `CHECKSUM_KEY`."""
+    return {**payload, CHECKSUM_KEY: contents_checksum(payload)}
+
+
+DAMAGED = (
+    "damaged: its contents differ from the checksum written with them (a bad copy or a failing disk); use another copy"
+)
+"""What a torch file that `damaged` finds is, in words."""
+
+
+def damaged(payload: dict[str, Any]) -> bool:
+    """Whether a loaded torch file's contents differ from the checksum written with them. A file
+    written before files carried one is taken as it is."""
+    recorded = payload.get(CHECKSUM_KEY)
+    if recorded is None:
+        return False
+    return recorded != contents_checksum({key: value for key, value in payload.items() if key != CHECKSUM_KEY})
+
+
+def contents_checksum(value: Any) -> str:
+    """SHA-256 of nested dicts, lists, tensors, arrays and plain values, as `torch.load` gives them back:
+    tensors by dtype, shape and bytes wherever they live, dicts in key order."""
+    digest = hashlib.sha256()
+    _feed(digest, value)
+    return "sha256:" + digest.hexdigest()
+
+
+def _feed(digest: Any, value: Any) -> None:
+    import numpy as np
+    import torch  # here: the command-line entry points import this module before parsing their flags
+
+    if isinstance(value, dict):
+        digest.update(b"{%d;" % len(value))
+        for key in sorted(value, key=repr):
+            _feed(digest, key)
+            _feed(digest, value[key])
+    elif isinstance(value, list | tuple):
+        digest.update(b"[%d;" % len(value))
+        for item in value:
+            _feed(digest, item)
+    elif isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"T{flat.dtype}{tuple(value.shape)};".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, np.ndarray):
+        digest.update(f"A{value.dtype}{value.shape};".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    else:
+        digest.update(f"{type(value).__name__}:{value!r};".encode())

@@ -18,6 +18,7 @@ import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 EXIT_INTERRUPTED = 128 + signal.SIGINT
@@ -146,3 +147,42 @@ def interrupts_held_during(function: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return held
+
+
+@dataclass
+class DeferredStop:
+    """A stop (Ctrl-C, SIGTERM) that, while `deferring`, waits for `raise_if_requested`."""
+
+    deferring: bool = True
+    received: list[int] = field(default_factory=list)
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.received)
+
+    def raise_if_requested(self) -> None:
+        """Raise the stop that arrived while deferring, if one did, through its own handler."""
+        if self.received:
+            signum = self.received.pop(0)
+            self.received.clear()
+            _STOPPING[signum][0](signum, None)
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[DeferredStop]:
+    """Inside, Ctrl-C and SIGTERM wait while the yielded `DeferredStop` is `deferring`, until its
+    `raise_if_requested` is called: a training loop stops between two updates, never inside one,
+    so that what it saves on the way out is a state the uninterrupted run passed through. While not
+    deferring they stop at once, and so does a second signal (an update that hangs). One still
+    waiting as the block ends is raised there. Outside the main thread nothing changes."""
+    stop = DeferredStop()
+
+    def defer(signum: int, frame: Any) -> None:
+        if stop.deferring and not stop.received:
+            stop.received.append(signum)
+            return
+        _STOPPING[signum][0](signum, frame)
+
+    with _stopping_handlers_replaced_by(defer):
+        yield stop
+    _raise_held(stop.received)

@@ -2,7 +2,8 @@
 
 A checkpoint is a `torch.save`d dict: the algorithm's `state_dict()` (networks, target networks,
 optimiser states, α, α′, observation normaliser, update counter), the epoch and step counters the
-trainer reached, and the configuration that made it, so `--watch` can rebuild the networks.
+trainer reached, and the configuration that made it, so `--watch` can rebuild the networks. It
+carries a checksum of all that (`offline_rl.core.files.with_checksum`): a damaged copy is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import atomic_path, unreadable_torch_file
+from offline_rl.core.files import DAMAGED, atomic_path, damaged, unreadable_torch_file, with_checksum
 from offline_rl.runs.files import RUN_BEST_POLICY_FILE, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE
 
 CHECKPOINT_FORMAT = "offline_rl.runs.checkpoint/1"
@@ -25,7 +26,7 @@ def save_checkpoint(path: str | os.PathLike[str], algorithm: torch.nn.Module, **
     payload = {"format": CHECKPOINT_FORMAT, "algorithm": algorithm.state_dict(), **extra}
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
-        torch.save(payload, tmp)
+        torch.save(with_checksum(payload), tmp)
     return final
 
 
@@ -46,6 +47,8 @@ def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
         raise OfflineRLError(
             f"--resume-path {file_path}: a torch file, but not an offline_rl checkpoint; {EXPECTED_CHECKPOINT}"
         )
+    if damaged(payload):
+        raise OfflineRLError(f"--resume-path {file_path}: {DAMAGED}")
     return payload
 
 

@@ -102,7 +102,7 @@ class RunConfig:
     not take them from the run (`flags._drop_training_settings`)."""
 
     seed: int = setting(0, "seed of torch, numpy and the evaluation envs", **SEED_RANGE)
-    epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1)
+    epoch: int = setting(200, "epochs; each ends with an evaluation and a checkpoint", minimum=1, maximum=10**6)
     batch_size: int = setting(256, "transitions per gradient step", minimum=1)
     test_num: int = setting(10, "evaluation episodes, one env each (with --test-steps: the envs that play)", minimum=1)
     test_steps: int = setting(
@@ -220,7 +220,7 @@ class OfflineRunConfig(RunConfig):
     """A run of an offline algorithm in Tianshou's offline trainer."""
 
     step_per_epoch: int = setting(
-        5000, "gradient updates per epoch", aliases=("--update-per-epoch",), minimum=1, group="run"
+        5000, "gradient updates per epoch", aliases=("--update-per-epoch",), minimum=1, maximum=10**9, group="run"
     )
     log_interval: int = setting(
         100,

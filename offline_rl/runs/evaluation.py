@@ -48,11 +48,13 @@ class EvaluationReporter:
     """Tianshou `compute_score_fn` that also prints and records each evaluation.
 
     Tianshou's trainer evaluates once before its first epoch and takes that as the best so far
-    (calling `save_best_fn`). That evaluation is of untrained weights (or, when resuming, of
-    weights already scored), so here it never counts: it is reported as the starting point, its
-    score is the best of the run's trained evaluations so far (−∞ at the start), and
-    `current_is_initial` tells `save_best_fn` to skip it. Trained evaluations are numbered by
-    epoch; the score is the mean return (as Tianshou's default).
+    (calling `save_best_fn`). Of untrained weights it never counts: it is reported as the starting
+    point, its score is the best of the run's trained evaluations so far (−∞ at the start), and
+    `current_is_initial` tells `save_best_fn` to skip it. A run resumed from the checkpoint of epoch
+    E (written before that epoch's evaluation) makes it again there: `initial_counts`, it is
+    evaluation E, counted, plotted and eligible as the best like any (a stop during it lost it, and
+    one after it gets it again, the same). Trained evaluations are numbered by epoch; the score is
+    the mean return (as Tianshou's default).
     """
 
     ref_min: float | None = None
@@ -60,7 +62,8 @@ class EvaluationReporter:
     score_name: str = "normalized score"  # what 0 and 100 are: D4RL's random and expert; Atari's random and human
     writer: object | None = None  # a tensorboard SummaryWriter
     history: list[dict[str, float]] = field(default_factory=list)
-    first_index: int = 0  # trained evaluations a resumed run had already made
+    first_index: int = 0  # trained evaluations a resumed run had already recorded
+    initial_counts: bool = False  # the evaluation before training is the resumed epoch's own, made again
     best: dict[str, float] | None = None  # the best trained evaluation (a resumed run's included)
     current_is_initial: bool = False
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves (else: the index)
@@ -74,11 +77,26 @@ class EvaluationReporter:
     def next_index(self) -> int:
         """The number the next evaluation is printed with: the one before training is numbered by the
         epoch it starts from (0, or a resumed run's), the trained ones by their epoch."""
-        return self.first_index if self._initial_pending else self.first_index + len(self.history) + 1
+        if self._initial_pending and not self.initial_counts:
+            return self.first_index
+        return self.first_index + len(self.history) + 1
 
     @property
     def next_is_initial(self) -> bool:
         return self._initial_pending
+
+    def resume_mid_epoch(self) -> None:
+        """The run goes on inside an epoch, after its last evaluation: none is made before training."""
+        self._initial_pending = False
+
+    @property
+    def latest_is_best(self) -> bool:
+        """Whether the evaluation just made is a trained one and the best so far (`policy.pth` is due)."""
+        return not self.current_is_initial and bool(self.history) and self.best is self.history[-1]
+
+    @property
+    def best_epoch(self) -> int | None:
+        return None if self.best is None else self.best.get("epoch")
 
     def step_of(self, index: int) -> int:
         """The step evaluation `index`'s figures are logged at, while it runs or as it ends: the updates
@@ -128,16 +146,18 @@ class EvaluationReporter:
         record = self.describe(np.asarray(stats.returns, dtype=np.float64)) | self.value_check(stats)
         self.seconds += float(stats.collect_time)
         played = counted(int(record["episodes"]), "episode")
-        self.current_is_initial, self._initial_pending = self._initial_pending, False
+        initial, self._initial_pending = self._initial_pending, False
+        self.current_is_initial = initial and not self.initial_counts
         text = self.format(record) + self.format_value_check(record)
-        if self.current_is_initial:
+        if initial:
             self.initial = record
-            what = "before training" if self.first_index == 0 else f"of the resumed weights (epoch {self.first_index})"
-            log.info(f"evaluation {what} ({played}): {text}")
+        if self.current_is_initial:
+            log.info(f"evaluation before training ({played}): {text}")
             return self.best_score
+        index = self.first_index + len(self.history) + 1
+        record["epoch"] = index
         self.history.append(record)
-        index = self.first_index + len(self.history)
-        log.info(f"evaluation {index} ({played}): {text}")
+        log.info(f"evaluation {index}{' of the resumed weights' if initial else ''} ({played}): {text}")
         if self.writer is not None:
             step = self.step_of(index)
             # the episodes too: a budget of steps (--test-steps) plays as many as fit, which varies with the play

@@ -1,7 +1,9 @@
-"""TODO"""
+"""The files of a run's folder: where a new run's folder goes, the names of what it holds, and
+readers of the small ones (without torch, for tables and sweeps)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from pathlib import Path
@@ -52,3 +54,21 @@ def diverged_reason(run_dir: Path) -> str | None:
     except ValueError:
         return "diverged"
     return str(record.get("message") or "diverged") if isinstance(record, dict) else "diverged"
+
+
+def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
+    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs.
+
+    The folder is claimed (created, never reused): two runs of one seed started in the same second
+    get `<timestamp>` and `<timestamp>-2` rather than writing over each other's checkpoints."""
+    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
+    parent = Path(logdir) / task.replace("/", "_") / algo_name / str(seed)
+    parent.mkdir(parents=True, exist_ok=True)
+    path, attempt = parent / stamp, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            attempt += 1
+            path = parent / f"{stamp}-{attempt}"

@@ -10,10 +10,13 @@ resumed and summarised alike:
   (`.lock`), so the same checkpoint resumed twice at once is refused;
 - `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
   whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
-  word) and `policy_last.pth` when training ends, all full checkpoints, written atomically;
+  word) and at a stop between two updates (Ctrl-C, SIGTERM: `save_mid_epoch`, with the updates
+  into the epoch), and `policy_last.pth` when training ends, all full checkpoints, written atomically;
 - a resumed run keeps numbering its evaluations and keeps its best (`policy.pth` records it), and
   trains on exactly as the uninterrupted run would have: `checkpoint.pth` holds the random
-  generators' states (`offline_rl.core.random_state`), put back as training starts again;
+  generators' states (`offline_rl.core.random_state`), put back as training starts again; from an
+  epoch's checkpoint it makes that epoch's evaluation again (a stop may have cut it short), from
+  a mid-epoch one it trains the rest of the epoch;
 - Ctrl-C says how far the run got and how to continue;
 - one summary line whose headline is the last evaluation, with the best labelled optimistic.
 """
@@ -21,7 +24,6 @@ resumed and summarised alike:
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import shutil
 import sys
@@ -54,6 +56,7 @@ from offline_rl.runs.files import (
     RUN_FINAL_POLICY_FILE,
     RUN_SETTINGS_FILE,
     RUN_SUMMARY_FILE,
+    new_log_path,
 )
 from offline_rl.runs.video_preview import Preview
 from offline_rl.runs.wandb_logger import WandbRun, mirror_scalars
@@ -93,6 +96,8 @@ class RunFolder:
     """With --logger wandb: the W&B run that gets a copy of every scalar the writer gets."""
     counters: tuple[int, int, int] | None = None
     """(epoch, env step, update) of the checkpoint resumed from: where the trainer starts again."""
+    into_epoch: int | None = None
+    """The updates into its next epoch of the mid-epoch checkpoint resumed from (None: an epoch's)."""
 
     @classmethod
     def open(
@@ -129,8 +134,13 @@ class RunFolder:
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
         if checkpoint is not None:
-            reporter.first_index = int(checkpoint.get("epoch", 0))
+            epoch, into_epoch = int(checkpoint.get("epoch", 0)), checkpoint.get(UPDATES_INTO_EPOCH)
             reporter.best = best_evaluation_in(log_path)
+            if into_epoch is not None:  # stopped after the epoch's evaluation
+                reporter.first_index = epoch
+                reporter.resume_mid_epoch()
+            else:  # stopped before it, or during it: it is made again
+                reporter.first_index, reporter.initial_counts = max(epoch - 1, 0), epoch > 0
         saved = plain(saved)
         write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
         (log_path / RUN_DIVERGED_FILE).unlink(missing_ok=True)  # a diverged run resumed trains on
@@ -139,6 +149,7 @@ class RunFolder:
         if checkpoint is not None:
             counters = (int(checkpoint.get("epoch", 0)), int(checkpoint.get("env_step", 0)))
             counters += (int(checkpoint.get("gradient_step", 0)),)
+            into_epoch = checkpoint.get(UPDATES_INTO_EPOCH)
         return cls(
             algorithm,
             settings,
@@ -152,14 +163,20 @@ class RunFolder:
             random_state=random_state,
             wandb=wandb,
             counters=counters,
+            into_epoch=None if checkpoint is None else into_epoch,
         )
 
-    def resumed_from_checkpoint(self, logger: Any) -> Any:
-        """`logger` (a Tianshou logger) whose `restore_data`, where Tianshou's trainer reads the counters
-        it resumes from, gives the checkpoint's: the TensorBoard events are written after the
-        checkpoint, so a run stopped between the two would otherwise go back an epoch with newer weights."""
+    def keeping_the_record(self, logger: Any) -> Any:
+        """`logger` (a Tianshou logger) through which the trainer keeps this folder's record: its
+        `save_mid_epoch` writes the checkpoint of a stop between updates
+        (`offline_rl.algorithms.trainer`); resuming, its `restore_data`, where Tianshou's trainer
+        reads the counters it resumes from, gives the checkpoint's (the TensorBoard events are
+        written after the checkpoint, so a run stopped between the two would otherwise go back an
+        epoch with newer weights), and its `updates_into_epoch` those of a mid-epoch checkpoint."""
+        logger.save_mid_epoch = self.save_mid_epoch
         if self.counters is None:
             return logger
+        logger.updates_into_epoch = self.into_epoch
         epoch, env_step, gradient_step = self.counters
 
         def restore_data() -> tuple[int, int, int]:
@@ -199,7 +216,10 @@ class RunFolder:
         }
 
     def save_best(self, algorithm: Any) -> None:
-        if self.reporter.current_is_initial:  # untrained or already-scored weights are never a new best
+        """`policy.pth` when the evaluation just made is the best trained one so far. Tianshou's
+        trainer calls this on its own idea of the best, which takes the first evaluation as the best
+        whatever it scored; the reporter's record, which knows the resumed run's earlier best, decides."""
+        if not self.reporter.latest_is_best:
             return
         best = plain(self.reporter.best)
         save_checkpoint(self.log_path / RUN_BEST_POLICY_FILE, algorithm, best_evaluation=best, **self.saved)
@@ -212,24 +232,32 @@ class RunFolder:
         evaluation, which a resumed run makes again first); `on_checkpoint(folder)` first writes
         what else the run keeps and returns the fields to add to the checkpoint. Weights holding a
         NaN stop the run before they are written, so `checkpoint.pth` keeps the last sound epoch."""
+        return str(self._save_checkpoint(epoch, env_step, gradient_step))
+
+    def save_mid_epoch(self, epoch: int, env_step: int, gradient_step: int, updates_into_epoch: int) -> None:
+        """`checkpoint.pth` where a stop between two updates found the run: `epoch` epochs done and
+        evaluated, and `updates_into_epoch` updates of the next."""
+        self._save_checkpoint(epoch, env_step, gradient_step, **{UPDATES_INTO_EPOCH: updates_into_epoch})
+
+    def _save_checkpoint(self, epoch: int, env_step: int, gradient_step: int, **more: Any) -> Path:
         broken = non_finite_tensors(self.algorithm)
         if broken:
             which = f"{broken[0]} and {len(broken) - 1} more tensors" if len(broken) > 1 else broken[0]
             raise TrainingDiverged(f"training diverged: the weights hold NaN or inf after epoch {epoch} ({which})")
-        random_state = capture_random_state()  # as the next epoch's evaluation and updates find it
+        random_state = capture_random_state()  # as the evaluation and updates that come next find it
         with preserved_random_state():
             extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
-        path = save_checkpoint(
+        return save_checkpoint(
             self.log_path / RUN_CHECKPOINT_FILE,
             self.algorithm,
             epoch=epoch,
             gradient_step=gradient_step,
             env_step=env_step,
             **{RANDOM_STATE_KEY: random_state},
+            **more,
             **extra,
             **self.saved,
         )
-        return str(path)
 
     def add_video(self, tag: str, preview: Preview, step: int) -> None:
         """A filmed evaluation's preview (`--video-interval`) in TensorBoard's Images tab, which animates
@@ -294,7 +322,8 @@ class RunFolder:
             # Nothing left to train: the run stopped after its last checkpoint, before that epoch's
             # evaluation and its summary. The evaluation of the resumed weights is of its final ones.
             last = self.reporter.initial
-        summary = {**summary, "last": last, "best_optimistic": best, "log_path": str(self.log_path)}
+        summary = {**summary, "last": last, "best_optimistic": best, "best_epoch": self.reporter.best_epoch}
+        summary["log_path"] = str(self.log_path)
         write_json(self.log_path / RUN_SUMMARY_FILE, plain(summary))  # the run is complete
         self._finish_wandb(0, plain(summary))
         best_text = self.reporter.format(best) if best else "n/a"
@@ -333,24 +362,8 @@ def plain(value: Any) -> Any:
 
 
 LOCK_NAME = ".lock"
-
-
-def new_log_path(logdir: str, task: str, algo_name: str, seed: int) -> Path:
-    """`<logdir>/<task>/<algo>/<seed>/<timestamp>`, as Tianshou's examples lay out their runs.
-
-    The folder is claimed (created, never reused): two runs of one seed started in the same second
-    get `<timestamp>` and `<timestamp>-2` rather than writing over each other's checkpoints."""
-    stamp = datetime.datetime.now().strftime("%y%m%d-%H%M%S")
-    parent = Path(logdir) / task.replace("/", "_") / algo_name / str(seed)
-    parent.mkdir(parents=True, exist_ok=True)
-    path, attempt = parent / stamp, 1
-    while True:
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            attempt += 1
-            path = parent / f"{stamp}-{attempt}"
+UPDATES_INTO_EPOCH = "updates_into_epoch"
+"""Checkpoint field of a mid-epoch checkpoint: the updates its next epoch had done."""
 
 
 def progress_output() -> dict[str, bool]:

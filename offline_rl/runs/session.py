@@ -11,9 +11,10 @@ import json
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,10 +29,6 @@ from offline_rl.runs.config import RunConfig, TorchConfig, resolve_matmul_precis
 from offline_rl.runs.files import RUN_SUMMARY_FILE
 from offline_rl.runs.video import require_display
 from offline_rl.runs.wandb_logger import require_wandb
-
-if TYPE_CHECKING:
-    pass
-import re
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +121,13 @@ def cpu_threads(requested: int) -> tuple[int, str]:
     quota, the cores it allows. Otherwise the cores other processes are not using right now: torch's
     threads spin while waiting for each other, so a thread that shares its core with another busy
     process stalls all of them (on a busy 2-core machine two threads ran many times slower than one)."""
+    cores, quota_note = core_budget()
     if requested > 0:
+        check_threads(requested, cores)
         return requested, "--threads, or the count of the run being resumed"
     from_environment = os.environ.get("OMP_NUM_THREADS", "")
     if from_environment.isdigit() and int(from_environment) > 0:  # a job scheduler's or the user's own cap
-        return int(from_environment), "OMP_NUM_THREADS; --threads to choose"
-    cores, quota_note = core_budget()
+        return min(int(from_environment), cores), "OMP_NUM_THREADS; --threads to choose"
     if quota_note is not None:
         return cores, f"{quota_note}; --threads to choose"
     busy = min(cores, round(busy_cores()))
@@ -137,6 +135,16 @@ def cpu_threads(requested: int) -> tuple[int, str]:
     if free == cores:
         return cores, f"all {cores} cores are free; --threads to choose"
     return free, f"{busy} of {cores} cores are busy with other work; --threads to choose"
+
+
+def check_threads(requested: int, cores: int) -> None:
+    """More threads than cores only wait for each other (and a count in the thousands exhausts
+    memory building them): one line, before any work."""
+    if requested > cores:
+        raise OfflineRLError(
+            f"--threads {requested}: more than the {cores} cores this process may use; expected at most {cores} "
+            "(a resumed run keeps its own count: give --threads to change it)"
+        )
 
 
 def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
@@ -151,6 +159,7 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
         log.info(f"torch CPU threads: {threads} ({why})")
         settings.threads = threads  # recorded with the run: its resume takes the same sums
     elif settings.threads > 0:
+        check_threads(settings.threads, core_budget()[0])
         torch.set_num_threads(settings.threads)
     settings.matmul_precision = resolve_matmul_precision(settings.matmul_precision, device)
     torch.set_float32_matmul_precision(settings.matmul_precision)

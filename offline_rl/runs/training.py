@@ -23,7 +23,7 @@ from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.resources import available_cores
+from offline_rl.core.resources import available_cores, require_memory
 from offline_rl.runs.config import OfflineRunConfig, RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter, counted
 from offline_rl.runs.evaluation_collector import EvaluationCollector
@@ -50,6 +50,23 @@ def envs_in_subprocesses(num: int, *, cores: int | None = None, rendering: bool 
     one after another in this one: only with several envs, enough cores, and no on-screen window."""
     cores = available_cores() if cores is None else cores
     return num > 1 and cores >= SUBPROCESS_ENVS_MIN_CORES and not rendering
+
+
+ENV_BYTES = {False: 4 << 20, True: 96 << 20}
+"""About what one evaluation env holds, stepping in this process (a MuJoCo model and its data) or in
+a process of its own (a Python interpreter with numpy, gymnasium and MuJoCo, beside what it shares)."""
+
+
+def require_training_memory(updates: dict[str, int], run: RunConfig) -> None:
+    """Refuse, in one line before any network is built, a run whose updates (`updates`: bytes by the
+    flag and value that set them, as an algorithm's config estimates them) and evaluation envs need
+    more memory than the process may take, naming the flag that asks for the most."""
+    if not run.trains:
+        return
+    parts = {**updates, f"--test-num {run.test_num}": run.test_num * ENV_BYTES[envs_in_subprocesses(run.test_num)]}
+    largest = max(parts, key=lambda flag: parts[flag])
+    others = ", ".join(flag.split()[0] for flag in parts if flag != largest)
+    require_memory(sum(parts.values()), largest, f"lower {largest.split()[0]} (or {others})")
 
 
 def evaluation_collector(
@@ -240,7 +257,7 @@ def train_offline(
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     log.info(algorithm.update_path())
-    logger = folder.resumed_from_checkpoint(TensorboardLogger(folder.writer, save_interval=1))
+    logger = folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1))
     logger = watch_update_rate(log_every_window(logger), monitor)
     folder.reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     updates_before = int(algorithm.num_updates)
@@ -249,7 +266,7 @@ def train_offline(
         folder.training(lambda: f"{int(algorithm.num_updates) - updates_before} updates"),
         evaluation_envs_closed(test_collector, videos),
     ):
-        result = algorithm.run_training(
+        algorithm.run_training(
             OfflineTrainerParams(
                 buffer=buffer,
                 test_collector=test_collector,
@@ -271,7 +288,6 @@ def train_offline(
         "updates_per_second": rate,
         "evaluation_seconds": evaluating,
         "training_updates_per_second": training_rate,
-        "best_epoch": getattr(result, "best_epoch", None),
         "total_updates": int(algorithm.num_updates),
     }
     # A resumed run counts this session's updates (the rates are of them) and says the run's total.

@@ -3,6 +3,7 @@ checkpoint entry (see `offline_rl.core.settings`)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -160,6 +161,20 @@ class CQLSACConfig:
         """Each critic's hidden layer widths."""
         return [self.critic_width or max(self.actor_hidden_sizes)] * self.critic_layers
 
+    def training_bytes(self, obs_dim: int, act_dim: int, batch_size: int) -> dict[str, int]:
+        """A lower estimate of the memory an update takes, by the flag that sets each part: the
+        networks (the critics, their targets, the actor) with their gradients and Adam's two moments
+        (`--hidden-sizes`), and the activations a batch keeps for the backward pass: every critic
+        scores the batch's action and the 3·N actions the conservative term samples (`--batch-size`).
+        Keyed by the flag and its value, for a message that names them."""
+        actor = _mlp_parameters([obs_dim, *self.actor_hidden_sizes, 2 * act_dim])
+        critic = _mlp_parameters([obs_dim + act_dim, *self.critic_hidden_sizes, 1])
+        networks = 4 * (4 * actor + 5 * self.num_critics * critic)  # float32; the targets have no optimiser
+        rows = batch_size * (1 + 3 * self.cql_n_actions)
+        activations = 4 * 2 * rows * self.num_critics * sum(self.critic_hidden_sizes)  # kept for backward, and grads
+        widths = " ".join(map(str, self.actor_hidden_sizes))
+        return {f"--hidden-sizes {widths}": networks, f"--batch-size {batch_size}": activations}
+
     def validate(self) -> None:
         """One-line errors naming the flag for settings that cannot work."""
         check_ranges(self)
@@ -182,3 +197,8 @@ class CQLSACConfig:
             data.setdefault("critic_layers", len(sizes))
             data.setdefault("critic_width", int(sizes[0]))
         return data
+
+
+def _mlp_parameters(widths: list[int]) -> int:
+    """Weights and biases of fully connected layers of these widths."""
+    return sum((inputs + 1) * outputs for inputs, outputs in itertools.pairwise(widths))

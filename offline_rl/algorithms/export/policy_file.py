@@ -28,7 +28,7 @@ from torch import nn
 
 from offline_rl.algorithms.layers import relu_mlp
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import atomic_path, unreadable_torch_file
+from offline_rl.core.files import DAMAGED, atomic_path, damaged, unreadable_torch_file, with_checksum
 
 POLICY_FORMAT = "offline_rl.policy/1"
 
@@ -85,7 +85,7 @@ def save_policy(policy: PolicyNetwork, path: str | os.PathLike[str]) -> Path:
         payload["task"] = policy.task
     final = Path(path).expanduser()
     with atomic_path(final) as tmp:
-        torch.save(payload, tmp)
+        torch.save(with_checksum(payload), tmp)
     return final
 
 
@@ -103,6 +103,8 @@ def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
         raise OfflineRLError(f"{file_path}: {unreadable_torch_file(file_path, error)}; {EXPECTED_POLICY}") from None
     if not isinstance(payload, dict) or payload.get("format") != POLICY_FORMAT:
         raise OfflineRLError(f"{file_path}: a torch file, but not a policy file; {EXPECTED_POLICY}")
+    if damaged(payload):
+        raise OfflineRLError(f"{file_path}: {DAMAGED}")
     state = payload["state_dict"]
     obs_dim = int(state["obs_mean"].shape[0])
     act_dim = int(state["action_low"].shape[0])
