@@ -216,16 +216,16 @@ with atomic_path(sys.argv[1]) as tmp:
 
 
 def test_the_next_write_removes_what_a_killed_writer_left_and_only_that(tmp_path: Path) -> None:
-    from offline_rl.core.files import _host
+    from offline_rl.core.files import host_name
 
     output = tmp_path / "checkpoint.pth"
     killed = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, str(output)], capture_output=True, timeout=120)
     assert killed.returncode == -9
     (left,) = tmp_path.iterdir()
     assert left.name.startswith(".checkpoint.pth.") and left.name.endswith(".part")
-    living = tmp_path / f".checkpoint.pth.{_host()}-{os.getpid()}.0123456789abcdef.part"  # a writer still at work
+    living = tmp_path / f".checkpoint.pth.{host_name()}-{os.getpid()}.0123456789abcdef.part"  # a writer still at work
     elsewhere = tmp_path / ".checkpoint.pth.another-host-1.0123456789abcdef.part"  # a shared folder's other host
-    other_output = tmp_path / f".policy.pth.{_host()}-{_ended_process()}.0123456789abcdef.part"
+    other_output = tmp_path / f".policy.pth.{host_name()}-{_ended_process()}.0123456789abcdef.part"
     for path in (living, elsewhere, other_output):
         path.write_bytes(b"x")
     with atomic_path(output) as tmp:

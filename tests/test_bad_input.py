@@ -382,6 +382,11 @@ def test_checkpoint_errors_say_what_was_found_and_what_is_expected(tmp_path: Pat
         restore_algorithm(torch.nn.Linear(17, 6), checkpoint, "policy.pth", task="HalfCheetah-v4")
     message = str(caught.value)
     assert "built for --task Hopper-v4, not for --task HalfCheetah-v4" in message and "size mismatch" in message
+    # networks of the same task built with other sizes: the settings differ, not the task
+    with pytest.raises(OfflineRLError) as caught:
+        restore_algorithm(torch.nn.Linear(17, 6), checkpoint, "policy.pth", task="Hopper-v4")
+    message = str(caught.value)
+    assert "its networks were built differently, not for these settings (size mismatch" in message, message
 
 
 def test_a_run_folder_as_resume_path_names_the_files_in_it(

@@ -174,3 +174,40 @@ def test_more_threads_than_cores_is_one_line_before_any_work(monkeypatch: pytest
     assert cpu_threads(0)[0] == 2
     with pytest.raises(OfflineRLError, match=r"^--threads 100000: more than the 2 cores this process may use"):
         cpu_threads(100000)
+
+
+def test_runs_started_together_share_the_cores_through_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs started together all saw every core free and each took them all (three on 2 cores crawled
+    at a fifth of what one thread each gives): each registers before it chooses and sees the others."""
+    import subprocess
+    import sys
+
+    from offline_rl.core.files import host_name
+    from offline_rl.core.resources import RunRegistry
+    from offline_rl.runs import session
+    from offline_rl.runs.session import cpu_threads
+
+    monkeypatch.setattr(session, "core_budget", lambda: (4, None))
+    monkeypatch.setattr(session, "busy_cores", lambda: 0.0)  # none trains yet: the load shows nothing
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    registry = RunRegistry(tmp_path)
+    registry.register()
+    others = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    try:
+        for process in others:  # two runs choosing their threads now
+            (tmp_path / f"{host_name()}-{process.pid}.json").write_text('{"threads": 0}')
+        (tmp_path / f"{host_name()}-{int(ended.stdout)}.json").write_text('{"threads": 4}')  # a run that ended
+        assert cpu_threads(0, registry.others) == (1, "shared with 2 other runs on these 4 cores; --threads to choose")
+        assert not (tmp_path / f"{host_name()}-{int(ended.stdout)}.json").exists()
+        (tmp_path / f"{host_name()}-{others[0].pid}.json").write_text('{"threads": 2}')  # one chose 2 of the 4
+        (tmp_path / f"{host_name()}-{others[1].pid}.json").unlink()
+        assert cpu_threads(0, registry.others)[0] == 2
+        assert cpu_threads(0, list) == (4, "all 4 cores are free; --threads to choose")  # alone
+    finally:
+        for process in others:
+            process.kill()
+        registry.unregister()
+    assert [path.name for path in tmp_path.iterdir()] == [f"{host_name()}-{others[0].pid}.json"]

@@ -232,6 +232,7 @@ def test_a_continuous_run_stopped_and_resumed_trains_as_the_one_never_stopped(tm
             "examples/d4rl_cql.py", "--resume-path", str(stopped / policy_file), "--epoch", "3", cwd=tmp_path
         )
         assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert "resuming the run" not in refused.stdout  # refused before it is announced
         assert refused.stderr.strip().splitlines()[-1] == (
             f"error: --resume-path {stopped / policy_file}: the weights of one evaluation (policy.pth or "
             "policy_last.pth), not where the run stopped; continue training from the checkpoint.pth beside it, "

@@ -62,8 +62,11 @@ class AtariQRDQNConfig:
         False, "training envs end an episode at each lost life while the game plays on (DeepMind's DQN)"
     )
     training_num: int = setting(10, "training envs stepped together", minimum=1)
-    save_buffer_name: str | None = setting(None, "with --watch: write the played transitions here (.hdf5)")
-    overwrite: bool = setting(False, "with --save-buffer-name: replace an existing file")
+    # This command's own output, not a setting of the run whose policy plays: never taken from it.
+    save_buffer_name: str | None = setting(
+        None, "with --watch: write the played transitions here (.hdf5)", per_invocation=True
+    )
+    overwrite: bool = setting(False, "with --save-buffer-name: replace an existing file", per_invocation=True)
     collect_checkpoint_every: int = setting(
         50_000,
         ("with --save-buffer-name: keep what was collected every N transitions, to continue after a stop (0: never)"),
@@ -72,6 +75,7 @@ class AtariQRDQNConfig:
             "continues an interrupted collection."
         ),
         minimum=0,
+        per_invocation=True,
     )
     checkpoint_replay: bool = setting(
         True,

@@ -210,19 +210,20 @@ def _find_preset(argv: Sequence[str]) -> str | None:
 RESUME_FIELD = "resume_path"
 
 
-def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[Config, str] | None:
+def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[Config, str, dict[str, Any]] | None:
     """With `--resume-path FILE`, `default` with the settings of the run that wrote FILE (its
-    `per_invocation` settings left as they are), and FILE; None without one, or for a checkpoint
-    that saved no settings."""
+    `per_invocation` settings left as they are), FILE and what it holds; None without one, or for a
+    checkpoint that saved no settings."""
 
     field = next((f for _, f, _ in leaf_fields(default) if f.name == RESUME_FIELD), None)
     path = _flag_value(argv, spellings_of(field), "a checkpoint file") if field is not None else None
     if not path:
         return None
-    from offline_rl.runs.checkpoint import saved_config  # torch: only when there is a checkpoint to read
+    from offline_rl.runs.checkpoint import load_checkpoint  # torch: only when there is a checkpoint to read
 
-    saved = saved_config(path)
-    if not saved:
+    checkpoint = load_checkpoint(path, "cpu")
+    saved = checkpoint.get("config")
+    if not saved or not isinstance(saved, dict):
         return None
     try:
         restored = from_dict(type(default), saved)
@@ -236,7 +237,7 @@ def _resumed_settings(default: Config, argv: Sequence[str], prog: str) -> tuple[
     kept = {
         path_: getattr(owner, f.name) for path_, f, owner in leaf_fields(default) if f.metadata.get("per_invocation")
     }
-    return replace_paths(restored, kept), str(path)
+    return replace_paths(restored, kept), str(path), checkpoint
 
 
 def _training_settings_not_taken(run: Any) -> tuple[str, ...]:
@@ -277,6 +278,19 @@ def _report_overrides(resumed: Any, config: Any, source: str) -> None:
             print(f"{flag_of(f)} {shown_value(value)} overrides {shown_value(before[path])} of the run in {source}")
 
 
+def _require_text(value: Any, flag: str) -> None:
+    """A command line's bytes that are not UTF-8 (a file name in another encoding) reach Python as lone
+    surrogates, which every library that writes the name (TensorBoard, HDF5, JSON) fails on later
+    with a traceback: one line now."""
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = item.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise OfflineRLError(f"{flag} {shown}: holds bytes that are not UTF-8; expected a UTF-8 name") from None
+
+
 def parse_config(
     default: Config,
     argv: Sequence[str] | None,
@@ -298,6 +312,7 @@ def parse_config(
     updates = {}
     for path, field, owner in leaf_fields(default):
         value = namespace["/".join(path)]
+        _require_text(value, flag_of(field))
         kind = flag_type(type_hints_of(type(owner))[field.name])
         # argparse gives lists for nargs='+': tuple-typed fields get tuples
         updates[path] = kind.container(value) if kind.is_list and value is not None else value
@@ -308,6 +323,10 @@ def parse_config(
     if resumed is not None:
         run = getattr(config, "run", None)
         trains = getattr(run, "trains", True)  # --watch and --export-policy only read the run's networks
+        if trains:
+            from offline_rl.runs.checkpoint import require_training_checkpoint  # torch: loaded above already
+
+            require_training_checkpoint(resumed[2], resumed[1])
         print(f"{'resuming' if trains else 'reading'} the run in {resumed[1]} with its own settings")
         _report_overrides(resumed[0], config, resumed[1])
     return config

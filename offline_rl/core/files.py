@@ -96,7 +96,7 @@ def remove_abandoned_staging(final: Path) -> list[Path]:
     removed = []
     for path in final.parent.glob(glob.escape(f".{final.name}.") + "*"):
         writer = _staging_writer(path.name[len(final.name) + 2 :])
-        if writer is None or writer[0] != _host() or _process_alive(writer[1]):
+        if writer is None or writer[0] != host_name() or process_alive(writer[1]):
             continue
         with contextlib.suppress(OSError):
             path.unlink()
@@ -115,11 +115,13 @@ def _staging_writer(tail: str) -> tuple[str, int] | None:
     return (found["host"], int(found["pid"])) if found else None
 
 
-def _host() -> str:
+def host_name() -> str:
+    """This host's name, as a file name may hold it."""
     return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()) or "host"
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs (one of another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -229,7 +231,7 @@ def check_output(
 def _temporary_name(folder: Path, *, prefix: str, suffix: str) -> Path:
     """A name in `folder` that no file has (64 random bits), for a temporary file not yet created; it
     names the host and process writing it (`remove_abandoned_staging`)."""
-    return folder / f"{prefix}{_host()}-{os.getpid()}.{secrets.token_hex(8)}{suffix}"
+    return folder / f"{prefix}{host_name()}-{os.getpid()}.{secrets.token_hex(8)}{suffix}"
 
 
 def file_in_the_way(folder: Path) -> Path | None:

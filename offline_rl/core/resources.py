@@ -11,6 +11,11 @@ A load larger than `available_memory()` would end with the OOM killer's silent "
 loaders compare first and refuse in one line. The figure is generous on purpose (reclaimable page cache
 and free swap count), so a refusal means the load could not have finished.
 
+Runs started together on one machine would each see the cores free and each take them all. Every run
+registers in a small folder of running processes (`RunRegistry`: one file per process, written whole
+by its owner only, read by the others; no lock), so that one choosing its threads shares the cores
+with the runs already there or starting beside it.
+
 `tune_cpu_allocator` keeps freed memory inside glibc's heap instead of returning it to the kernel: a
 CPU update allocates and frees activation tensors of several MB, each otherwise a fresh `mmap` with
 page faults and zeroing. Results are bit-identical; it is a no-op where glibc is not the allocator.
@@ -18,15 +23,22 @@ page faults and zeroing. Results are bit-identical; it is a no-op where glibc is
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import json
 import math
 import os
+import re
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import host_name, process_alive
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -257,3 +269,56 @@ def tune_cpu_allocator() -> bool:
         mallopt(_M_TOP_PAD, 64 * 1024 * 1024),
     ]
     return all(accepted)
+
+
+@dataclass
+class RunRegistry:
+    """The training processes running on this host, one `<host>-<pid>.json` file each in `folder`
+    holding the torch threads it uses (0 while it is choosing). Files of processes that ended (however
+    they ended) are ignored and removed by whoever reads them."""
+
+    folder: Path
+
+    @classmethod
+    def default(cls) -> RunRegistry:
+        return cls(Path(tempfile.gettempdir()) / f"offline_rl-runs-{os.getuid()}")
+
+    def _own(self) -> Path:
+        return self.folder / f"{host_name()}-{os.getpid()}.json"
+
+    def register(self, threads: int = 0) -> None:
+        """Record this process with `threads` (0: still choosing); removed when the process exits."""
+        with contextlib.suppress(OSError):  # a registry that cannot be written only loses the sharing
+            self.folder.mkdir(parents=True, exist_ok=True)
+            part = self._own().with_suffix(".part")
+            part.write_text(json.dumps({"threads": threads}))
+            os.replace(part, self._own())
+            atexit.register(self.unregister)
+
+    def unregister(self) -> None:
+        with contextlib.suppress(OSError):
+            self._own().unlink()
+
+    def others(self) -> list[int]:
+        """The threads of every other registered process of this host that still runs (0: choosing)."""
+        found = []
+        for path in self.folder.glob(f"{host_name()}-*.json"):
+            pid = re.fullmatch(rf"{re.escape(host_name())}-(\d+)\.json", path.name)
+            if pid is None or int(pid.group(1)) == os.getpid():
+                continue
+            if not process_alive(int(pid.group(1))):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                continue
+            try:
+                found.append(int(json.loads(path.read_text())["threads"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                found.append(0)
+        return found
+
+
+def share_of_cores(cores: int, others: list[int]) -> int:
+    """This run's share of `cores` beside the `others` (their threads; 0: choosing now, as this run
+    is): what the runs that chose left, divided among those choosing."""
+    left = cores - sum(others)
+    return max(1, left // (1 + others.count(0)))

@@ -104,12 +104,14 @@ def conservatism_figure(runs: list[Run]) -> Any:
     labels = []
     for ax, dataset, groups in panels:
         for index, (setting, group) in enumerate(groups):
-            for tag in CONSERVATISM_TAGS:
+            for number, tag in enumerate(CONSERVATISM_TAGS):
                 curves = [run.conservatism[tag] for run in group if run.conservatism.get(tag)]
                 if len(curves) < len(group):
                     continue
                 steps, values = _aligned(curves)
-                ax.plot(steps, values.mean(axis=0), _LINE_STYLES[tag], color=f"C{index}", label=f"{tag}, {setting}")
+                # one setting: a colour per curve; several: a colour per setting, a line style per curve
+                color = f"C{number}" if len(groups) == 1 else f"C{index}"
+                ax.plot(steps, values.mean(axis=0), _LINE_STYLES[tag], color=color, label=f"{tag}, {setting}")
         if ax.get_lines():
             ax.legend(fontsize="small")
         labels.append((ax, dataset, "mean Q-value (mean over seeds)"))

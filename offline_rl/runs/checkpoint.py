@@ -84,15 +84,22 @@ def restore_algorithm(
         detail = next(
             (line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))), lines[0]
         )
-        where = f"were built for --task {saved_task}" if saved_task else "were built differently"
-        here = f" --task {task}" if task else " these settings"
+        same_task = bool(saved_task) and saved_task == task  # then the network settings differ, not the task
+        where = f"were built for --task {saved_task}" if saved_task and not same_task else "were built differently"
+        here = f" --task {task}" if task and not same_task else " these settings"
         raise OfflineRLError(
             f"--resume-path {path}: its networks {where}, not for{here} ({detail.rstrip('.')}); "
             f"resume without flags that change the networks, or use a checkpoint of{here}"
         ) from None
 
 
-def saved_config(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The settings of the run that wrote a checkpoint (`asdict` of its program's config), if saved."""
-    config = load_checkpoint(path, "cpu").get("config")
-    return config if isinstance(config, dict) else None
+def require_training_checkpoint(checkpoint: dict[str, Any], path: str) -> None:
+    """Training goes on from `checkpoint.pth` only. `policy.pth` and `policy_last.pth` hold the
+    weights of one evaluation, without the epoch, counters and random generators of the moment the
+    run stopped: continuing from the best epoch's weights under the counters of the run's last
+    epoch would number its evaluations from 1 again and mix two points of the run in one folder."""
+    if "epoch" not in checkpoint:
+        raise OfflineRLError(
+            f"--resume-path {path}: the weights of one evaluation (policy.pth or policy_last.pth), not where "
+            f"the run stopped; continue training from the checkpoint.pth beside it, or evaluate this file with --watch"
+        )

@@ -30,7 +30,12 @@ def human_normalised(task: str) -> dict[str, Any]:
     scores = atari_reference_scores(task)  # the rule the results tables label their rows by, too
     if scores is None:
         return {}
-    return {"ref_min": scores[0], "ref_max": scores[1], "score_name": "human-normalized score"}
+    return {
+        "ref_min": scores[0],
+        "ref_max": scores[1],
+        "score_name": "human-normalized score",
+        "score_ends": ("a random agent", "a human tester"),
+    }
 
 
 StartValuesOf = Callable[[np.ndarray, Sequence[np.ndarray]], "StartValues | None"]
@@ -59,7 +64,8 @@ class EvaluationReporter:
 
     ref_min: float | None = None
     ref_max: float | None = None
-    score_name: str = "normalized score"  # what 0 and 100 are: D4RL's random and expert; Atari's random and human
+    score_name: str = "normalized score"
+    score_ends: tuple[str, str] = ("a random policy", "an expert")  # whose mean returns score 0 and 100
     writer: object | None = None  # a tensorboard SummaryWriter
     history: list[dict[str, float]] = field(default_factory=list)
     first_index: int = 0  # trained evaluations a resumed run had already recorded
@@ -72,6 +78,7 @@ class EvaluationReporter:
     start_values: StartValuesOf | None = None  # the critics' estimate of each episode's discounted return
     value_units: str = ""  # the units of the value check where they are not the env's rewards
     _initial_pending: bool = True
+    _scale_said: bool = False
 
     @property
     def next_index(self) -> int:
@@ -121,6 +128,18 @@ class EvaluationReporter:
             text += f", {self.score_name} {record['normalized_score']:.1f} ± {record['normalized_score_std']:.1f}"
         return text
 
+    def _say_scale(self, record: dict[str, float]) -> None:
+        """Once, under the first score: what its 0 and 100 are (a random policy scores about 0, whatever
+        the data; a first look at random data scores a few points)."""
+        if self._scale_said or "normalized_score" not in record:
+            return
+        self._scale_said = True
+        low, high = self.score_ends
+        log.info(
+            f"({self.score_name}: 0 is the mean return of {low}, {self.ref_min:.1f}; 100 that of {high}, "
+            f"{self.ref_max:.1f})"
+        )
+
     def value_check(self, stats: CollectStats) -> dict[str, float]:
         """The mean discounted return of the episodes and the critics' mean estimate of it, where the
         algorithm gives one (`start_values`) and the evaluation's own loop kept the episodes."""
@@ -153,11 +172,13 @@ class EvaluationReporter:
             self.initial = record
         if self.current_is_initial:
             log.info(f"evaluation before training ({played}): {text}")
+            self._say_scale(record)
             return self.best_score
         index = self.first_index + len(self.history) + 1
         record["epoch"] = index
         self.history.append(record)
         log.info(f"evaluation {index}{' of the resumed weights' if initial else ''} ({played}): {text}")
+        self._say_scale(record)
         if self.writer is not None:
             step = self.step_of(index)
             # the episodes too: a budget of steps (--test-steps) plays as many as fit, which varies with the play

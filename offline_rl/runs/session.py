@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,10 @@ from offline_rl.algorithms.export.standalone import require_export_tools
 from offline_rl.algorithms.layers import use_cpu_products
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.files import check_output
-from offline_rl.core.resources import busy_cores, core_budget, tune_cpu_allocator
-from offline_rl.runs.checkpoint import load_checkpoint, restore_algorithm
+from offline_rl.core.resources import RunRegistry, busy_cores, core_budget, share_of_cores, tune_cpu_allocator
+from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
 from offline_rl.runs.config import RunConfig, TorchConfig, resolve_matmul_precision
+from offline_rl.runs.evaluation import counted
 from offline_rl.runs.files import RUN_SUMMARY_FILE
 from offline_rl.runs.video import require_display
 from offline_rl.runs.wandb_logger import require_wandb
@@ -73,18 +75,6 @@ def start_session(run: RunConfig) -> Session:
     return Session(run=run, device=device, checkpoint=checkpoint, finished=finished_run(run, checkpoint))
 
 
-def require_training_checkpoint(checkpoint: dict[str, Any], path: str) -> None:
-    """Training goes on from `checkpoint.pth` only. `policy.pth` and `policy_last.pth` hold the
-    weights of one evaluation, without the epoch, counters and random generators of the moment the
-    run stopped: continuing from the best epoch's weights under the counters of the run's last
-    epoch would number its evaluations from 1 again and mix two points of the run in one folder."""
-    if "epoch" not in checkpoint:
-        raise OfflineRLError(
-            f"--resume-path {path}: the weights of one evaluation (policy.pth or policy_last.pth), not where "
-            f"the run stopped; continue training from the checkpoint.pth beside it, or evaluate this file with --watch"
-        )
-
-
 def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
     """`Session.finished`, saying so in one line. Without this a resumed finished run trained zero
     epochs and rewrote its summary with no last evaluation (the sweep's score of the trial)."""
@@ -115,12 +105,14 @@ def check_run_folder(run: RunConfig) -> None:
         check_output(run.logdir, flag="--logdir", directory=True)
 
 
-def cpu_threads(requested: int) -> tuple[int, str]:
+def cpu_threads(requested: int, running: Callable[[], list[int]] = list) -> tuple[int, str]:
     """The CPU threads to train with, and why. `requested` > 0 is taken as given, then a positive
     `OMP_NUM_THREADS` (the variable torch, OpenMP and job schedulers use for the same cap). Under a cgroup CPU
     quota, the cores it allows. Otherwise the cores other processes are not using right now: torch's
     threads spin while waiting for each other, so a thread that shares its core with another busy
-    process stalls all of them (on a busy 2-core machine two threads ran many times slower than one)."""
+    process stalls all of them. Either way no more than this run's share beside the other runs
+    `running()` gives (their threads, 0 for one choosing now: `RunRegistry.others`), which runs
+    started together cannot see in the load yet."""
     cores, quota_note = core_budget()
     if requested > 0:
         check_threads(requested, cores)
@@ -128,10 +120,14 @@ def cpu_threads(requested: int) -> tuple[int, str]:
     from_environment = os.environ.get("OMP_NUM_THREADS", "")
     if from_environment.isdigit() and int(from_environment) > 0:  # a job scheduler's or the user's own cap
         return min(int(from_environment), cores), "OMP_NUM_THREADS; --threads to choose"
+    busy = 0 if quota_note is not None else min(cores, round(busy_cores()))  # a quota's cores are its own
+    others = running()  # read after the load's sampling: runs starting beside this one have registered
+    share = share_of_cores(cores, others)
+    free = max(1, cores - busy)
+    if share < min(free, cores):
+        return share, f"shared with {counted(len(others), 'other run')} on these {cores} cores; --threads to choose"
     if quota_note is not None:
         return cores, f"{quota_note}; --threads to choose"
-    busy = min(cores, round(busy_cores()))
-    free = max(1, cores - busy)
     if free == cores:
         return cores, f"all {cores} cores are free; --threads to choose"
     return free, f"{busy} of {cores} cores are busy with other work; --threads to choose"
@@ -154,7 +150,10 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     names the arithmetic its products used."""
 
     if device == "cpu":
-        threads, why = cpu_threads(settings.threads)
+        registry = RunRegistry.default()
+        registry.register()  # choosing: runs starting beside this one count it
+        threads, why = cpu_threads(settings.threads, registry.others)
+        registry.register(threads)
         torch.set_num_threads(threads)
         log.info(f"torch CPU threads: {threads} ({why})")
         settings.threads = threads  # recorded with the run: its resume takes the same sums

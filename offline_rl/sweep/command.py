@@ -301,7 +301,7 @@ def report(config: SweepConfig, spec: Any, state: Any, folder: Path, seconds: fl
         try:
             result = write_results([folder], folder, last_k=config.last_k)
             print(result["table"], end="")
-            files = f"; results: {result['files']['markdown']}, {result['files']['scores']}"
+            files = "; results: " + ", ".join(str(path) for path in result["files"].values())
         except OfflineRLError as error:
             files = f"; no results table ({error})"
     print(f"sweep {spec.name}: {done} done ({resumed} resumed), {failed} failed in {seconds:.0f} s{files}")
