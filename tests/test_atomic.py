@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import _full_disk_errno, atomic_path, check_output
+from offline_rl.core.files import atomic_path, check_output, full_disk_errno
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -166,10 +166,10 @@ def test_a_file_size_limit_striking_torch_save_is_one_line(tmp_path: Path) -> No
 
 def test_hdf5s_errno_is_read_from_its_message() -> None:
     message = "Can't decrement id ref count (file write failed: ..., errno = 28, error message = 'No space left')"
-    assert _full_disk_errno(RuntimeError(message)) == errno.ENOSPC
-    assert _full_disk_errno(OSError(errno.EDQUOT, "Disk quota exceeded")) == errno.EDQUOT
-    assert _full_disk_errno(RuntimeError("errno = 2")) is None
-    assert _full_disk_errno(ValueError("errno = 28")) is None
+    assert full_disk_errno(RuntimeError(message)) == errno.ENOSPC
+    assert full_disk_errno(OSError(errno.EDQUOT, "Disk quota exceeded")) == errno.EDQUOT
+    assert full_disk_errno(RuntimeError("errno = 2")) is None
+    assert full_disk_errno(ValueError("errno = 28")) is None
 
 
 def test_a_writer_that_loses_the_errno_on_a_full_disk_is_still_one_line(tmp_path: Path, monkeypatch) -> None:
@@ -240,3 +240,28 @@ def _ended_process() -> int:
     """The id of a process that has ended."""
     process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     return int(process.stdout)
+
+
+def test_a_full_disk_under_tensorboards_writer_is_one_line_naming_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """TensorBoard writes from its own thread: the disk's refusal printed that thread's traceback, and
+    the run then failed with a line naming no file."""
+    from tensorboard.summary.writer import record_writer
+    from torch.utils.tensorboard import SummaryWriter
+
+    from offline_rl.runs.event_writer import uninterrupted_writes
+
+    writer = uninterrupted_writes(SummaryWriter(str(tmp_path / "run")))
+
+    def refused(self, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", refused)
+    with pytest.raises(OfflineRLError) as caught:
+        writer.add_scalar("eval/return_mean", 1.0, 0)
+        writer.flush()
+    assert str(caught.value) == f"{tmp_path / 'run'}: TensorBoard events not written, No space left on device"
+    with pytest.raises(OfflineRLError):
+        writer.close()  # the run's way out says the same
+    assert "Traceback" not in capfd.readouterr().err

@@ -702,3 +702,17 @@ def test_a_run_that_cannot_fit_in_memory_stops_before_any_network_is_built(
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: {named}") and "of memory and 8.0 GiB are available (MemAvailable" in line, line
     assert not list(tmp_path.rglob("checkpoint.pth"))
+
+
+def test_a_path_flag_with_bytes_that_are_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """A name in another encoding reaches Python as lone surrogates; TensorBoard's writer failed on
+    it with a traceback after the run had started."""
+    import os
+
+    odd = os.fsdecode(b"log\xff")
+    done = run_in_process("examples/d4rl_cql.py", "--task", "Pendulum-v1", "--logdir", odd, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: --logdir log\ufffd: holds bytes that are not UTF-8; expected a UTF-8 name"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -378,7 +378,7 @@ def test_resuming_restores_the_runs_settings_except_this_commands_own(tmp_path: 
     original = d4rl_cql.config_from_args(
         ["--task", "Hopper-v4", "--dataset", "hopper-medium-v2", "--epoch", "7", "--cql-weight", "3", "--threads", "1"]
     )
-    path = save_checkpoint(tmp_path / "checkpoint.pth", torch.nn.Linear(1, 1), config=asdict(original))
+    path = save_checkpoint(tmp_path / "checkpoint.pth", torch.nn.Linear(1, 1), epoch=3, config=asdict(original))
     resumed = d4rl_cql.config_from_args(["--resume-path", str(path), "--device", "cpu", "--epoch", "9"])
     assert (resumed.task, resumed.dataset, resumed.algorithm.cql_weight) == ("Hopper-v4", "hopper-medium-v2", 3.0)
     assert resumed.run.epoch == 9  # given here: overrides the run's 7

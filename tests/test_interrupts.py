@@ -219,7 +219,7 @@ def test_a_sigterm_during_a_log_write_stops_the_run_after_the_write(tmp_path: Pa
     write to finish, then stops the run, and the log closes."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from offline_rl.runs.folder import uninterrupted_writes
+    from offline_rl.runs.event_writer import uninterrupted_writes
 
     writer = uninterrupted_writes(SummaryWriter(str(tmp_path)))
     file_writer = writer._get_file_writer()

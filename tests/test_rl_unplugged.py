@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import importlib
+import importlib.util
 import re
 import struct
 import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +36,19 @@ from offline_rl.data.rl_unplugged.testing import (
 )
 from offline_rl.data.rl_unplugged.tfrecord import read_records
 
-tf = pytest.importorskip("tensorflow", reason="the RL Unplugged tests need the rlu extra: pip install -e '.[test,rlu]'")
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("the RL Unplugged tests need the rlu extra: pip install -e '.[test,rlu]'", allow_module_level=True)
+
+
+class _TensorFlow:
+    """TensorFlow, imported by the first test that uses it: collecting this file (which every
+    pytest-xdist worker does) then costs no TensorFlow start."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module("tensorflow"), name)
+
+
+tf = _TensorFlow()
 
 
 def episodes(seed: int, specs: list[tuple[int, bool]], first_id: int = 0):

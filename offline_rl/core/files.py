@@ -62,7 +62,7 @@ def atomic_path(final_path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         publish(tmp, final)
     except BaseException as error:
-        code = _full_disk_errno(error)
+        code = full_disk_errno(error)
         if code is None and isinstance(error, OSError | RuntimeError):  # a writer that lost the errno:
             if _nearly_full(tmp.parent):  # torch.save says "unexpected pos 1621696"
                 code = errno.ENOSPC
@@ -179,7 +179,7 @@ def _at_file_size_limit(path: Path) -> bool:
         return False
 
 
-def _full_disk_errno(error: BaseException) -> int | None:
+def full_disk_errno(error: BaseException) -> int | None:
     """The errno of a write refused for lack of space, if that is what `error` is: an OSError's own,
     or the one HDF5 writes into its message ("errno = 28", sometimes inside a RuntimeError)."""
     code = error.errno if isinstance(error, OSError) else None

@@ -49,6 +49,7 @@ from offline_rl.core.random_state import (
 from offline_rl.runs.checkpoint import load_checkpoint, save_checkpoint
 from offline_rl.runs.config import RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
+from offline_rl.runs.event_writer import uninterrupted_writes
 from offline_rl.runs.files import (
     RUN_BEST_POLICY_FILE,
     RUN_CHECKPOINT_FILE,
@@ -62,17 +63,6 @@ from offline_rl.runs.video_preview import Preview
 from offline_rl.runs.wandb_logger import WandbRun, mirror_scalars
 
 log = logging.getLogger(__name__)
-
-WRITER_METHODS = ("add_scalar", "add_text", "add_histogram", "add_figure", "flush", "close")
-"""The TensorBoard writer's methods the run, its reporter and Tianshou's logger call."""
-
-
-def uninterrupted_writes(writer: Any) -> Any:
-    """`writer` with Ctrl-C and SIGTERM held during each of its calls (`interrupts_held_during`), so
-    that a run stopped mid-write closes its log and exits."""
-    for name in WRITER_METHODS:
-        setattr(writer, name, interrupts_held_during(getattr(writer, name)))
-    return writer
 
 
 @dataclass
