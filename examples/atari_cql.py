@@ -26,8 +26,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 1. Settings: flags and an optional preset file; torch and Tianshou load only after this.
     config = config_from_args(argv)
     from offline_rl.algorithms.discrete_cql import CQLQRDQN  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.algorithms.discrete_cql.algorithm import training_bytes  # heavy (torch): likewise
     from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
-    from offline_rl.runs.training import evaluate_or_train  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.runs.training import (  # heavy (torch, Tianshou): loaded only when used
+        evaluate_or_train,
+        require_training_memory,
+    )
 
     session = start_session(config.run)  # device, threads, seeds; the checkpoint to resume from
     if session.finished is not None:  # resumed a run that already trained to its end
@@ -39,9 +43,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     task = data.config.task
 
     # 3. The algorithm, shaped by the env's spaces: the Nature CNN for frame stacks, an MLP otherwise.
-    algorithm = CQLQRDQN.build(
-        data.env.observation_space, data.env.action_space, config.algorithm, device=session.device
-    )
+    spaces = (data.env.observation_space, data.env.action_space)
+    require_training_memory(training_bytes(*spaces, config.algorithm, data.config.run.batch_size), data.config.run)
+    algorithm = CQLQRDQN.build(*spaces, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
 
     # 4. Tianshou's offline trainer, scored by Atari's human-normalised score where the game has one.

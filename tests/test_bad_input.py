@@ -716,3 +716,18 @@ def test_a_path_flag_with_bytes_that_are_not_utf8_is_one_line(tmp_path: Path) ->
         "error: --logdir log\ufffd: holds bytes that are not UTF-8; expected a UTF-8 name"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_discrete_run_that_cannot_fit_in_memory_stops_before_its_network_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_rl.core import resources
+
+    collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "400"]
+    made = run_in_process("examples/atari_qrdqn.py", *collect, "--save-buffer-name", "cartpole.hdf5", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr[-2000:]
+    monkeypatch.setattr(resources, "available_memory", lambda: (8 << 30, "MemAvailable + SwapFree"))
+    train = ["--task", "CartPole-v1", "--load-buffer-name", "cartpole.hdf5", "--batch-size", "100000000"]
+    done = run_in_process("examples/atari_cql.py", *train, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --batch-size 100000000 needs ")

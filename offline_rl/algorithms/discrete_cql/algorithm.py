@@ -34,6 +34,7 @@ from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
+from torch.overrides import TorchFunctionMode
 
 from offline_rl.algorithms.base import CountedOfflineAlgorithm, Losses
 from offline_rl.algorithms.discrete_cql.config import DiscreteCQLConfig
@@ -144,15 +145,7 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
         config = config or DiscreteCQLConfig()
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(f"discrete CQL needs a Discrete action space, got {action_space}")
-        shape = tuple(observation_space.shape or ())
-        num_actions = int(action_space.n)
-        model: torch.nn.Module
-        if len(shape) == 3:
-            model = QuantileNatureCNN(
-                shape, num_actions, config.num_quantiles, scale_obs=config.scale_obs, variant=config.cnn
-            )
-        else:
-            model = QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
+        model = quantile_model(observation_space, action_space, config)
         policy = QRDQNPolicy(
             model=model,
             action_space=action_space,
@@ -290,3 +283,43 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
             figures={name: value.detach() for name, value in figures.items()},
             priority=priority.detach(),
         )
+
+
+def quantile_model(observation_space: gym.Space, action_space: gym.Space, config: DiscreteCQLConfig) -> torch.nn.Module:
+    """The QR-DQN network: the Nature CNN for image stacks, an MLP otherwise."""
+    shape = tuple(observation_space.shape or ())
+    num_actions = int(action_space.n)  # type: ignore[attr-defined]
+    if len(shape) == 3:
+        return QuantileNatureCNN(
+            shape, num_actions, config.num_quantiles, scale_obs=config.scale_obs, variant=config.cnn
+        )
+    return QuantileMLP(int(np.prod(shape)), num_actions, config.num_quantiles, config.hidden_sizes)
+
+
+def training_bytes(
+    observation_space: gym.Space, action_space: gym.Space, config: DiscreteCQLConfig, batch_size: int
+) -> dict[str, int]:
+    """An estimate of the memory an update takes, by the flag and value that set each part (as
+    `offline_rl.runs.training.require_training_memory` takes it): the network with its gradients, Adam's
+    two moments and its target copy, and the tensors a batch's observations and next observations
+    leave on the way through it for the backward pass. Measured on torch's meta device: the network
+    built and run on a batch of that size without any memory, each tensor its operations make counted."""
+    shape = tuple(observation_space.shape or ())
+    sizes: list[int] = []
+
+    class Counted(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            output = func(*args, **(kwargs or {}))
+            if isinstance(output, torch.Tensor):
+                sizes.append(output.numel())
+            return output
+
+    with torch.device("meta"):
+        model = quantile_model(observation_space, action_space, config)
+        batch = torch.zeros((batch_size, *shape), dtype=torch.uint8 if len(shape) == 3 else torch.float32)
+        with Counted():
+            model(batch)
+    networks = 4 * 5 * sum(parameter.numel() for parameter in model.parameters())  # float32
+    layers = f"--cnn {config.cnn}" if len(shape) == 3 else "--hidden-sizes " + " ".join(map(str, config.hidden_sizes))
+    # float32: the online pass's tensors and their gradients, and the target's pass over the next observations
+    return {layers: networks, f"--batch-size {batch_size}": 4 * 3 * sum(sizes)}
