@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from offline_rl.core import progress
@@ -134,3 +136,31 @@ def test_evaluations_between_epochs_are_not_a_slowdown() -> None:
         monitor.paused()
         step = train(monitor, clock, step, rate=150, seconds=12)
     assert lines == [] and monitor.best_rate == 150
+
+
+def test_a_run_slow_from_its_start_is_compared_with_what_the_machine_gave_the_same_settings(tmp_path: Path) -> None:
+    """Runs started beside other work crawled from their first window, so their own best was their
+    slow pace and no notice came: the machine's record of the same settings is the expected rate."""
+    from offline_rl.runs.update_rate import MachineRates, UpdateRateMonitor, compared_with_the_machine
+
+    settings = {"algorithm": {"cql_weight": 5.0}, "batch_size": 256, "device": "cpu", "threads": 1}
+    clock, lines = FakeClock(), []
+    alone = compared_with_the_machine(
+        UpdateRateMonitor(slowdown_hint="", line_interval_s=None, clock=clock, write=lines.append),
+        MachineRates(tmp_path / "rates.json", settings),
+    )
+    train(alone, clock, 0, rate=120, seconds=30)  # a run alone on the machine: its rate is recorded
+    assert lines == [] and MachineRates(tmp_path / "rates.json", settings).best() == 120.0
+
+    crowded = compared_with_the_machine(
+        UpdateRateMonitor(slowdown_hint="hint", line_interval_s=None, clock=clock, write=lines.append),
+        MachineRates(tmp_path / "rates.json", settings),
+    )
+    train(crowded, clock, 0, rate=20, seconds=30)  # slow from its first window
+    assert len(lines) == 1 and "20.0 updates/s, under 1/4 of the 120.0/s a run of these settings" in lines[0]
+    other = compared_with_the_machine(  # other settings have a record of their own
+        UpdateRateMonitor(slowdown_hint="", line_interval_s=None, clock=clock, write=lines.append),
+        MachineRates(tmp_path / "rates.json", {**settings, "batch_size": 4096}),
+    )
+    train(other, clock, 0, rate=20, seconds=30)
+    assert len(lines) == 1

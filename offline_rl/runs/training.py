@@ -23,13 +23,19 @@ from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.resources import available_cores, require_memory
+from offline_rl.core.resources import RunRegistry, available_cores, require_memory
 from offline_rl.runs.config import OfflineRunConfig, RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter, counted
 from offline_rl.runs.evaluation_collector import EvaluationCollector
 from offline_rl.runs.folder import RunFolder
 from offline_rl.runs.policy_export import export_run_policy
-from offline_rl.runs.update_rate import update_rate_monitor, watch_update_rate
+from offline_rl.runs.update_rate import (
+    UPDATE_RATES_FILE,
+    MachineRates,
+    compared_with_the_machine,
+    update_rate_monitor,
+    watch_update_rate,
+)
 from offline_rl.runs.value_estimate import estimate_policy_value
 from offline_rl.runs.video import EvaluationVideos, VideoFolder, prepare_offscreen_rendering
 from offline_rl.runs.video_preview import animated_preview
@@ -254,6 +260,11 @@ def train_offline(
     )
     device = next(algorithm.parameters()).device
     monitor = update_rate_monitor(str(device), torch.get_num_threads())  # log-file lines; slowdown notice
+    config = saved.get("config") or {}  # what sets the pace: the algorithm and its shapes, the batch, the machine
+    pace = {"algorithm": config.get("algorithm"), "task": config.get("task"), "batch_size": settings.batch_size}
+    pace |= {"device": str(device), "threads": torch.get_num_threads()}
+    rates = MachineRates(RunRegistry.default().folder / UPDATE_RATES_FILE, pace)
+    monitor = compared_with_the_machine(monitor, rates)
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     log.info(algorithm.update_path())

@@ -4,17 +4,26 @@ watched while it trains.
 Two things a user cannot see otherwise: in a log file (no progress bar) that a long epoch is moving,
 and, anywhere, that the run slowed down because something else took the machine. On a busy CPU,
 torch's threads spin while waiting for each other, and a run can fall to a tenth of its rate.
-The expected rate is the best this run reached itself, over windows of
-training only: evaluations and checkpoints happen between windows, so they never count as a slowdown.
+The expected rate is the best this run, or an earlier run of the same settings on the same machine
+(`MachineRates`), reached, over windows of training only: evaluations and checkpoints happen between
+windows, so they never count as a slowdown. The machine's record catches a run that was slow from its
+first window (started beside other work), which its own best alone would take as its normal pace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import write_json
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,8 @@ class UpdateRateMonitor:
         self.line_interval_s, self.window_s, self.collapse_factor = line_interval_s, window_s, collapse_factor
         self.clock, self.write = clock, write
         self.best_rate: float | None = None
+        self.machine_rate: float | None = None  # the best of earlier runs of these settings here
+        self.on_rate: Callable[[float], None] | None = None  # told every window's rate (`MachineRates.keep`)
         self.warned = False
         self._window: tuple[float, int] | None = None  # (start time, start step) of the running window
         self._line: tuple[float, int] | None = None
@@ -72,15 +83,62 @@ class UpdateRateMonitor:
         self._window = self._line = None
 
     def _judge(self, rate: float, step: int) -> None:
-        if self.best_rate is None or rate > self.best_rate:
+        if self.on_rate is not None:
+            self.on_rate(rate)
+        own = self.best_rate
+        if own is None or rate > own:
             self.best_rate = rate
-            return
-        if not self.warned and rate * self.collapse_factor < self.best_rate:
+        expected, whose = max(
+            ((own, "this run reached earlier"), (self.machine_rate, "a run of these settings reached on this machine")),
+            key=lambda option: option[0] or 0.0,
+        )
+        if not self.warned and expected is not None and rate * self.collapse_factor < expected:
             self.warned = True
             self.write(
                 f"{self.counted} {step}: {rate:.1f} {self.counted}s/s, under 1/{self.collapse_factor:g} of the "
-                f"{self.best_rate:.1f}/s this run reached earlier; {self.slowdown_hint}"
+                f"{expected:.1f}/s {whose}; {self.slowdown_hint}"
             )
+
+
+UPDATE_RATES_FILE = "update_rates.json"
+"""Beside the registry of running runs: the best rate each set of settings reached on this machine."""
+
+
+class MachineRates:
+    """The best update rate runs of each set of settings reached on this machine, one small JSON file
+    beside the registry of running runs (`offline_rl.core.resources.RunRegistry`), keyed by a hash of
+    the settings that set the pace (algorithm, batch, device, threads). Written whole by whichever
+    run improves it; a record lost to two runs writing at once only delays a notice."""
+
+    def __init__(self, path: Path, settings: Any) -> None:
+        self.path = path
+        self.key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def best(self) -> float | None:
+        try:
+            value = json.loads(self.path.read_text()).get(self.key)
+        except (OSError, ValueError, AttributeError):
+            return None
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    def keep(self, rate: float) -> None:
+        if rate <= (self.best() or 0.0):
+            return
+        try:
+            record = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            record = {}
+        record = record if isinstance(record, dict) else {}
+        record[self.key] = rate
+        with contextlib.suppress(OSError, OfflineRLError):  # a record that cannot be written only loses the comparison
+            write_json(self.path, record)
+
+
+def compared_with_the_machine(monitor: UpdateRateMonitor, rates: MachineRates) -> UpdateRateMonitor:
+    """`monitor` expecting at least the rate earlier runs of the same settings reached here, and
+    keeping its own when better."""
+    monitor.machine_rate, monitor.on_rate = rates.best(), rates.keep
+    return monitor
 
 
 def watch_update_rate(logger: Any, monitor: UpdateRateMonitor) -> Any:
