@@ -267,3 +267,40 @@ def test_a_resumed_run_keeps_the_thread_count_its_run_chose(tmp_path: Path) -> N
         assert "torch CPU threads: 2 (--threads, or the count of the run being resumed)" in resumed.stdout
     finally:
         torch.set_num_threads(threads_before)
+
+
+def test_a_discrete_run_stopped_between_two_updates_goes_on_from_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM in the middle of an epoch: the update under way ends, the checkpoint records the updates
+    made into the epoch, and the resume trains the rest of it, ending where the run never stopped ends."""
+    import os
+    import signal
+
+    from offline_rl.algorithms.base import CountedOfflineAlgorithm
+
+    collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "400"]
+    run_ok("examples/atari_qrdqn.py", *collect, "--save-buffer-name", "cartpole.hdf5", cwd=tmp_path)
+    flags = ["--task", "CartPole-v1", "--load-buffer-name", "cartpole.hdf5", "--update-per-epoch", "20"]
+    flags += ["--test-num", "2", "--num-quantiles", "8", "--epoch", "2", "--threads", "1", "--device", "cpu"]
+    straight = run_ok("examples/atari_cql.py", *flags, "--logdir", "straight", cwd=tmp_path)
+
+    update, calls = CountedOfflineAlgorithm.update, []
+
+    def stopped_at_the_27th(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 27:  # epoch 2's seventh update
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(CountedOfflineAlgorithm, "update", stopped_at_the_27th)
+    stopped = run_in_process("examples/atari_cql.py", *flags, "--logdir", "stopped", cwd=tmp_path)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    assert "interrupted after 27 updates; continue with --resume-path " in stopped.stdout
+    checkpoint = run_folder(tmp_path / "stopped") / "checkpoint.pth"
+    assert (torch.load(checkpoint, weights_only=True)["updates_into_epoch"]) == 7
+    monkeypatch.setattr(CountedOfflineAlgorithm, "update", update)
+    resumed = run_ok("examples/atari_cql.py", "--resume-path", str(checkpoint), cwd=tmp_path)
+    assert ": 13 updates (40 in all) in " in resumed and "of the resumed weights" not in resumed
+    assert evaluations(resumed)["2"] == evaluations(straight)["2"]
+    assert_same_checkpoints(run_folder(tmp_path / "straight") / "checkpoint.pth", checkpoint, exact=True)
