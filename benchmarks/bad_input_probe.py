@@ -122,6 +122,9 @@ def cases(files: dict[str, str]) -> list[tuple[str, list[str]]]:
     for name in ("missing.pth", "damaged.pth", "random.pth", "objects.pth", files["policy"], "."):
         found.append((f"d4rl_cql.py --resume-path {Path(name).name}", d4rl(f"--resume-path {name}")))
     found.append(("d4rl_cql.py --watch --resume-path damaged.pth", d4rl("--watch --resume-path damaged.pth")))
+    online = str(ROOT / "examples/atari_qrdqn.py")
+    for flag in ("--training-num 100000", "--hidden-sizes 100000 100000", "--batch-size 100000000"):
+        found.append((f"atari_qrdqn.py {flag}", command(online, "--task", "CartPole-v1", *flag.split())))
     atari = str(ROOT / "examples/atari_cql.py")
     found += [
         ("atari_cql.py --load-buffer-name missing.hdf5", command(atari, "--load-buffer-name", "missing.hdf5")),

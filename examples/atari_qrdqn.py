@@ -26,6 +26,7 @@ from offline_rl.cli.atari_qrdqn import (
     play,
     require_replay_memory,
     train_online,
+    update_bytes,
 )
 from offline_rl.cli.main import run_main
 from offline_rl.cli.task_choice import warn_atari_only_settings
@@ -36,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 1. Settings (a checkpoint's own when resuming), device and seeds, and the checkpoint to start from.
     config = config_from_args(argv)  # torch and Tianshou load after this: --help answers at once
     from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
+    from offline_rl.runs.training import require_training_memory  # heavy (torch, Tianshou): likewise
 
     session = start_session(config.run)
     if session.finished is not None:  # resumed a run that already trained to its end
@@ -46,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     warn_atari_only_settings(config.task, config, ("frames_stack", "episode_life"))
     env = make_discrete_env(config.task, config.frames_stack)
     require_replay_memory(config, env)
+    require_training_memory(update_bytes(config, env), config.run, training_envs=config.training_num)
     algorithm = build_qrdqn(config, env, session.device)
     session.restore(algorithm, task=config.task)
 

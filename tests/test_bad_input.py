@@ -731,3 +731,17 @@ def test_a_discrete_run_that_cannot_fit_in_memory_stops_before_its_network_is_bu
     done = run_in_process("examples/atari_cql.py", *train, cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: --batch-size 100000000 needs ")
+
+
+@pytest.mark.parametrize("flags", [["--training-num", "100000"], ["--hidden-sizes", "60000", "60000"]])
+def test_an_online_run_that_cannot_fit_in_memory_stops_before_its_envs_are_made(
+    flags: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, `--training-num 100000` built envs until the machine ran out of memory."""
+    from offline_rl.core import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: (8 << 30, "MemAvailable + SwapFree"))
+    done = run_in_process("examples/atari_qrdqn.py", "--task", "CartPole-v1", "--epoch", "1", *flags, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: {' '.join(flags)} needs "), done.stderr[-500:]
+    assert not list(tmp_path.rglob("checkpoint.pth"))

@@ -141,6 +141,17 @@ def build_qrdqn(config: AtariQRDQNConfig, env: gym.Env, device: str) -> Any:
     ).to(device)
 
 
+def update_bytes(config: AtariQRDQNConfig, env: gym.Env) -> dict[str, int]:
+    """The memory an update takes (`offline_rl.algorithms.discrete_cql.algorithm.training_bytes`: the
+    same network), by the flag that sets each part."""
+    from offline_rl.algorithms.discrete_cql import DiscreteCQLConfig  # heavy (torch): loaded only when used
+    from offline_rl.algorithms.discrete_cql.algorithm import training_bytes  # heavy (torch): likewise
+
+    network = DiscreteCQLConfig(num_quantiles=config.num_quantiles, hidden_sizes=config.hidden_sizes)
+    quantiles = f"--num-quantiles {config.num_quantiles}"
+    return training_bytes(env.observation_space, env.action_space, network, config.run.batch_size, cnn_flag=quantiles)
+
+
 def require_replay_memory(config: AtariQRDQNConfig, env: gym.Env) -> None:
     """One line now, rather than the OOM killer hours later, when the replay (training) or the
     recorded dataset (`--save-buffer-name`) cannot fit in memory once full. Counted at least: each

@@ -63,13 +63,15 @@ ENV_BYTES = {False: 4 << 20, True: 96 << 20}
 a process of its own (a Python interpreter with numpy, gymnasium and MuJoCo, beside what it shares)."""
 
 
-def require_training_memory(updates: dict[str, int], run: RunConfig) -> None:
+def require_training_memory(updates: dict[str, int], run: RunConfig, *, training_envs: int = 0) -> None:
     """Refuse, in one line before any network is built, a run whose updates (`updates`: bytes by the
-    flag and value that set them, as an algorithm's config estimates them) and evaluation envs need
-    more memory than the process may take, naming the flag that asks for the most."""
+    flag and value that set them, as an algorithm's config estimates them), evaluation envs and (online)
+    `training_envs` need more memory than the process may take, naming the flag that asks for the most."""
     if not run.trains:
         return
     parts = {**updates, f"--test-num {run.test_num}": run.test_num * ENV_BYTES[envs_in_subprocesses(run.test_num)]}
+    if training_envs:
+        parts[f"--training-num {training_envs}"] = training_envs * ENV_BYTES[envs_in_subprocesses(training_envs)]
     largest = max(parts, key=lambda flag: parts[flag])
     others = ", ".join(flag.split()[0] for flag in parts if flag != largest)
     require_memory(sum(parts.values()), largest, f"lower {largest.split()[0]} (or {others})")

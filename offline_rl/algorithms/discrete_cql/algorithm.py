@@ -297,7 +297,12 @@ def quantile_model(observation_space: gym.Space, action_space: gym.Space, config
 
 
 def training_bytes(
-    observation_space: gym.Space, action_space: gym.Space, config: DiscreteCQLConfig, batch_size: int
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    config: DiscreteCQLConfig,
+    batch_size: int,
+    *,
+    cnn_flag: str | None = None,
 ) -> dict[str, int]:
     """An estimate of the memory an update takes, by the flag and value that set each part (as
     `offline_rl.runs.training.require_training_memory` takes it): the network with its gradients, Adam's
@@ -320,6 +325,9 @@ def training_bytes(
         with Counted():
             model(batch)
     networks = 4 * 5 * sum(parameter.numel() for parameter in model.parameters())  # float32
-    layers = f"--cnn {config.cnn}" if len(shape) == 3 else "--hidden-sizes " + " ".join(map(str, config.hidden_sizes))
+    if len(shape) == 3:  # `cnn_flag`: what a program without --cnn names instead
+        layers = cnn_flag or f"--cnn {config.cnn}"
+    else:
+        layers = "--hidden-sizes " + " ".join(map(str, config.hidden_sizes))
     # float32: the online pass's tensors and their gradients, and the target's pass over the next observations
     return {layers: networks, f"--batch-size {batch_size}": 4 * 3 * sum(sizes)}
