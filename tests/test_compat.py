@@ -213,11 +213,11 @@ def test_the_trainer_hooks_offline_rl_overrides_are_the_ones_tianshous_epoch_use
     """Renamed hooks would leave `WindowedOfflineTrainer`'s overrides silently unused: the logging
     hook is checked by `test_update_paths`'s trainer test, the progress bar here."""
     from test_cql_sac_training import build, narrow_band_buffer, small_config
-    from tianshou.trainer import OfflineTrainer, OfflineTrainerParams
+    from tianshou.trainer import OfflineTrainer, OfflineTrainerParams, OffPolicyTrainer
 
     from offline_rl.algorithms import trainer
 
-    assert all(hasattr(OfflineTrainer, name) for name in compat.TRAINER_HOOKS)
+    assert all(hasattr(kind, name) for kind in (OfflineTrainer, OffPolicyTrainer) for name in compat.TRAINER_HOOKS)
     postfix_refreshes: list[bool] = []
     set_postfix = trainer.tqdm.tqdm.set_postfix
 

@@ -298,7 +298,7 @@ def test_a_discrete_run_stopped_between_two_updates_goes_on_from_there(
     assert stopped.returncode == 143, stopped.stderr[-2000:]
     assert "interrupted after 27 updates; continue with --resume-path " in stopped.stdout
     checkpoint = run_folder(tmp_path / "stopped") / "checkpoint.pth"
-    assert (torch.load(checkpoint, weights_only=True)["updates_into_epoch"]) == 7
+    assert (torch.load(checkpoint, weights_only=True)["epoch_steps_done"]) == 7
     monkeypatch.setattr(CountedOfflineAlgorithm, "update", update)
     resumed = run_ok("examples/atari_cql.py", "--resume-path", str(checkpoint), cwd=tmp_path)
     assert ": 13 updates (40 in all) in " in resumed and "of the resumed weights" not in resumed

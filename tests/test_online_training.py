@@ -13,6 +13,7 @@ import torch
 from tensorboard.backend.event_processing import event_accumulator
 
 from offline_rl.cli import atari_qrdqn
+from offline_rl.cli.main import run_main
 from offline_rl.examples import atari_qrdqn as atari_qrdqn_program
 
 SMALL_RUN = [
@@ -167,3 +168,38 @@ def test_the_trainer_sets_epsilon_by_the_env_steps_taken(tmp_path: Path, monkeyp
     )
     assert set_to[0] == 1.0 and set_to[-1] == pytest.approx(1 - 190 / 400)  # the last collection starts at 190
     assert set_to == sorted(set_to, reverse=True)
+
+
+def test_a_stop_mid_epoch_keeps_the_env_steps_collected_and_the_resume_finishes_the_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM between two collections: the checkpoint (and the replay beside it) keeps the env steps
+    of the unfinished epoch, and the resume collects only the rest of it."""
+    import os
+    import signal
+
+    from tianshou.algorithm import QRDQN
+
+    monkeypatch.chdir(tmp_path)
+    update, calls = QRDQN.update, []
+
+    def stopped_at_the_8th(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(QRDQN, "update", stopped_at_the_8th)
+    with pytest.raises(SystemExit) as stopped:
+        run_main(atari_qrdqn_program.main, [*SMALL_RUN, "--epoch", "1"])
+    assert stopped.value.code == 143
+    out = capsys.readouterr().out
+    assert "interrupted after " in out and "continue with --resume-path " in out
+    (checkpoint_path,) = Path("log").rglob("checkpoint.pth")
+    checkpoint = torch.load(checkpoint_path, weights_only=True)
+    done = checkpoint["epoch_steps_done"]
+    assert checkpoint["epoch"] == 0 and 0 < done < 200 and checkpoint["env_step"] == done
+    monkeypatch.setattr(QRDQN, "update", update)
+    resumed = atari_qrdqn_program.main(["--resume-path", str(checkpoint_path)])
+    assert resumed["total_env_steps"] == 200 and resumed["env_steps"] == 200 - done  # the rest of the epoch
+    assert "evaluation 1 (" in capsys.readouterr().out

@@ -240,6 +240,7 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     from tianshou.trainer import OffPolicyTrainerParams  # heavy (Tianshou): loaded only when used
     from tianshou.utils import TensorboardLogger  # heavy (TensorBoard, Tianshou): loaded only when used
 
+    from offline_rl.algorithms.trainer import StoppableOffPolicyTrainer  # heavy (Tianshou): likewise
     from offline_rl.core.compat import (  # heavy (Tianshou, torch): loaded only when used
         set_target_update_counter,
         target_update_counter,
@@ -304,7 +305,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
         folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
         evaluation_envs_closed(test_collector, videos),
     ):
-        result = algorithm.run_training(
+        result = StoppableOffPolicyTrainer(  # Ctrl-C and SIGTERM stop between two steps, checkpointed
+            algorithm,
             OffPolicyTrainerParams(
                 training_collector=train_collector,
                 test_collector=test_collector,
@@ -316,8 +318,8 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
                     folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1)), monitor
                 ),
                 **folder.trainer_params(),
-            )
-        )
+            ),
+        ).run()
     return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step, videos=videos)
 
 

@@ -212,9 +212,10 @@ def set_target_update_counter(algorithm: Any, updates: int) -> None:
     algorithm._iter = int(updates)
 
 
-TRAINER_HOOKS = ("_update_moving_avg_stats_and_log_update_data", "_pbar")
-"""Private members of Tianshou's `Trainer` that `offline_rl.algorithms.trainer.WindowedOfflineTrainer`
-overrides: the per-update statistics bookkeeping, and the factory of the epoch's progress bar."""
+TRAINER_HOOKS = ("_update_moving_avg_stats_and_log_update_data", "_pbar", "_training_step", "_test_step")
+"""Private members of Tianshou's `Trainer` that `offline_rl.algorithms.trainer` overrides: the
+per-update statistics bookkeeping, the factory of the epoch's progress bar, and the training and
+evaluation steps a stop waits between (`StopsBetweenSteps`)."""
 
 
 COMPILER_NOTICES = {

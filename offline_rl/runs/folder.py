@@ -10,8 +10,8 @@ resumed and summarised alike:
   (`.lock`), so the same checkpoint resumed twice at once is refused;
 - `policy.pth` at every new best trained evaluation, `checkpoint.pth` after every epoch (with
   whatever else the run must keep, `on_checkpoint`, written first so the checkpoint is the last
-  word) and at a stop between two updates (Ctrl-C, SIGTERM: `save_mid_epoch`, with the updates
-  into the epoch), and `policy_last.pth` when training ends, all full checkpoints, written atomically;
+  word) and at a stop between two training steps (Ctrl-C, SIGTERM: `save_mid_epoch`, with the
+  steps into the epoch), and `policy_last.pth` when training ends, all full checkpoints, written atomically;
 - a resumed run keeps numbering its evaluations and keeps its best (`policy.pth` records it), and
   trains on exactly as the uninterrupted run would have: `checkpoint.pth` holds the random
   generators' states (`offline_rl.core.random_state`), put back as training starts again; from an
@@ -124,7 +124,7 @@ class RunFolder:
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
         if checkpoint is not None:
-            epoch, into_epoch = int(checkpoint.get("epoch", 0)), checkpoint.get(UPDATES_INTO_EPOCH)
+            epoch, into_epoch = int(checkpoint.get("epoch", 0)), checkpoint.get(EPOCH_STEPS_DONE)
             reporter.best = best_evaluation_in(log_path)
             if into_epoch is not None:  # stopped after the epoch's evaluation
                 reporter.first_index = epoch
@@ -139,7 +139,7 @@ class RunFolder:
         if checkpoint is not None:
             counters = (int(checkpoint.get("epoch", 0)), int(checkpoint.get("env_step", 0)))
             counters += (int(checkpoint.get("gradient_step", 0)),)
-            into_epoch = checkpoint.get(UPDATES_INTO_EPOCH)
+            into_epoch = checkpoint.get(EPOCH_STEPS_DONE)
         return cls(
             algorithm,
             settings,
@@ -162,11 +162,11 @@ class RunFolder:
         (`offline_rl.algorithms.trainer`); resuming, its `restore_data`, where Tianshou's trainer
         reads the counters it resumes from, gives the checkpoint's (the TensorBoard events are
         written after the checkpoint, so a run stopped between the two would otherwise go back an
-        epoch with newer weights), and its `updates_into_epoch` those of a mid-epoch checkpoint."""
+        epoch with newer weights), and its `epoch_steps_done` those of a mid-epoch checkpoint."""
         logger.save_mid_epoch = self.save_mid_epoch
         if self.counters is None:
             return logger
-        logger.updates_into_epoch = self.into_epoch
+        logger.epoch_steps_done = self.into_epoch
         epoch, env_step, gradient_step = self.counters
 
         def restore_data() -> tuple[int, int, int]:
@@ -224,10 +224,10 @@ class RunFolder:
         NaN stop the run before they are written, so `checkpoint.pth` keeps the last sound epoch."""
         return str(self._save_checkpoint(epoch, env_step, gradient_step))
 
-    def save_mid_epoch(self, epoch: int, env_step: int, gradient_step: int, updates_into_epoch: int) -> None:
-        """`checkpoint.pth` where a stop between two updates found the run: `epoch` epochs done and
-        evaluated, and `updates_into_epoch` updates of the next."""
-        self._save_checkpoint(epoch, env_step, gradient_step, **{UPDATES_INTO_EPOCH: updates_into_epoch})
+    def save_mid_epoch(self, epoch: int, env_step: int, gradient_step: int, epoch_steps_done: int) -> None:
+        """`checkpoint.pth` where a stop between two training steps found the run: `epoch` epochs done
+        and evaluated, and `epoch_steps_done` steps of the next (updates offline, env steps online)."""
+        self._save_checkpoint(epoch, env_step, gradient_step, **{EPOCH_STEPS_DONE: epoch_steps_done})
 
     def _save_checkpoint(self, epoch: int, env_step: int, gradient_step: int, **more: Any) -> Path:
         broken = non_finite_tensors(self.algorithm)
@@ -352,8 +352,9 @@ def plain(value: Any) -> Any:
 
 
 LOCK_NAME = ".lock"
-UPDATES_INTO_EPOCH = "updates_into_epoch"
-"""Checkpoint field of a mid-epoch checkpoint: the updates its next epoch had done."""
+EPOCH_STEPS_DONE = "epoch_steps_done"
+"""Checkpoint field of a mid-epoch checkpoint: the steps its next epoch had done (updates offline, env
+steps online)."""
 
 
 def progress_output() -> dict[str, bool]:
