@@ -179,8 +179,8 @@ def test_more_threads_than_cores_is_one_line_before_any_work(monkeypatch: pytest
 def test_runs_started_together_share_the_cores_through_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Runs started together all saw every core free and each took them all (three on 2 cores crawled
-    at a fifth of what one thread each gives): each registers before it chooses and sees the others."""
+    """Runs started together all saw every core free and each took them all, and all of them crawled:
+    each registers before it chooses and sees the others."""
     import subprocess
     import sys
 
