@@ -727,3 +727,31 @@ def test_a_filmed_run_plays_its_other_evaluations_on_the_envs_an_unfilmed_run_pl
     assert len({tuple(returns) for _, returns in played["filmed"]}) == 1  # reseeded alike: the same episodes
     assert sorted(path.name for path in (tmp_path / "videos").iterdir()) == ["evaluation-0.mp4", "evaluation-2.mp4"]
     assert played["closed"] == [True, True]
+
+
+def test_a_video_cut_short_by_a_file_size_limit_is_one_line_and_left_nowhere(tmp_path: Path) -> None:
+    """OpenCV reports no failed write: a full disk (here a file size limit, which Python turns into a
+    refused write) left a video without its index under its final name."""
+    import resource
+
+    from offline_rl.core.errors import OfflineRLError
+    from offline_rl.runs.video import VideoFile
+
+    noise = np.random.default_rng(0).integers(0, 256, size=(40, 240, 240, 3), dtype=np.uint8)  # incompressible
+    whole = VideoFile(tmp_path / "whole.mp4", 25.0, noise[0])
+    for frame in noise[1:]:
+        whole.add(frame)
+    assert whole.finish() == tmp_path / "whole.mp4"
+    size = (tmp_path / "whole.mp4").stat().st_size
+
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, limits[1]))
+    try:
+        cut = VideoFile(tmp_path / "cut.mp4", 25.0, noise[0])
+        for frame in noise[1:]:
+            cut.add(frame)
+        with pytest.raises(OfflineRLError, match=r"cut\.mp4: not written whole \(the encoder's writes were refused"):
+            cut.finish()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["whole.mp4"]

@@ -116,6 +116,7 @@ class VideoFile:
         create_staging(self.staging, path)
         height, width = first_frame.shape[:2]
         self.size = (width + width % 2, height + height % 2)  # MPEG-4 encodes even sizes
+        self.frames = 0
         try:  # until it is returned no one else can remove the staging file: a stop here (Ctrl-C, SIGTERM) too
             self._writer = cv2.VideoWriter(str(self.staging), cv2.VideoWriter_fourcc(*VIDEO_CODEC), fps, self.size)
             if not self._writer.isOpened():
@@ -131,16 +132,30 @@ class VideoFile:
         if bgr.shape[:2] != (height, width):
             bgr = cv2.copyMakeBorder(bgr, 0, height - bgr.shape[0], 0, width - bgr.shape[1], cv2.BORDER_REPLICATE)
         self._writer.write(bgr)
+        self.frames += 1
 
     def finish(self, path: Path | None = None) -> Path:
         """Close the video and give it its name: `path`, else the one it was opened with."""
         self._writer.release()
         self.path = path or self.path
-        if self.staging.stat().st_size == 0:  # OpenCV reports no failed write: a full disk leaves nothing
+        if not self._complete():  # OpenCV reports no failed write: a full disk or a size limit cuts it short
             self.staging.unlink(missing_ok=True)
-            raise OfflineRLError(f"{self.path}: not written (the encoder wrote nothing; is the disk full?)")
+            raise OfflineRLError(
+                f"{self.path}: not written whole (the encoder's writes were refused: a full disk or a file size limit?)"
+            )
         publish(self.staging, self.path)
         return self.path
+
+    def _complete(self) -> bool:
+        """Whether the closed staging file reads back as a video of every frame written (its index,
+        written last, holds the count: a file cut short has none)."""
+        if self.staging.stat().st_size == 0:
+            return False
+        reader = cv2.VideoCapture(str(self.staging))
+        try:
+            return reader.isOpened() and int(reader.get(cv2.CAP_PROP_FRAME_COUNT)) == self.frames
+        finally:
+            reader.release()
 
     def discard(self) -> None:
         self._writer.release()
