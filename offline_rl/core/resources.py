@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import host_name, process_alive
+from offline_rl.core.files import host_name, process_alive, write_json
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -278,6 +278,7 @@ class RunRegistry:
     they ended) are ignored and removed by whoever reads them."""
 
     folder: Path
+    _registered: bool = False
 
     @classmethod
     def default(cls) -> RunRegistry:
@@ -288,11 +289,10 @@ class RunRegistry:
 
     def register(self, threads: int = 0) -> None:
         """Record this process with `threads` (0: still choosing); removed when the process exits."""
-        with contextlib.suppress(OSError):  # a registry that cannot be written only loses the sharing
-            self.folder.mkdir(parents=True, exist_ok=True)
-            part = self._own().with_suffix(".part")
-            part.write_text(json.dumps({"threads": threads}))
-            os.replace(part, self._own())
+        with contextlib.suppress(OSError, OfflineRLError):  # a registry not written only loses the sharing
+            write_json(self._own(), {"threads": threads})
+        if not self._registered:
+            self._registered = True
             atexit.register(self.unregister)
 
     def unregister(self) -> None:

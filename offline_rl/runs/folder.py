@@ -123,23 +123,21 @@ class RunFolder:
         writer = uninterrupted_writes(mirror_scalars(writer, wandb) if wandb is not None else writer)
         writer.add_text("config", str(saved.get("config")))
         reporter = reporter_factory(writer)
-        if checkpoint is not None:
-            epoch, into_epoch = int(checkpoint.get("epoch", 0)), checkpoint.get(EPOCH_STEPS_DONE)
-            reporter.best = best_evaluation_in(log_path)
-            if into_epoch is not None:  # stopped after the epoch's evaluation
-                reporter.first_index = epoch
-                reporter.resume_mid_epoch()
-            else:  # stopped before it, or during it: it is made again
-                reporter.first_index, reporter.initial_counts = max(epoch - 1, 0), epoch > 0
-        saved = plain(saved)
-        write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
-        (log_path / RUN_DIVERGED_FILE).unlink(missing_ok=True)  # a diverged run resumed trains on
-        random_state = checkpoint.get(RANDOM_STATE_KEY) if checkpoint is not None else None
-        counters = None
+        counters, into_epoch = None, None
         if checkpoint is not None:
             counters = (int(checkpoint.get("epoch", 0)), int(checkpoint.get("env_step", 0)))
             counters += (int(checkpoint.get("gradient_step", 0)),)
             into_epoch = checkpoint.get(EPOCH_STEPS_DONE)
+            reporter.best = best_evaluation_in(log_path)
+            if into_epoch is not None:  # stopped after the epoch's evaluation
+                reporter.first_index = counters[0]
+                reporter.resume_mid_epoch()
+            else:  # stopped before it, or during it: it is made again
+                reporter.first_index, reporter.initial_counts = max(counters[0] - 1, 0), counters[0] > 0
+        saved = plain(saved)
+        write_json(log_path / RUN_SETTINGS_FILE, saved)  # what `offline_rl.results` groups runs by
+        (log_path / RUN_DIVERGED_FILE).unlink(missing_ok=True)  # a diverged run resumed trains on
+        random_state = checkpoint.get(RANDOM_STATE_KEY) if checkpoint is not None else None
         return cls(
             algorithm,
             settings,
@@ -153,7 +151,7 @@ class RunFolder:
             random_state=random_state,
             wandb=wandb,
             counters=counters,
-            into_epoch=None if checkpoint is None else into_epoch,
+            into_epoch=into_epoch,
         )
 
     def keeping_the_record(self, logger: Any) -> Any:

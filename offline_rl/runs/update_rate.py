@@ -114,21 +114,22 @@ class MachineRates:
         self.path = path
         self.key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-    def best(self) -> float | None:
-        try:
-            value = json.loads(self.path.read_text()).get(self.key)
-        except (OSError, ValueError, AttributeError):
-            return None
-        return float(value) if isinstance(value, int | float) and value > 0 else None
-
-    def keep(self, rate: float) -> None:
-        if rate <= (self.best() or 0.0):
-            return
+    def _record(self) -> dict[str, Any]:
         try:
             record = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            record = {}
-        record = record if isinstance(record, dict) else {}
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def best(self) -> float | None:
+        value = self._record().get(self.key)
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    def keep(self, rate: float) -> None:
+        record = self._record()
+        known = record.get(self.key)
+        if isinstance(known, int | float) and rate <= known:
+            return
         record[self.key] = rate
         with contextlib.suppress(OSError, OfflineRLError):  # a record that cannot be written only loses the comparison
             write_json(self.path, record)
