@@ -40,6 +40,9 @@ def prepare(folder: Path) -> dict[str, str]:
     import offline_rl  # noqa: F401  (first: TensorBoard then writes without importing TensorFlow)
 
     subprocess.run(d4rl(f"{TINY} --epoch 1 --logdir run"), cwd=folder, check=True, capture_output=True)
+    collect = ["--task", "CartPole-v1", "--watch", "--eps-test", "1.0", "--buffer-size", "400"]
+    online = command(str(ROOT / "examples/atari_qrdqn.py"), *collect, "--save-buffer-name", "cartpole.hdf5")
+    subprocess.run(online, cwd=folder, check=True, capture_output=True)
     (checkpoint,) = (folder / "run").rglob("checkpoint.pth")
     (dataset,) = (folder / "cache").rglob("*.hdf5")
     files = {"checkpoint": str(checkpoint), "policy": str(checkpoint.parent / "policy.pth"), "dataset": str(dataset)}
@@ -56,12 +59,20 @@ def prepare(folder: Path) -> dict[str, str]:
     (folder / "empty.hdf5").write_bytes(b"")
     (folder / "truncated.hdf5").write_bytes(dataset.read_bytes()[:5000])
     plant_payload(folder / "evil.hdf5", folder / PAYLOAD)
+    prepare_datasets(folder, dataset)
+    (folder / "a-folder").mkdir()
+    (folder / "a-file").write_text("")
     presets = {
         "float-epoch.yaml": "epoch: 1.5\n",
         "bool-seed.yaml": "seed: true\n",
         "twice.yaml": "epoch: 3\nepoch: 4\n",
         "list.yaml": "- a\n- b\n",
         "unknown.yaml": "no_such_setting: 1\n",
+        "syntax.yaml": "epoch: [1\n",
+        "negative.yaml": "epoch: -1\n",
+        "text-sizes.yaml": "hidden_sizes: abc\n",
+        "bool-epoch.yaml": "epoch: true\n",
+        "python-tag.yaml": "epoch: !!python/object/apply:os.system ['touch payload-ran']\n",
     }
     for name, text in presets.items():
         (folder / name).write_text(text)
@@ -69,10 +80,78 @@ def prepare(folder: Path) -> dict[str, str]:
         "outside.yaml": "example: d4rl_cql\nname: ../../x\ngrid: {seed: [0]}\n",
         "float-grid.yaml": "example: d4rl_cql\ngrid: {epoch: [1.5, 2]}\n",
         "no-example.yaml": "grid: {seed: [0, 1]}\n",
+        "dot.yaml": "example: d4rl_cql\nname: .\ngrid: {seed: [0]}\n",
+        "absolute.yaml": "example: d4rl_cql\nname: /tmp/offline-rl-probe\ngrid: {seed: [0]}\n",
+        "twice-sweep.yaml": "example: d4rl_cql\nexample: d4rl_cql\ngrid: {seed: [0]}\n",
+        "same-values.yaml": "example: d4rl_cql\ngrid: {seed: [1, 1]}\n",
+        "unknown-axis.yaml": "example: d4rl_cql\ngrid: {no_such_setting: [1, 2]}\n",
+        "bool-grid.yaml": "example: d4rl_cql\ngrid: {seed: [true, 2]}\n",
+        "unknown-example.yaml": "example: nothing\ngrid: {seed: [0]}\n",
     }
     for name, text in sweeps.items():
         (folder / name).write_text(text)
     return files
+
+
+def prepare_datasets(folder: Path, dataset: Path) -> None:
+    """D4RL files with a column missing, columns of unequal lengths, NaN observations, and Minari
+    folders whose recorded env spec names code to run."""
+    import json
+
+    import gymnasium as gym
+    import h5py
+    import numpy as np
+
+    sys.path[:0] = [str(ROOT / "tests")]
+    from conftest import record_minari_dataset
+
+    def edited(name: str, change) -> None:  # a copy of the dataset with one change
+        (folder / name).write_bytes(dataset.read_bytes())
+        with h5py.File(folder / name, "a") as file:
+            change(file)
+
+    edited("no-actions.hdf5", lambda file: file.__delitem__("actions"))
+
+    def shorter(file) -> None:
+        rewards = file["rewards"][:-7]
+        del file["rewards"]
+        file["rewards"] = rewards
+
+    def with_nan(file) -> None:
+        observations = file["observations"][:]
+        observations[3] = np.nan
+        file["observations"][...] = observations
+
+    def wider(file) -> None:
+        observations = np.concatenate([file["observations"][:]] * 2, axis=1)
+        del file["observations"]
+        file["observations"] = observations
+
+    edited("unequal.hdf5", shorter)
+    edited("nan.hdf5", with_nan)
+    edited("wider.hdf5", wider)
+    os.environ["MINARI_DATASETS_PATH"] = str(folder / "minari")
+    marker = str(folder / PAYLOAD)
+    planted = {
+        "evil/pendulum/call-v0": {"entry_point": "subprocess:getoutput", "kwargs": {"cmd": f"touch {marker}"}},
+        "evil/pendulum/register-v0": {
+            "entry_point": "gymnasium.envs.registration:register",
+            "kwargs": {"id": "Evil-v0", "entry_point": "subprocess:getoutput", "kwargs": {"cmd": f"touch {marker}"}},
+        },
+        "evil/pendulum/wrapper-v0": {
+            "additional_wrappers": [
+                {"name": "Evil", "entry_point": "subprocess:getoutput", "kwargs": {"cmd": f"touch {marker}"}}
+            ]
+        },
+        "evil/cartpole/call-v0": {"entry_point": "subprocess:getoutput", "kwargs": {"cmd": f"touch {marker}"}},
+    }
+    for dataset_id, spec in planted.items():
+        task = "CartPole-v1" if "cartpole" in dataset_id else "Pendulum-v1"
+        record_minari_dataset(dataset_id, gym.make(task), 30, gym.spec(task))
+        metadata_file = folder / "minari" / dataset_id / "data/metadata.json"
+        metadata = json.loads(metadata_file.read_text())
+        metadata["eval_env_spec"] = json.dumps({**json.loads(metadata["eval_env_spec"]), **spec})
+        metadata_file.write_text(json.dumps(metadata))
 
 
 class _Payload:
@@ -109,39 +188,161 @@ def plant_payload(path: Path, marker: Path) -> None:
 def cases(files: dict[str, str]) -> list[tuple[str, list[str]]]:
     odd = os.fsdecode(b"log\xff")
     flags = [
-        "--epoch 1e23", "--epoch 2.5", "--epoch 0", "--epoch 2000000", "--batch-size 0", "--batch-size 1e9",
-        "--batch-size 20000000", "--threads 100000", "--threads -1", "--hidden-sizes 100000 100000",
-        "--hidden-sizes 0", "--test-num 100000", "--test-num 0", "--cql-weight nan", "--tau 0", "--gamma 2",
-        "--seed -1", "--device cuda:7", "--task Nonexistent-v0", "--logdir /proc/offline_rl",
-        "--dataset missing.hdf5", "--dataset text.hdf5", "--dataset empty.hdf5", "--dataset truncated.hdf5",
-        "--dataset evil.hdf5", "--config missing.yaml", "--config float-epoch.yaml", "--config bool-seed.yaml",
-        "--config twice.yaml", "--config list.yaml", "--config unknown.yaml",
+        "--epoch 1e23", "--epoch 2.5", "--epoch 0", "--epoch -3", "--epoch true", "--epoch 2000000",
+        "--step-per-epoch 0", "--step-per-epoch 10000000000", "--batch-size 0", "--batch-size -5", "--batch-size 1e9",
+        "--batch-size 20000000", "--threads 100000", "--threads -1", "--threads 0", "--threads 1.5",
+        "--hidden-sizes 100000 100000", "--hidden-sizes 0", "--hidden-sizes -4", "--hidden-sizes", "--critic-layers 0",
+        "--num-critics 0", "--cql-n-actions 0", "--cql-n-actions 100000000", "--test-num 100000", "--test-num 0",
+        "--test-num -1", "--dataset-size 0", "--dataset-size 1000000000000", "--cql-weight nan", "--actor-lr -1",
+        "--actor-lr inf", "--critic-lr nan", "--tau 0", "--tau 2", "--gamma 2", "--gamma -0.1", "--gamma nan",
+        "--seed -1", "--seed 99999999999999999999999", "--seed abc", "--device cuda:7", "--device tpu",
+        "--task Nonexistent-v0", "--task CartPole-v1", "--logdir /proc/offline_rl", "--logdir a-file",
+        "--export-policy policy.txt", "--no-such-flag 1", "--dataset missing.hdf5", "--dataset text.hdf5",
+        "--dataset empty.hdf5", "--dataset truncated.hdf5", "--dataset a-folder", "--dataset no-actions.hdf5",
+        "--dataset unequal.hdf5", "--dataset nan.hdf5", "--dataset wider.hdf5", "--dataset evil.hdf5",
+        "--dataset evil/pendulum/call-v0", "--dataset evil/pendulum/register-v0", "--dataset evil/pendulum/wrapper-v0",
+        "--config missing.yaml", "--config a-folder", "--config float-epoch.yaml", "--config bool-seed.yaml",
+        "--config bool-epoch.yaml", "--config twice.yaml", "--config list.yaml", "--config unknown.yaml",
+        "--config syntax.yaml", "--config negative.yaml", "--config text-sizes.yaml", "--config python-tag.yaml",
     ]  # fmt: skip
     found = [(f"d4rl_cql.py {flag}", d4rl(f"{TINY} --epoch 1 {flag}")) for flag in flags]
-    found.append(("d4rl_cql.py --logdir <non-UTF-8 byte>", [*d4rl(f"{TINY} --epoch 1"), "--logdir", odd]))
-    for name in ("missing.pth", "damaged.pth", "random.pth", "objects.pth", files["policy"], "."):
+    for flag in ("--logdir", "--dataset", "--config"):
+        found.append((f"d4rl_cql.py {flag} <non-UTF-8 byte>", [*d4rl(f"{TINY} --epoch 1"), flag, odd]))
+    for name in ("missing.pth", "damaged.pth", "random.pth", "objects.pth", files["policy"], ".", "text.hdf5"):
         found.append((f"d4rl_cql.py --resume-path {Path(name).name}", d4rl(f"--resume-path {name}")))
     found.append(("d4rl_cql.py --watch --resume-path damaged.pth", d4rl("--watch --resume-path damaged.pth")))
+    found.append(("d4rl_cql.py --resume-path <checkpoint> --hidden-sizes 64",
+                  d4rl(f"--resume-path {files['checkpoint']} --hidden-sizes 64")))  # fmt: skip
     online = str(ROOT / "examples/atari_qrdqn.py")
-    for flag in ("--training-num 100000", "--hidden-sizes 100000 100000", "--batch-size 100000000"):
+    for flag in ("--training-num 100000", "--hidden-sizes 100000 100000", "--batch-size 100000000",
+                 "--buffer-size 0", "--eps-test 2", "--task Pendulum-v1"):  # fmt: skip
         found.append((f"atari_qrdqn.py {flag}", command(online, "--task", "CartPole-v1", *flag.split())))
     atari = str(ROOT / "examples/atari_cql.py")
-    found += [
-        ("atari_cql.py --load-buffer-name missing.hdf5", command(atari, "--load-buffer-name", "missing.hdf5")),
-        ("atari_cql.py --load-buffer-name evil.hdf5", command(atari, "--task", "CartPole-v1", "--load-buffer-name",
-                                                              "evil.hdf5")),
-        ("describe evil.hdf5", command("-m", "offline_rl.describe", "evil.hdf5")),
-        ("describe text.hdf5", command("-m", "offline_rl.describe", "text.hdf5")),
-    ]  # fmt: skip
-    for sweep in ("outside.yaml", "float-grid.yaml", "no-example.yaml"):
+    for buffer in ("missing.hdf5", "text.hdf5", "empty.hdf5", "truncated.hdf5", "evil.hdf5", "evil/cartpole/call-v0",
+                   files["dataset"]):  # fmt: skip
+        found.append((f"atari_cql.py --load-buffer-name {Path(buffer).name}",
+                      command(atari, "--task", "CartPole-v1", "--load-buffer-name", buffer)))  # fmt: skip
+    for flag in ("--num-quantiles 0", "--cql-weight nan", "--batch-size 1e9", "--task Nonexistent-v0"):
+        found.append((f"atari_cql.py {flag}", command(atari, "--task", "CartPole-v1", "--load-buffer-name",
+                                                      "cartpole.hdf5", *flag.split())))  # fmt: skip
+    for target in ("evil.hdf5", "text.hdf5", "empty.hdf5", "missing.hdf5", "random.pth", "evil/pendulum/call-v0"):
+        found.append((f"describe {target}", command("-m", "offline_rl.describe", target)))
+    for target in ("missing", "a-folder", "a-file"):
+        found.append((f"results {target}", command("-m", "offline_rl.results", target)))
+    collect = ["-m", "offline_rl.collect", "--task", "Pendulum-v1", "--size", "50", "--no-progress"]
+    for flag in (
+        "--size 0",
+        "--size 1e3",
+        "--num-envs 0",
+        "--noise-std -1",
+        "--format parquet",
+        "--output a-folder",
+        "--output /proc/x.hdf5",
+        "--policy missing.pth",
+        "--policy objects.pth",
+        "--policy damaged.pth",
+    ):
+        found.append((f"collect {flag}", command(*collect, "--output", "made.hdf5", *flag.split())))
+    for sweep in ("outside.yaml", "float-grid.yaml", "no-example.yaml", "dot.yaml", "absolute.yaml",
+                  "twice-sweep.yaml", "same-values.yaml", "unknown-axis.yaml", "bool-grid.yaml", "unknown-example.yaml",
+                  "missing.yaml", "syntax.yaml"):  # fmt: skip
         found.append((f"sweep {sweep}", command("-m", "offline_rl.sweep", sweep)))
-    found.append(("sweep --name ..", command("-m", "offline_rl.sweep", "--example", "d4rl_cql", "--name", "..")))
+    sweep = ["-m", "offline_rl.sweep", "--example", "d4rl_cql", "--dry-run"]
+    for flag in ("--name ..", "--grid seed", "--grid seed=1,1", "--grid seed=x", "--jobs 0", "--jobs 1.5"):
+        found.append((f"sweep {flag}", command(*sweep, *flag.split())))
+    rlu = str(ROOT / "converters/rl_unplugged_atari.py")
+    for flag in ("--run-id 0", "--shard-file missing.tfrecord", "--workers 0", "--shard-file text.hdf5"):
+        found.append((f"rl_unplugged_atari.py {flag}", command(rlu, "--output", "out.hdf5", *flag.split())))
     return found
+
+
+def malicious_torch_files(folder: Path) -> dict[str, Path]:
+    """Sixteen torch files whose loading would run a command (or take the machine's memory), each
+    another way a pickle can ask for it."""
+    import functools
+    import subprocess as processes
+    import zipfile
+    from collections import OrderedDict
+
+    import numpy as np
+    import torch
+
+    marker = folder / PAYLOAD
+    shell = f"touch {marker}"
+
+    class Calls:  # unpickling it calls `function(*arguments)`
+        def __init__(self, function: object, *arguments: object) -> None:
+            self.reduced = (function, arguments)
+
+        def __reduce__(self) -> tuple[object, ...]:
+            return self.reduced
+
+    def torch_file_with(name: str, pickled: bytes) -> Path:
+        """A torch zip archive whose data.pkl is `pickled`."""
+        path = folder / "torch" / name
+        torch.save({"x": 1}, path)
+        with zipfile.ZipFile(path) as archive:
+            records = {entry: archive.read(entry) for entry in archive.namelist()}
+        records[next(entry for entry in records if entry.endswith("/data.pkl"))] = pickled
+        with zipfile.ZipFile(path, "w") as archive:
+            for entry, data in records.items():
+                archive.writestr(entry, data)
+        return path
+
+    def saved(name: str, payload: object, **options: object) -> Path:
+        path = folder / "torch" / name
+        torch.save(payload, path, **options)  # type: ignore[arg-type]
+        return path
+
+    (folder / "torch").mkdir()
+    policy = torch.load(folder / "policy.pth", weights_only=True)
+    tiny = torch.zeros(4)
+    made = {
+        "os.system": saved("system.pth", {"algorithm": _Payload(shell)}),
+        "subprocess.getoutput": saved("getoutput.pth", Calls(processes.getoutput, shell)),
+        "subprocess.Popen": saved("popen.pth", Calls(processes.Popen, ["touch", str(marker)])),
+        "builtins.eval": saved("eval.pth", Calls(eval, f"__import__('os').system({shell!r})")),
+        "functools.partial, called": saved("partial.pth", Calls(functools.partial(os.system, shell))),
+        "a payload deep in a checkpoint": saved("deep.pth", {"config": {"run": {"seed": [0, {"x": _Payload(shell)}]}}}),
+        "a payload among a policy file's keys": saved("policy-keys.pth", {**policy, "metadata": _Payload(shell)}),
+        "the legacy (pre-zip) format": saved("legacy.pth", _Payload(shell), _use_new_zipfile_serialization=False),
+        "a plain pickle file": folder / "torch/plain.pth",
+        "protocol 0 GLOBAL and REDUCE": torch_file_with("global.pth", f"cos\nsystem\n(S'{shell}'\ntR.".encode()),
+        "protocol 0 INST": torch_file_with("inst.pth", f"(S'{shell}'\nios\nsystem\n.".encode()),
+        "protocol 4 STACK_GLOBAL": torch_file_with("stack-global.pth", pickle.dumps(_Payload(shell), protocol=4)),
+        "getattr on __import__": torch_file_with(
+            "getattr.pth",
+            f"c__builtin__\ngetattr\n(c__builtin__\n__import__\n(S'os'\ntRS'system'\ntR(S'{shell}'\ntR.".encode(),
+        ),
+        "a numpy object array holding a payload": saved(
+            "numpy-objects.pth", {"random_state": np.array([_Payload(shell)], dtype=object)}
+        ),
+        "a tensor shaped beyond its storage": saved(
+            "outsized.pth",
+            {
+                "algorithm": {
+                    "w": Calls(
+                        torch._utils._rebuild_tensor_v2,
+                        tiny.untyped_storage(),
+                        0,
+                        (10**12,),
+                        (1,),
+                        False,
+                        OrderedDict(),
+                    )
+                }
+            },
+        ),
+        "a 100 GB bytearray": torch_file_with("bytearray.pth", b"c__builtin__\nbytearray\n(\x8a\x05\x00\xe8vH\x17tR."),
+    }
+    made["a plain pickle file"].write_bytes(pickle.dumps({"algorithm": _Payload(shell)}))
+    return made
 
 
 def judge(done: subprocess.CompletedProcess[str], folder: Path) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     if (folder / PAYLOAD).exists():
+        (folder / PAYLOAD).unlink()  # the next case starts without it
         return "PAYLOAD RAN"
     if "Traceback" in done.stderr:
         return "traceback"
@@ -172,6 +373,19 @@ def main() -> None:
             last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1][:110]
             print(f"| {name} | {outcome} | {time.perf_counter() - start:.1f} | {last.replace('|', '/')} |", flush=True)
         print("\n" + ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())))
+        print("\n| malicious torch file | --resume-path | collect --policy |\n|---|---|---|")
+        refused = 0
+        torch_files = malicious_torch_files(folder) if "torch" in only or not only else {}
+        for name, path in torch_files.items():
+            answers = []
+            for argv in (d4rl(f"--resume-path {path}"), command("-m", "offline_rl.collect", "--policy", str(path),
+                                                               "--output", "made.hdf5", "--size", "10")):  # fmt: skip
+                done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
+                answers.append(judge(done, folder))
+            refused += answers == ["one line", "one line"]
+            print(f"| {name} | {answers[0]} | {answers[1]} |", flush=True)
+        if torch_files:
+            print(f"\n{refused} of {len(torch_files)} malicious torch files refused in one line by both commands")
 
 
 if __name__ == "__main__":

@@ -281,9 +281,27 @@ def run_in_process(
 RAY_DIR_VARIABLE = "OFFLINE_RL_TEST_RAY_DIR"
 
 
+# The files that take longest, longest first. With `--dist loadfile` pytest-xdist hands each worker
+# whole files in the order collected (told not to reorder them by their count of tests): starting the
+# long files first lets the short ones fill in, so that the workers end together.
+LONGEST_FIRST = [
+    "test_sweep.py", "test_video.py", "test_interrupts.py", "test_rl_unplugged.py", "test_wandb_logging.py",
+    "test_dqn_replay.py", "test_kill_harness.py", "test_presets.py", "test_results.py", "test_atari_pipeline.py",
+    "test_d4rl_adroit.py", "test_policy_export.py", "test_evaluation_loop.py", "test_minari_atari.py",
+    "test_update_paths.py", "test_d4rl.py", "test_bad_input.py", "test_d4rl_cql_example.py",
+]  # fmt: skip
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controlling process; workers inherit its environment
         os.environ[RAY_DIR_VARIABLE] = tempfile.mkdtemp(prefix="offline-rl-test-ray-")
+        if hasattr(config.option, "loadscopereorder"):
+            config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

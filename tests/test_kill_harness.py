@@ -28,14 +28,16 @@ from conftest import REPO_ROOT
 STOPPING_RUNS = r"""
 import json, os, pathlib, runpy, signal, sys
 
-import offline_rl.cli.d4rl_cql  # what every run imports, once: each run below is a fork of this process
+import offline_rl.cli.atari_cql  # what every run imports, once: each run below is a fork of this process
+import offline_rl.cli.d4rl_cql
 import offline_rl.runs.training
 import torch.utils.tensorboard
 
-stops, first_arguments, logdir, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+script, logdir, out = sys.argv[1], sys.argv[4], sys.argv[5]
+stops, first_arguments = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 
 
-def stop_at(point: str, when: int) -> None:
+def stop_at(point: str, when: int, stop: int) -> None:
     calls = [0]
 
     def due() -> bool:
@@ -48,7 +50,7 @@ def stop_at(point: str, when: int) -> None:
         def replaced(source, destination, *args, **kwargs):
             replace(source, destination, *args, **kwargs)
             if os.path.basename(destination) == "checkpoint.pth" and due():
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(os.getpid(), stop)
 
         os.replace = replaced
     elif point == "inside-evaluation":  # the n-th evaluation of this run, 20 steps into its episodes
@@ -63,7 +65,7 @@ def stop_at(point: str, when: int) -> None:
                 def stepping(*args, **kwargs):
                     steps[0] += 1
                     if steps[0] == 20:
-                        os.kill(os.getpid(), signal.SIGKILL)
+                        os.kill(os.getpid(), stop)
                     return step(*args, **kwargs)
 
                 self.env.step = stepping
@@ -78,17 +80,17 @@ def stop_at(point: str, when: int) -> None:
         def saving(payload, file, *args, **kwargs):
             save(payload, file, *args, **kwargs)
             if os.path.basename(str(file)).startswith(".checkpoint.pth.") and due():
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(os.getpid(), stop)
 
         torch.save = saving
-    elif point != "none":  # "SIGINT", "SIGTERM" or "SIGKILL": sent during the n-th update of this run
+    elif point == "update":  # during the n-th update of this run
         from offline_rl.algorithms.base import CountedOfflineAlgorithm
 
         update = CountedOfflineAlgorithm.update
 
         def updating(self, *args, **kwargs):
             if due():
-                os.kill(os.getpid(), getattr(signal, point))
+                os.kill(os.getpid(), stop)
             return update(self, *args, **kwargs)
 
         CountedOfflineAlgorithm.update = updating
@@ -104,12 +106,13 @@ for number, at in enumerate(stops):
     if pid == 0:
         for descriptor, name in ((1, "out"), (2, "err")):
             os.dup2(os.open(f"{out}/{number}.{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), descriptor)
-        point, when = at.split(":")
-        stop_at(point, int(when))
-        sys.argv = ["examples/d4rl_cql.py", *arguments]
+        point, when, stop = at.split(":")  # e.g. "inside-evaluation:2:SIGKILL", "none:0:-"
+        if point != "none":
+            stop_at(point, int(when), getattr(signal, stop))
+        sys.argv = [script, *arguments]
         code = 1
         try:
-            runpy.run_path("examples/d4rl_cql.py", run_name="__main__")
+            runpy.run_path(script, run_name="__main__")
             code = 0
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else 1
@@ -122,13 +125,17 @@ print(json.dumps(statuses))
 """
 
 
-def run_stopped(stops: list[str], first_arguments: list[str], logdir: Path, out: Path) -> list[int]:
-    """Run the program once per stop, each from the checkpoint the one before left (the first with
-    `first_arguments`), each stopped at its point; their exit statuses. Each run's output is in
-    `out`/<n>.out and <n>.err."""
+def run_stopped(
+    stops: list[str], first_arguments: list[str], logdir: Path, out: Path, script: str = "examples/d4rl_cql.py"
+) -> list[int]:
+    """Run `script` once per stop, each from the checkpoint the one before left (the first with
+    `first_arguments`), each stopped at its point ("POINT:N:SIGNAL": after the checkpoint's N-th rename,
+    inside the N-th evaluation, inside the N-th checkpoint write, or during the N-th update; "none:0:-"
+    runs to the end); their exit statuses. Each run's output is in `out`/<n>.out and <n>.err."""
     out.mkdir()
+    arguments = [script, json.dumps(stops), json.dumps(first_arguments), str(logdir), str(out)]
     done = subprocess.run(
-        [sys.executable, "-c", STOPPING_RUNS, json.dumps(stops), json.dumps(first_arguments), str(logdir), str(out)],
+        [sys.executable, "-c", STOPPING_RUNS, *arguments],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
@@ -147,25 +154,41 @@ def evaluations(stdout: str) -> list[tuple[int, str]]:
     return [(int(index), text) for index, text in found]
 
 
+def ends_as_the_straight_run(straight: Path, straight_out: str, stopped: Path, printed: list[tuple[int, str]]) -> None:
+    """The checks of a stopped and resumed run against the one never stopped (each an assertion):
+    every evaluation made, each as the straight run printed it; equal final weights, optimiser states
+    and generators; equal policy files and summaries; nothing half-written left."""
+    expected = dict(evaluations(straight_out))
+    assert {index for index, _ in printed} == set(expected)  # every evaluation made, none lost
+    assert all(text == expected[index] for index, text in printed), printed  # and each as the straight run's
+    assert_same_checkpoints(straight / "checkpoint.pth", stopped / "checkpoint.pth", exact=True)
+    for weights in ("policy_last.pth", "policy.pth"):
+        a, b = (checkpoint_state(folder / weights, ("algorithm",)) for folder in (straight, stopped))
+        assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a), weights
+    summaries = [json.loads((folder / "summary.json").read_text()) for folder in (straight, stopped)]
+    for key in ("last", "best_optimistic", "best_epoch", "total_updates"):
+        assert summaries[0][key] == summaries[1][key], key
+    assert summaries[1]["best_epoch"] is not None
+    assert not [path.name for path in stopped.iterdir() if path.name.endswith(".part")]  # what the kills left went
+
+
 def test_a_run_killed_anywhere_and_resumed_ends_as_the_run_never_stopped(tmp_path: Path) -> None:
     machine = ["--threads", "1", "--device", "cpu", "--epoch", str(EPOCHS)]
     straight_out = run_ok("examples/d4rl_cql.py", *TINY, *machine, "--logdir", str(tmp_path / "straight"), cwd=tmp_path)
-    straight = run_folder(tmp_path / "straight")
-    expected = dict(evaluations(straight_out))
-    assert sorted(expected) == list(range(1, EPOCHS + 1))
+    assert sorted(dict(evaluations(straight_out))) == list(range(1, EPOCHS + 1))
 
     draw = random.Random(77)
     ctrl_c = UPDATES + draw.randrange(1, UPDATES - 1)  # the process's updates: epoch 3's, then into epoch 4
     sigterm = draw.randrange(1, 2 * UPDATES - ctrl_c)  # further into epoch 4
     kill = (2 * UPDATES - ctrl_c - sigterm) + draw.randrange(1, UPDATES)  # the rest of epoch 4, then into epoch 5
     stops = [  # (where, its status): each resume meets the next stop
-        ("after-checkpoint-rename:1", -signal.SIGKILL),  # epoch 1 saved, its evaluation not made
-        ("inside-evaluation:2", -signal.SIGKILL),  # evaluation 1 again, then inside evaluation 2
-        ("inside-checkpoint-write:1", -signal.SIGKILL),  # epoch 3's checkpoint half done: epoch 2's stays
-        (f"SIGINT:{ctrl_c}", 130),  # inside epoch 4: a checkpoint between two updates
-        (f"SIGTERM:{sigterm}", 143),  # a scheduler's stop, later in epoch 4: the same
-        (f"SIGKILL:{kill}", -signal.SIGKILL),  # the rest of epoch 4, then inside epoch 5
-        ("none:0", 0),
+        ("after-checkpoint-rename:1:SIGKILL", -signal.SIGKILL),  # epoch 1 saved, its evaluation not made
+        ("inside-evaluation:2:SIGKILL", -signal.SIGKILL),  # evaluation 1 again, then inside evaluation 2
+        ("inside-checkpoint-write:1:SIGKILL", -signal.SIGKILL),  # epoch 3's checkpoint half done: epoch 2's stays
+        (f"update:{ctrl_c}:SIGINT", 130),  # inside epoch 4: a checkpoint between two updates
+        (f"update:{sigterm}:SIGTERM", 143),  # a scheduler's stop, later in epoch 4: the same
+        (f"update:{kill}:SIGKILL", -signal.SIGKILL),  # the rest of epoch 4, then inside epoch 5
+        ("none:0:-", 0),
     ]
     logdir, out, printed = tmp_path / "stopped", tmp_path / "out", []
     statuses = run_stopped([at for at, _ in stops], [*TINY, *machine, "--logdir", str(logdir)], logdir, out)
@@ -182,15 +205,6 @@ def test_a_run_killed_anywhere_and_resumed_ends_as_the_run_never_stopped(tmp_pat
             assert stderr.strip().splitlines()[-1] == f"{stopped_by}: no output was left half-written"
             assert [path.name for path in run_folder(logdir).iterdir() if path.name.startswith(".")] == [".lock"]
 
-    stopped = run_folder(logdir)
-    assert {index for index, _ in printed} == set(expected)  # every evaluation made, none lost
-    assert all(text == expected[index] for index, text in printed), printed  # and each as the straight run's
-    assert_same_checkpoints(straight / "checkpoint.pth", stopped / "checkpoint.pth", exact=True)
-    for weights in ("policy_last.pth", "policy.pth"):
-        a, b = (checkpoint_state(folder / weights, ("algorithm",)) for folder in (straight, stopped))
-        assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a), weights
-    summaries = [json.loads((folder / "summary.json").read_text()) for folder in (straight, stopped)]
-    for key in ("last", "best_optimistic", "best_epoch", "total_updates"):
-        assert summaries[0][key] == summaries[1][key], key
-    assert summaries[1]["total_updates"] == EPOCHS * UPDATES and summaries[1]["best_epoch"] is not None
-    assert not [path.name for path in stopped.iterdir() if path.name.endswith(".part")]  # what the kills left went
+    ends_as_the_straight_run(run_folder(tmp_path / "straight"), straight_out, run_folder(logdir), printed)
+    summary = json.loads((run_folder(logdir) / "summary.json").read_text())
+    assert summary["total_updates"] == EPOCHS * UPDATES

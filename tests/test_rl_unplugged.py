@@ -45,6 +45,8 @@ class _TensorFlow:
     pytest-xdist worker does) then costs no TensorFlow start."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # what collection asks of every object in the module (pytest's `_mock_name`)
+            raise AttributeError(name)
         return getattr(importlib.import_module("tensorflow"), name)
 
 
