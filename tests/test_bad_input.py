@@ -685,6 +685,8 @@ def test_a_buffer_with_a_negative_action_is_one_line(tmp_path: Path) -> None:
         (["--batch-size", "20000000"], "--batch-size 20000000 needs "),
         (["--hidden-sizes", "60000", "60000"], "--hidden-sizes 60000 60000 needs "),
         (["--test-num", "100000"], "--test-num 100000 needs "),
+        (["--cql-n-actions", "100000000"], "--cql-n-actions 100000000 needs "),  # not "--batch-size 256"
+        (["--dataset-size", "1000000000000"], "--dataset-size 1000000000000 needs "),  # the data it would generate
     ],
 )
 def test_a_run_that_cannot_fit_in_memory_stops_before_any_network_is_built(
@@ -704,6 +706,26 @@ def test_a_run_that_cannot_fit_in_memory_stops_before_any_network_is_built(
     assert not list(tmp_path.rglob("checkpoint.pth"))
 
 
+def test_a_collection_too_large_for_the_memory_is_one_line_before_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, numpy's allocation error as a traceback. Pendulum: 3 floats of observation and 3 of
+    the next, 1 of action, 1 of reward, two flags: 34 bytes a transition, 31.7 GiB for 10⁹."""
+    from offline_rl.cli.main import run_main
+    from offline_rl.collect import main as collect_main
+    from offline_rl.core import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: (8 << 30, "MemAvailable + SwapFree"))
+    with pytest.raises(SystemExit) as stopped:
+        run_main(collect_main, ["--task", "Pendulum-v1", "--size", "1000000000", "--output", str(tmp_path / "x.hdf5")])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --size 1000000000 needs 31.7 GiB of memory and 8.0 GiB are available (MemAvailable + SwapFree); "
+        "lower --size"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_path_flag_with_bytes_that_are_not_utf8_is_one_line(tmp_path: Path) -> None:
     """A name in another encoding reaches Python as lone surrogates; TensorBoard's writer failed on
     it with a traceback after the run had started."""
@@ -716,6 +738,10 @@ def test_a_path_flag_with_bytes_that_are_not_utf8_is_one_line(tmp_path: Path) ->
         "error: --logdir log\ufffd: holds bytes that are not UTF-8; expected a UTF-8 name"
     )
     assert list(tmp_path.iterdir()) == []
+    preset = run_in_process("examples/d4rl_cql.py", "--config", odd, cwd=tmp_path)  # was "no such file", escaped
+    assert preset.returncode == 2 and preset.stderr.strip().splitlines()[-1] == (
+        "error: --config log\ufffd: holds bytes that are not UTF-8; expected a UTF-8 name"
+    )
 
 
 def test_a_discrete_run_that_cannot_fit_in_memory_stops_before_its_network_is_built(

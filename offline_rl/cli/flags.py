@@ -30,6 +30,7 @@ from offline_rl.cli.presets import (
     apply_preset,
     flag_type,
     replace_paths,
+    require_text,
     shown_value,
     str_to_bool,
     type_hints_of,
@@ -278,19 +279,6 @@ def _report_overrides(resumed: Any, config: Any, source: str) -> None:
             print(f"{flag_of(f)} {shown_value(value)} overrides {shown_value(before[path])} of the run in {source}")
 
 
-def _require_text(value: Any, flag: str) -> None:
-    """A command line's bytes that are not UTF-8 (a file name in another encoding) reach Python as lone
-    surrogates, which every library that writes the name (TensorBoard, HDF5, JSON) fails on later
-    with a traceback: one line now."""
-    for item in value if isinstance(value, list | tuple) else [value]:
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                shown = item.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                raise OfflineRLError(f"{flag} {shown}: holds bytes that are not UTF-8; expected a UTF-8 name") from None
-
-
 def parse_config(
     default: Config,
     argv: Sequence[str] | None,
@@ -312,7 +300,7 @@ def parse_config(
     updates = {}
     for path, field, owner in leaf_fields(default):
         value = namespace["/".join(path)]
-        _require_text(value, flag_of(field))
+        require_text(value, flag_of(field))
         kind = flag_type(type_hints_of(type(owner))[field.name])
         # argparse gives lists for nargs='+': tuple-typed fields get tuples
         updates[path] = kind.container(value) if kind.is_list and value is not None else value

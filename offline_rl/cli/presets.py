@@ -114,10 +114,24 @@ def unique_key_loader() -> Any:
     return UniqueKeyLoader
 
 
+def require_text(value: Any, flag: str) -> None:
+    """A command line's bytes that are not UTF-8 (a file name in another encoding) reach Python as lone
+    surrogates, which every library that writes the name (TensorBoard, HDF5, JSON) fails on later
+    with a traceback: one line now."""
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = item.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise OfflineRLError(f"{flag} {shown}: holds bytes that are not UTF-8; expected a UTF-8 name") from None
+
+
 def load_preset(path: str | Path) -> dict[str, Any]:
     """A preset file's settings: a flat YAML mapping from setting (or flag) names to values."""
     import yaml  # PyYAML: kept out of --help's start
 
+    require_text(str(path), CONFIG_FLAG)
     file = Path(path).expanduser()
     if not file.exists():
         raise OfflineRLError(f"{CONFIG_FLAG} {file}: no such file")

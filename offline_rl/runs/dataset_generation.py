@@ -24,6 +24,7 @@ import numpy as np
 from offline_rl.core.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.core.files import FileLock, check_output
 from offline_rl.core.progress import progress_bar, shell_quoted
+from offline_rl.core.resources import require_memory
 from offline_rl.core.settings import SEED_RANGE, check_ranges, setting
 from offline_rl.data.fit import TaskMismatchWarning, same_task
 from offline_rl.envs.atari import is_atari_game
@@ -215,8 +216,9 @@ def check_collectable(config: CollectConfig, action_space: gym.Space, observatio
         )
 
 
-def collect_dataset(config: CollectConfig) -> Path:
-    """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`."""
+def collect_dataset(config: CollectConfig, *, size_flag: str = "--size") -> Path:
+    """Roll out the behaviour policy and write a D4RL-format HDF5 file at `config.output`; a size the
+    memory cannot hold is one line naming `size_flag`, the flag that set `config.size`."""
     config = with_task(config)
     config.validate()
     is_folder = config.output_format == "minari"  # a Minari dataset is a folder
@@ -238,7 +240,10 @@ def collect_dataset(config: CollectConfig) -> Path:
         obs_shape = tuple(envs.single_observation_space.shape or ())
         discrete = isinstance(space, gym.spaces.Discrete)
         act_shape = () if discrete else tuple(space.shape)
-        writer = DatasetWriter(config.size, obs_shape, act_shape, np.int64 if discrete else np.float32)
+        act_dtype = np.int64 if discrete else np.float32
+        need = DatasetWriter.bytes_needed(config.size, obs_shape, act_shape, act_dtype)
+        require_memory(need, f"{size_flag} {config.size}", f"lower {size_flag}")
+        writer = DatasetWriter(config.size, obs_shape, act_shape, act_dtype)
         journal = _open_journal(config, output, writer)
         session = journal.session if journal else 0
         # A continued collection draws new actions and plays new games: repeating the first
@@ -391,7 +396,7 @@ def _generate_once(path: Path, config: CollectConfig) -> bool:
             f"no dataset given: generating a {config.size}-step random-policy dataset for {config.task} at {path} "
             "(reused next time)"
         )
-        collect_dataset(config)
+        collect_dataset(config, size_flag="--dataset-size")
         return True
     finally:
         lock.release()

@@ -96,6 +96,13 @@ class DatasetWriter:
         self.columns = EpisodeBuffer(obs_shape, act_shape, act_dtype)
         self.columns._allocate(size)
 
+    @staticmethod
+    def bytes_needed(size: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], act_dtype: type) -> int:
+        """The memory of the columns a writer of `size` transitions holds: observations and next
+        observations (float32), actions, rewards (float32), terminals and timeouts."""
+        per_transition = 2 * 4 * int(np.prod(obs_shape)) + np.dtype(act_dtype).itemsize * int(np.prod(act_shape)) + 6
+        return size * per_transition
+
     @property
     def full(self) -> bool:
         return self.cursor >= self.size

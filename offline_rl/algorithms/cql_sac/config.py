@@ -165,15 +165,18 @@ class CQLSACConfig:
         """A lower estimate of the memory an update takes, by the flag that sets each part: the
         networks (the critics, their targets, the actor) with their gradients and Adam's two moments
         (`--hidden-sizes`), and the activations a batch keeps for the backward pass: every critic
-        scores the batch's action and the 3·N actions the conservative term samples (`--batch-size`).
-        Keyed by the flag and its value, for a message that names them."""
+        scores the batch's action and the 3·N actions the conservative term samples (`--batch-size`,
+        or `--cql-n-actions` where N is the larger factor). Keyed by the flag and its value, for a
+        message that names them."""
         actor = _mlp_parameters([obs_dim, *self.actor_hidden_sizes, 2 * act_dim])
         critic = _mlp_parameters([obs_dim + act_dim, *self.critic_hidden_sizes, 1])
         networks = 4 * (4 * actor + 5 * self.num_critics * critic)  # float32; the targets have no optimiser
         rows = batch_size * (1 + 3 * self.cql_n_actions)
         activations = 4 * 2 * rows * self.num_critics * sum(self.critic_hidden_sizes)  # kept for backward, and grads
         widths = " ".join(map(str, self.actor_hidden_sizes))
-        return {f"--hidden-sizes {widths}": networks, f"--batch-size {batch_size}": activations}
+        larger = 1 + 3 * self.cql_n_actions > batch_size  # the factor of `rows` that asks for the most
+        rows_flag = f"--cql-n-actions {self.cql_n_actions}" if larger else f"--batch-size {batch_size}"
+        return {f"--hidden-sizes {widths}": networks, rows_flag: activations}
 
     def validate(self) -> None:
         """One-line errors naming the flag for settings that cannot work."""
