@@ -222,3 +222,32 @@ def test_a_checkpoint_written_before_checksums_still_loads(tmp_path: Path) -> No
     path = tmp_path / "checkpoint.pth"
     torch.save({"format": CHECKPOINT_FORMAT, "algorithm": torch.nn.Linear(2, 2).state_dict(), "epoch": 4}, path)
     assert load_checkpoint(path)["epoch"] == 4
+
+
+@pytest.mark.parametrize("kind", ["a plain pickle", "torch.save with pickle protocol 4"])
+def test_a_torch_file_pickled_another_way_runs_nothing_and_is_one_line(tmp_path: Path, kind: str) -> None:
+    """A payload in a file pickled with another protocol is refused like any other, and torch's note on
+    the protocol no longer comes before the error as a second line."""
+    marker, path = tmp_path / "ran", tmp_path / "checkpoint.pth"
+    payload = {"format": "offline_rl.checkpoint", "algorithm": _Payload(f"touch {marker}")}
+    if kind == "a plain pickle":
+        path.write_bytes(pickle.dumps(payload, protocol=4))
+    else:
+        torch.save(payload, path, pickle_protocol=4)
+    for flags in (["--resume-path", str(path)], ["--watch", "--resume-path", str(path)]):
+        done = run_in_process("examples/d4rl_cql.py", *flags, cwd=tmp_path)
+        assert done.returncode == 2 and not marker.exists()
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"error: --resume-path {path}: "), line
+    import warnings
+
+    from offline_rl.algorithms.export.policy_file import load_policy
+    from offline_rl.runs.checkpoint import load_checkpoint
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(OfflineRLError, match=rf"^{re.escape(str(path))}: "):
+            load_policy(path)
+        with pytest.raises(OfflineRLError, match=rf"^--resume-path {re.escape(str(path))}: "):
+            load_checkpoint(path)
+    assert not marker.exists() and [str(warning.message) for warning in said] == []

@@ -313,6 +313,19 @@ class FileLock:
             self._fd = None
 
 
+def load_weights_only(path: Path, map_location: Any) -> Any:
+    """`torch.load(path, weights_only=True)`: plain containers, numbers and tensors, never code. torch's
+    note on a file pickled with another protocol stays quiet: the file is read or refused in one line
+    either way."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def unreadable_torch_file(path: Path, error: BaseException) -> str:
     """What a failed `torch.load(..., weights_only=True)` says about the file, in words."""
     if zipfile.is_zipfile(path) and "Weights only load failed" in str(error):

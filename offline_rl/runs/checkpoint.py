@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import DAMAGED, atomic_path, damaged, unreadable_torch_file, with_checksum
+from offline_rl.core.files import DAMAGED, atomic_path, damaged, load_weights_only, unreadable_torch_file, with_checksum
 from offline_rl.runs.files import RUN_BEST_POLICY_FILE, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE
 
 CHECKPOINT_FORMAT = "offline_rl.runs.checkpoint/1"
@@ -38,7 +38,7 @@ def load_checkpoint(path: str | os.PathLike[str], device: str | torch.device = "
     if not file_path.is_file():
         raise OfflineRLError(f"--resume-path {file_path}: no such file")
     try:
-        payload = torch.load(file_path, map_location=device, weights_only=True)
+        payload = load_weights_only(file_path, device)
     except Exception as error:  # torch raises many types for foreign or corrupt files
         raise OfflineRLError(
             f"--resume-path {file_path}: {unreadable_torch_file(file_path, error)}; {EXPECTED_CHECKPOINT}"

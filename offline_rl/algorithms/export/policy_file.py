@@ -28,7 +28,7 @@ from torch import nn
 
 from offline_rl.algorithms.layers import relu_mlp
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import DAMAGED, atomic_path, damaged, unreadable_torch_file, with_checksum
+from offline_rl.core.files import DAMAGED, atomic_path, damaged, load_weights_only, unreadable_torch_file, with_checksum
 
 POLICY_FORMAT = "offline_rl.policy/1"
 
@@ -98,7 +98,7 @@ def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
     if not file_path.is_file():
         raise OfflineRLError(f"{file_path}: no such policy file")
     try:
-        payload = torch.load(file_path, map_location="cpu", weights_only=True)
+        payload = load_weights_only(file_path, "cpu")
     except Exception as error:  # torch raises many types for foreign or corrupt files
         raise OfflineRLError(f"{file_path}: {unreadable_torch_file(file_path, error)}; {EXPECTED_POLICY}") from None
     if not isinstance(payload, dict) or payload.get("format") != POLICY_FORMAT:
