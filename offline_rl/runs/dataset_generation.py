@@ -24,7 +24,6 @@ import numpy as np
 from offline_rl.core.errors import IgnoredFlagWarning, OfflineRLError
 from offline_rl.core.files import FileLock, check_output
 from offline_rl.core.progress import progress_bar, shell_quoted
-from offline_rl.core.resources import require_memory
 from offline_rl.core.settings import SEED_RANGE, check_ranges, setting
 from offline_rl.data.fit import TaskMismatchWarning, same_task
 from offline_rl.envs.atari import is_atari_game
@@ -241,9 +240,7 @@ def collect_dataset(config: CollectConfig, *, size_flag: str = "--size") -> Path
         discrete = isinstance(space, gym.spaces.Discrete)
         act_shape = () if discrete else tuple(space.shape)
         act_dtype = np.int64 if discrete else np.float32
-        need = DatasetWriter.bytes_needed(config.size, obs_shape, act_shape, act_dtype)
-        require_memory(need, f"{size_flag} {config.size}", f"lower {size_flag}")
-        writer = DatasetWriter(config.size, obs_shape, act_shape, act_dtype)
+        writer = DatasetWriter(config.size, obs_shape, act_shape, act_dtype, size_flag=size_flag)
         journal = _open_journal(config, output, writer)
         session = journal.session if journal else 0
         # A continued collection draws new actions and plays new games: repeating the first

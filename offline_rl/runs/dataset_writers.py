@@ -17,6 +17,7 @@ import numpy as np
 
 from offline_rl.core import VERSION
 from offline_rl.core.files import atomic_hdf5
+from offline_rl.core.resources import require_memory
 from offline_rl.envs.scores import environment_key, reference_scores
 
 if TYPE_CHECKING:
@@ -89,8 +90,17 @@ class DatasetWriter:
     """Fixed-size output columns filled with whole episodes, in the order they finish."""
 
     def __init__(
-        self, size: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], act_dtype: type = np.float32
+        self,
+        size: int,
+        obs_shape: tuple[int, ...],
+        act_shape: tuple[int, ...],
+        act_dtype: type = np.float32,
+        *,
+        size_flag: str = "--size",
     ) -> None:
+        """Columns for `size` transitions; a size the memory cannot hold is one line naming `size_flag`."""
+        need = self.bytes_needed(size, obs_shape, act_shape, act_dtype)
+        require_memory(need, f"{size_flag} {size}", f"lower {size_flag}")
         self.size = size
         self.cursor = 0
         self.columns = EpisodeBuffer(obs_shape, act_shape, act_dtype)
