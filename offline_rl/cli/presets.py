@@ -164,14 +164,17 @@ def _corl_config_hint(data: dict[str, Any]) -> str:
     )
 
 
-def apply_settings(default: Config, values: dict[str, Any], *, source: str) -> Config:
+def apply_settings(
+    default: Config, values: dict[str, Any], *, source: str, index: SettingsIndex | None = None
+) -> Config:
     """A copy of `default` with `values` (keyed by any flag spelling or field name) applied.
 
     A key that names no setting is a one-line error naming `source` and the key.
     """
+    index = settings_index(default) if index is None else index
     updates: dict[tuple[str, ...], Any] = {}
     for key, value in values.items():
-        path, field, owner = setting_named(default, key, source=source)
+        path, field, owner = setting_named(default, key, source=source, index=index)
         updates[path] = coerce_setting(owner, field, value, f"{source}: {key}")
     return replace_paths(default, updates)
 
@@ -182,7 +185,8 @@ def apply_preset(default: Config, preset: str | Path, *, prog: str) -> Config:
     that program's, with the command that takes it, rather than by its first unknown key."""
     values = load_preset(preset)
     source = f"{CONFIG_FLAG} {preset}"
-    unknown = [str(key) for key in values if _find_setting(default, str(key)) is None]
+    index = settings_index(default)
+    unknown = [str(key) for key in values if _find_setting(default, str(key), index) is None]
     owners = [program for program in programs_holding(values) if program.command != prog] if unknown else []
     if owners:
         named = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
@@ -190,23 +194,36 @@ def apply_preset(default: Config, preset: str | Path, *, prog: str) -> Config:
             f"{source}: a preset for {owners[0].command} ({named}: no settings of {prog}); "
             f"python {owners[0].command} {CONFIG_FLAG} {preset}"
         )
-    return apply_settings(default, values, source=source)
+    return apply_settings(default, values, source=source, index=index)
 
 
-def _find_setting(default: Any, key: str) -> tuple[tuple[str, ...], dataclasses.Field, Any] | None:
-    """(path, field, owner) of the setting `key` names (`setting_key`: a field name or any flag
-    spelling, with or without dashes), or None."""
-    wanted = setting_key(key)
+SettingsIndex = dict[str, tuple[tuple[str, ...], dataclasses.Field, Any]]
+
+
+def settings_index(default: Any) -> SettingsIndex:
+    """(path, field, owner) of each setting of `default` under every `setting_key` that names it (a
+    field name or any flag spelling, with or without dashes); where two fields share a key, the
+    first in declaration order. Built once for all the keys of a preset or sweep file."""
+    index: SettingsIndex = {}
     for path, field, owner in leaf_fields(default):
-        if wanted in setting_keys(field):
-            return path, field, owner
-    return None
+        for key in setting_keys(field):
+            index.setdefault(key, (path, field, owner))
+    return index
 
 
-def setting_named(default: Any, key: str, *, source: str) -> tuple[tuple[str, ...], dataclasses.Field, Any]:
+def _find_setting(
+    default: Any, key: str, index: SettingsIndex | None = None
+) -> tuple[tuple[str, ...], dataclasses.Field, Any] | None:
+    """(path, field, owner) of the setting `key` names, or None."""
+    return (settings_index(default) if index is None else index).get(setting_key(key))
+
+
+def setting_named(
+    default: Any, key: str, *, source: str, index: SettingsIndex | None = None
+) -> tuple[tuple[str, ...], dataclasses.Field, Any]:
     """(path, field, owner) of the setting `key` names (`_find_setting`); a one-line error naming
     `source` and the key when it names none."""
-    found = _find_setting(default, key)
+    found = _find_setting(default, key, index)
     if found is not None:
         return found
     known = {spelling for _, field, _ in leaf_fields(default) for spelling in spellings_of(field)}
