@@ -384,9 +384,10 @@ def main() -> None:
             last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1][:110]
             print(f"| {name} | {outcome} | {time.perf_counter() - start:.1f} | {last.replace('|', '/')} |", flush=True)
         print("\n" + ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())))
-        print("\n| malicious torch file | --resume-path | collect --policy |\n|---|---|---|")
         refused = 0
         torch_files = malicious_torch_files(folder, files["policy"]) if "torch" in only or not only else {}
+        if torch_files:
+            print("\n| malicious torch file | --resume-path | collect --policy |\n|---|---|---|")
         for name, path in torch_files.items():
             answers = []
             for argv in (d4rl(f"--resume-path {path}"), command("-m", "offline_rl.collect", "--policy", str(path),
