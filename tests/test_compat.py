@@ -318,3 +318,37 @@ def test_the_compiler_notices_dropped_are_torch_s_own_and_nothing_else_is() -> N
     assert kept.messages == ["Unsupported context manager x"]
     assert [str(warning.message) for warning in caught] == ["another warning"]
     assert sum(isinstance(f, compat._DropNotice) for f in logger.filters) == 1
+
+
+def test_tianshous_compiles_hold_a_lock_the_machines_processes_share() -> None:
+    """Runs started together before numba's cache exists (a sweep's trials, a fresh install's test
+    workers) each compiled Tianshou's functions, about 10 s apiece on 2 cores; each compile now holds
+    a lock that processes share, so the others wait and then load what the first wrote to the cache."""
+    from tianshou.algorithm.algorithm_base import Policy
+    from tianshou.data.buffer.manager import ReplayBufferManager
+    from tianshou.data.utils.segtree import SegmentTree
+
+    from offline_rl.core.files import FileLock
+
+    compat.cache_tianshou_jit()  # a second time: still one lock around each, not one inside another
+    for owner in (Policy, ReplayBufferManager, SegmentTree):
+        declared = vars(owner)["_compile"]
+        assert (declared.__func__ if isinstance(declared, staticmethod) else declared).__wrapped__.__qualname__ == (
+            f"{owner.__name__}._compile"
+        )
+    held: list[bool] = []
+
+    def compile_(*args: object) -> None:  # what another process finds while a compile runs
+        other = FileLock(compat.compile_lock_path())
+        held.append(not other.acquire(wait=False))
+        other.release()
+
+    locked = compat.one_compile_at_a_time(compile_)
+    locked()
+    compat.one_compile_at_a_time(lambda: locked(object()))()  # a compile inside another waits for nothing
+    assert held == [True, True]
+    after = FileLock(compat.compile_lock_path())
+    assert after.acquire(wait=False)  # released
+    after.release()
+    SegmentTree(4)  # Tianshou's own compiles, through the lock
+    Policy._compile()

@@ -13,12 +13,18 @@ BLAS if they fail, and `tests/test_cpu_products.py` requires the installed torch
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import logging
+import os
 import pickle
 import re
+import tempfile
+import threading
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import h5py
@@ -29,6 +35,7 @@ from tianshou.data import Batch, PrioritizedReplayBuffer, ReplayBuffer
 from tianshou.data.utils.converter import to_hdf5
 
 from offline_rl.core.errors import DatasetError, first_line
+from offline_rl.core.files import FileLock
 
 _JIT_MODULES = ("tianshou.algorithm.algorithm_base", "tianshou.data.buffer.manager", "tianshou.data.utils.segtree")
 
@@ -40,15 +47,56 @@ def cache_tianshou_jit() -> None:
     10 s of every run's start on a 2-core machine, paid again by every run, evaluation and test
     process. Numba's own on-disk cache, switched on per function before its first compile, makes
     that a one-time cost (next to Tianshou's sources, or in numba's user cache where those are
-    read-only; `NUMBA_CACHE_DIR` moves it). Results are numba's, unchanged.
+    read-only; `NUMBA_CACHE_DIR` moves it). Results are numba's, unchanged. Tianshou's compiling
+    methods take a lock the machine's processes share (`one_compile_at_a_time`), so that runs started
+    together before the cache exists (a sweep's trials) compile once rather than each.
     """
 
     from numba.core.registry import CPUDispatcher  # heavy (numba): loaded only when used
+    from tianshou.algorithm.algorithm_base import Policy
+    from tianshou.data.buffer.manager import ReplayBufferManager
+    from tianshou.data.utils.segtree import SegmentTree
 
     for name in _JIT_MODULES:
         for function in vars(importlib.import_module(name)).values():
             if isinstance(function, CPUDispatcher) and function._cache.__class__.__name__ == "NullCache":
                 function.enable_caching()
+    for owner in (Policy, ReplayBufferManager, SegmentTree):
+        declared = vars(owner)["_compile"]  # Policy's is a staticmethod, the others plain methods
+        function = declared.__func__ if isinstance(declared, staticmethod) else declared
+        if not getattr(function, "one_at_a_time", False):
+            locked = one_compile_at_a_time(function)
+            owner._compile = staticmethod(locked) if isinstance(declared, staticmethod) else locked  # type: ignore[method-assign]
+
+
+_compiling = threading.local()
+
+
+def compile_lock_path() -> Path:
+    """The lock Tianshou's compiles take: one per user of the machine."""
+    return Path(tempfile.gettempdir()) / f"offline_rl-numba-{os.getuid()}.lock"
+
+
+def one_compile_at_a_time(compile_: Callable[..., None]) -> Callable[..., None]:
+    """`compile_` run under the machine's compile lock: a process that finds it held waits, then
+    loads from numba's cache what the holder compiled instead of compiling it again."""
+
+    @functools.wraps(compile_)
+    def compiling(*args: Any) -> None:
+        if getattr(_compiling, "held", False):  # a compile inside another: the lock is this thread's already
+            compile_(*args)
+            return
+        lock = FileLock(compile_lock_path())
+        lock.acquire(wait=True)
+        _compiling.held = True
+        try:
+            compile_(*args)
+        finally:
+            _compiling.held = False
+            lock.release()
+
+    compiling.one_at_a_time = True  # type: ignore[attr-defined]
+    return compiling
 
 
 cache_tianshou_jit()
