@@ -25,6 +25,32 @@ TINY = "--task Pendulum-v1 --dataset-size 1500 --step-per-epoch 15 --test-num 1 
 PAYLOAD = "payload-ran"  # a planted payload writes this file
 
 
+PRESETS = {
+    "float-epoch.yaml": "epoch: 1.5\n",
+    "bool-seed.yaml": "seed: true\n",
+    "twice.yaml": "epoch: 3\nepoch: 4\n",
+    "list.yaml": "- a\n- b\n",
+    "unknown.yaml": "no_such_setting: 1\n",
+    "syntax.yaml": "epoch: [1\n",
+    "negative.yaml": "batch_size: -1\n",
+    "text-sizes.yaml": "hidden_sizes: abc\n",
+    "bool-epoch.yaml": "epoch: true\n",
+    "python-tag.yaml": "epoch: !!python/object/apply:os.system ['touch payload-ran']\n",
+}  # wrong preset files, by name
+SWEEPS = {
+    "outside.yaml": "example: d4rl_cql\nname: ../../x\ngrid: {seed: [0]}\n",
+    "float-grid.yaml": "example: d4rl_cql\ngrid: {epoch: [1.5, 2]}\n",
+    "no-example.yaml": "grid: {seed: [0, 1]}\n",
+    "dot.yaml": "example: d4rl_cql\nname: .\ngrid: {seed: [0]}\n",
+    "absolute.yaml": "example: d4rl_cql\nname: /tmp/offline-rl-probe\ngrid: {seed: [0]}\n",
+    "twice-sweep.yaml": "example: d4rl_cql\nexample: d4rl_cql\ngrid: {seed: [0]}\n",
+    "same-values.yaml": "example: d4rl_cql\ngrid: {seed: [1, 1]}\n",
+    "unknown-axis.yaml": "example: d4rl_cql\ngrid: {no_such_setting: [1, 2]}\n",
+    "bool-grid.yaml": "example: d4rl_cql\ngrid: {seed: [true, 2]}\n",
+    "unknown-example.yaml": "example: nothing\ngrid: {seed: [0]}\n",
+}  # wrong sweep files, by name
+
+
 def command(*words: str) -> list[str]:
     return [sys.executable, *words]
 
@@ -62,33 +88,7 @@ def prepare(folder: Path) -> dict[str, str]:
     prepare_datasets(folder, dataset)
     (folder / "a-folder").mkdir()
     (folder / "a-file").write_text("")
-    presets = {
-        "float-epoch.yaml": "epoch: 1.5\n",
-        "bool-seed.yaml": "seed: true\n",
-        "twice.yaml": "epoch: 3\nepoch: 4\n",
-        "list.yaml": "- a\n- b\n",
-        "unknown.yaml": "no_such_setting: 1\n",
-        "syntax.yaml": "epoch: [1\n",
-        "negative.yaml": "batch_size: -1\n",
-        "text-sizes.yaml": "hidden_sizes: abc\n",
-        "bool-epoch.yaml": "epoch: true\n",
-        "python-tag.yaml": "epoch: !!python/object/apply:os.system ['touch payload-ran']\n",
-    }
-    for name, text in presets.items():
-        (folder / name).write_text(text)
-    sweeps = {
-        "outside.yaml": "example: d4rl_cql\nname: ../../x\ngrid: {seed: [0]}\n",
-        "float-grid.yaml": "example: d4rl_cql\ngrid: {epoch: [1.5, 2]}\n",
-        "no-example.yaml": "grid: {seed: [0, 1]}\n",
-        "dot.yaml": "example: d4rl_cql\nname: .\ngrid: {seed: [0]}\n",
-        "absolute.yaml": "example: d4rl_cql\nname: /tmp/offline-rl-probe\ngrid: {seed: [0]}\n",
-        "twice-sweep.yaml": "example: d4rl_cql\nexample: d4rl_cql\ngrid: {seed: [0]}\n",
-        "same-values.yaml": "example: d4rl_cql\ngrid: {seed: [1, 1]}\n",
-        "unknown-axis.yaml": "example: d4rl_cql\ngrid: {no_such_setting: [1, 2]}\n",
-        "bool-grid.yaml": "example: d4rl_cql\ngrid: {seed: [true, 2]}\n",
-        "unknown-example.yaml": "example: nothing\ngrid: {seed: [0]}\n",
-    }
-    for name, text in sweeps.items():
+    for name, text in {**PRESETS, **SWEEPS}.items():
         (folder / name).write_text(text)
     return files
 
@@ -200,9 +200,7 @@ def cases(files: dict[str, str]) -> list[tuple[str, list[str]]]:
         "--export-policy policy.txt", "--no-such-flag 1", "--dataset missing.hdf5", "--dataset text.hdf5",
         "--dataset empty.hdf5", "--dataset truncated.hdf5", "--dataset a-folder", "--dataset no-actions.hdf5",
         "--dataset unequal.hdf5", "--dataset nan.hdf5", "--dataset wider.hdf5", "--dataset evil.hdf5",
-        "--config missing.yaml", "--config a-folder", "--config float-epoch.yaml", "--config bool-seed.yaml",
-        "--config bool-epoch.yaml", "--config twice.yaml", "--config list.yaml", "--config unknown.yaml",
-        "--config syntax.yaml", "--config negative.yaml", "--config text-sizes.yaml", "--config python-tag.yaml",
+        "--config missing.yaml", "--config a-folder", *(f"--config {name}" for name in PRESETS),
     ]  # fmt: skip
     found = [(f"d4rl_cql.py {flag}", d4rl(f"{TINY} --epoch 1 {flag}")) for flag in flags]
     for planted in ("call", "register", "wrapper"):  # without --task: the dataset's recorded env would be made
@@ -246,9 +244,7 @@ def cases(files: dict[str, str]) -> list[tuple[str, list[str]]]:
         "--policy damaged.pth",
     ):
         found.append((f"collect {flag}", command(*collect, "--output", "made.hdf5", *flag.split())))
-    for sweep in ("outside.yaml", "float-grid.yaml", "no-example.yaml", "dot.yaml", "absolute.yaml",
-                  "twice-sweep.yaml", "same-values.yaml", "unknown-axis.yaml", "bool-grid.yaml", "unknown-example.yaml",
-                  "missing.yaml", "syntax.yaml"):  # fmt: skip
+    for sweep in (*SWEEPS, "missing.yaml", "syntax.yaml"):
         found.append((f"sweep {sweep}", command("-m", "offline_rl.sweep", sweep)))
     sweep = ["-m", "offline_rl.sweep", "--example", "d4rl_cql", "--dry-run"]
     for flag in ("--grid seed", "--grid seed=1,1", "--grid seed=x"):
