@@ -322,7 +322,7 @@ def test_the_compiler_notices_dropped_are_torch_s_own_and_nothing_else_is() -> N
 
 def test_tianshous_compiles_hold_a_lock_the_machines_processes_share() -> None:
     """Runs started together before numba's cache exists (a sweep's trials, a fresh install's test
-    workers) each compiled Tianshou's functions, about 10 s apiece on 2 cores; each compile now holds
+    workers) each compiled Tianshou's functions, seconds apiece; each compile now holds
     a lock that processes share, so the others wait and then load what the first wrote to the cache."""
     from tianshou.algorithm.algorithm_base import Policy
     from tianshou.data.buffer.manager import ReplayBufferManager

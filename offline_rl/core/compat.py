@@ -43,13 +43,13 @@ _JIT_MODULES = ("tianshou.algorithm.algorithm_base", "tianshou.data.buffer.manag
 def cache_tianshou_jit() -> None:
     """Keep Tianshou's numba functions compiled between processes.
 
-    Tianshou compiles them (`@njit`, no cache) whenever a policy or a vector buffer is built: about
-    10 s of every run's start on a 2-core machine, paid again by every run, evaluation and test
-    process. Numba's own on-disk cache, switched on per function before its first compile, makes
-    that a one-time cost (next to Tianshou's sources, or in numba's user cache where those are
-    read-only; `NUMBA_CACHE_DIR` moves it). Results are numba's, unchanged. Tianshou's compiling
-    methods take a lock the machine's processes share (`one_compile_at_a_time`), so that runs started
-    together before the cache exists (a sweep's trials) compile once rather than each.
+    Tianshou compiles them (`@njit`, no cache) whenever a policy or a vector buffer is built: seconds
+    of every run's start, paid again by every run, evaluation and test process. Numba's own on-disk
+    cache, switched on per function before its first compile, makes that a one-time cost (next to
+    Tianshou's sources, or in numba's user cache where those are read-only; `NUMBA_CACHE_DIR` moves
+    it). Results are numba's, unchanged. Tianshou's compiling methods take a lock the machine's
+    processes share (`one_compile_at_a_time`), so that runs started together before the cache exists
+    (a sweep's trials) compile once rather than each.
     """
 
     from numba.core.registry import CPUDispatcher  # heavy (numba): loaded only when used
