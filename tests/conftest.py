@@ -33,6 +33,8 @@ import numpy as np
 import pytest
 import torch
 
+import forked
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -159,10 +161,17 @@ def script_env() -> dict[str, str]:
 
 
 def run_repo_script(
-    script: str, *args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 600
+    script: str,
+    *args: str,
+    cwd: Path,
+    env_extra: dict[str, str] | None = None,
+    timeout: float = 600,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run one of the repo's command-line scripts (`examples/...`, `converters/...`) as a user would."""
-    return subprocess.run(
+    """Run one of the repo's command-line scripts (`examples/...`, `converters/...`) as a user would, in a
+    process of its own: forked from one that has imported torch and Tianshou (`forked`), or with `fresh`
+    in a new interpreter, for what depends on the interpreter's own start (imports, warnings shown once)."""
+    return (subprocess.run if fresh else forked.run)(
         [sys.executable, str(REPO_ROOT / script), *args],
         capture_output=True,
         text=True,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import forked
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.files import atomic_path, check_output, full_disk_errno
 
@@ -137,7 +138,7 @@ def test_a_full_disk_is_one_line_not_a_crash(tmp_path: Path, write: str) -> None
     size limit stands in for a full disk, which a test cannot make without mounting one."""
     script = _FILL_THE_DISK.format(write=write)
     output = tmp_path / "out.hdf5"
-    result = subprocess.run([sys.executable, "-c", script, str(output)], capture_output=True, text=True, timeout=300)
+    result = forked.run([sys.executable, "-c", script, str(output)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == f"one line: {output}: not written, File too large (nothing partial was left)"
     assert list(tmp_path.iterdir()) == []

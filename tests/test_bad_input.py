@@ -472,7 +472,13 @@ def test_a_missing_buffer_for_a_vector_task_names_the_recipe_for_one(tmp_path: P
 
 def test_a_v4_mujoco_task_adds_no_gymnasium_notice_to_a_one_line_error(tmp_path: Path) -> None:
     result = run_repo_script(
-        "examples/d4rl_cql.py", "--task", "HalfCheetah-v4", "--dataset", str(tmp_path / "missing.hdf5"), cwd=tmp_path
+        "examples/d4rl_cql.py",
+        "--task",
+        "HalfCheetah-v4",
+        "--dataset",
+        str(tmp_path / "missing.hdf5"),
+        cwd=tmp_path,
+        fresh=True,  # gymnasium's notice would come as the interpreter imports it
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")

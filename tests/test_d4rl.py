@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import forked
 from conftest import episodes_to_arrays, write_d4rl_file
 from offline_rl.core.errors import DatasetError, DownloadError
 from offline_rl.data import d4rl as d4rl_module
@@ -341,7 +342,6 @@ def test_the_example_applies_the_tasks_limit_without_a_warning(tmp_path: Path) -
 
 
 def test_command_lines_print_our_warnings_as_one_line() -> None:
-    import subprocess
     import sys
 
     from conftest import script_env
@@ -355,7 +355,7 @@ def test_command_lines_print_our_warnings_as_one_line() -> None:
         "    warnings.warn('not ours', UserWarning, stacklevel=1)\n"
         "run_main(main, [])\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=script_env())
+    done = forked.run([sys.executable, "-c", program], capture_output=True, text=True, env=script_env())
     assert done.returncode == 0
     lines = done.stderr.splitlines()
     assert lines[0] == "warning: data.hdf5: no 'timeouts' key"

@@ -392,6 +392,7 @@ def test_ray_tasks_stream_each_checkpoints_first_slots_from_the_mirror(tmp_path:
         *flags,
         cwd=tmp_path,
         env_extra={"DQN_REPLAY_MIRROR": mirror.as_uri(), "HOME": str(home)},
+        fresh=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "converted 2 checkpoint(s)" in done.stdout.splitlines()[-1]
@@ -528,7 +529,7 @@ def test_a_fraction_reads_only_the_start_of_the_frame_file_as_it_downloads(tmp_p
 
 
 def test_help_answers_without_importing_torch(tmp_path: Path) -> None:
-    done = run_repo_script("converters/dqn_replay_atari.py", "--help", cwd=tmp_path)
+    done = run_repo_script("converters/dqn_replay_atari.py", "--help", cwd=tmp_path, fresh=True)
     assert done.returncode == 0 and "--fraction" in done.stdout
 
 

@@ -147,7 +147,7 @@ def test_help_gives_every_flag_a_description_and_its_default(default: Any) -> No
 
 
 def test_help_runs_from_the_command_line(tmp_path: Path) -> None:
-    result = run_repo_script("examples/atari_qrdqn.py", "--help", cwd=tmp_path)
+    result = run_repo_script("examples/atari_qrdqn.py", "--help", cwd=tmp_path, fresh=True)
     assert result.returncode == 0
     assert "--eps-test EPS_TEST" in result.stdout and "(default: 0.005)" in result.stdout
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import forked
 from conftest import REPO_ROOT, script_env
 from offline_rl.core.interrupts import (
     EXIT_TERMINATED,
@@ -69,8 +70,8 @@ def test_ctrl_c_ignored_as_in_a_background_job_stays_ignored() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+def _start(args: list[str], cwd: Path) -> forked.Popen:
+    return forked.Popen(
         [sys.executable, "-u", *args],
         cwd=cwd,
         env=script_env(),
@@ -81,7 +82,7 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 
 def _terminate_when(
-    process: subprocess.Popen[str], marker: str, *, after_s: float = 0.0, timeout: float = 300
+    process: forked.Popen, marker: str, *, after_s: float = 0.0, timeout: float = 300
 ) -> tuple[str, str]:
     """Read stdout until `marker` appears, send SIGTERM `after_s` later, and return (stdout, stderr)."""
     seen = []

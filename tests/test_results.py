@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import forked
 from offline_rl.results.command import write_results
 from offline_rl.results.runs import read_runs
 
@@ -352,15 +353,14 @@ def test_a_run_from_before_a_setting_existed_counts_as_its_default(tmp_path: Pat
 def test_the_command_prints_the_table_and_names_its_files_and_no_runs_is_one_line_exit_2(
     logs: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """`python -m offline_rl.results` as the README runs it, in a fresh interpreter."""
-    import subprocess
+    """`python -m offline_rl.results` as the README runs it, in a process of its own."""
     import sys
 
     from conftest import script_env
 
     output = tmp_path_factory.mktemp("out")
     command = [sys.executable, "-m", "offline_rl.results", str(logs), "--output", str(output), "--last-k", "1"]
-    result = subprocess.run(command, capture_output=True, text=True, env=script_env(), cwd=output, timeout=300)
+    result = forked.run(command, capture_output=True, text=True, env=script_env(), cwd=output, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
     assert any("hopper-medium-v2" in line for line in lines) and any("walker2d-medium-v2" in line for line in lines)
@@ -368,7 +368,7 @@ def test_the_command_prints_the_table_and_names_its_files_and_no_runs_is_one_lin
     assert lines[-1] == f"{len(read_runs([logs]))} runs; wrote " + ", ".join(str(output / name) for name in written)
     assert all((output / name).stat().st_size > 0 for name in written)
     empty = tmp_path_factory.mktemp("empty")
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "-m", "offline_rl.results", str(empty)], capture_output=True, text=True, env=script_env()
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr

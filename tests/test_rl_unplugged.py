@@ -466,7 +466,8 @@ def test_many_games_runs_and_shards_as_ray_tasks_then_rerun_skips_them(tmp_path:
             shards.append(write_fields(path, shuffled_records(episodes(20 + 2 * g + run, [(6, True), (4, False)]))))
     flags = ["--task", "PongNoFrameskip-v4", "Breakout", "--run-id", "1", "2", "--shard-id", "0"]
     flags += ["--dataset-dir", str(datasets), "--buffer-dir", str(buffers), "--ray-address", ray_address]
-    first = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path)  # a Ray driver of its own
+    # a Ray driver of its own, in a new interpreter
+    first = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path, fresh=True)
     assert first.returncode == 0, first.stderr[-3000:]
     total = next(line for line in first.stdout.splitlines() if line.startswith("converted 4 shard(s)"))
     assert "40 transitions, 8 episodes seen, 4 terminals" in total and "shards/s" in total and "transitions/s" in total
@@ -474,7 +475,7 @@ def test_many_games_runs_and_shards_as_ray_tasks_then_rerun_skips_them(tmp_path:
         output = buffers / shard.parent.name / f"{shard.name}.hdf5"
         assert buffer_multiset(load_buffer(output)) == reference_multiset(shard)
     assert not list(buffers.rglob("*.part"))
-    again = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path)
+    again = run_repo_script("converters/rl_unplugged_atari.py", *flags, cwd=tmp_path, fresh=True)
     assert again.returncode == 0 and again.stdout.count("already converted, skipped") == 4
 
 

@@ -7,6 +7,7 @@ import tempfile
 import gymnasium as gym
 import pytest
 
+import forked
 from offline_rl.envs.make import make_env
 from offline_rl.envs.robotics import keep_maze_models_private
 
@@ -53,9 +54,8 @@ def test_installing_twice_wraps_once():
 
 
 def test_evaluation_workers_in_their_own_processes_leave_nothing(tmp_path):
-    """What an evaluation of a Minari maze dataset makes: envs in SubprocVectorEnv workers, in a new
-    interpreter whose temporary folder (TMPDIR) is the test's."""
-    import subprocess
+    """What an evaluation of a Minari maze dataset makes: envs in SubprocVectorEnv workers, in a
+    process of its own whose temporary folder (TMPDIR) is the test's."""
     import sys
 
     from conftest import script_env
@@ -73,7 +73,7 @@ def test_evaluation_workers_in_their_own_processes_leave_nothing(tmp_path):
     )
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    done = subprocess.run(
+    done = forked.run(
         [sys.executable, "-c", program], capture_output=True, text=True, env={**script_env(), "TMPDIR": str(temporary)}
     )
     assert done.returncode == 0 and done.stdout.strip() == "made", done.stderr[-2000:]

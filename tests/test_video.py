@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import forked
 from conftest import REPO_ROOT, load_benchmark, run_in_process, run_repo_script, script_env
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.envs.atari import make_atari_env
@@ -170,7 +171,7 @@ def test_watch_films_the_episodes_it_scores(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
-    """`d4rl_cql.py --watch --save-video` in a fresh interpreter with no display and no MUJOCO_GL: MuJoCo's
+    """`d4rl_cql.py --watch --save-video` in a process of its own with no display and no MUJOCO_GL: MuJoCo's
     default window system would fail there, so the command picks EGL itself."""
     env = script_env()
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
@@ -182,7 +183,7 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
     assert trained.returncode == 0, trained.stderr[-2000:]
     (policy,) = (tmp_path / "log").rglob("policy_last.pth")
     watch = ["--task", "InvertedPendulum-v4", "--watch", "--resume-path", str(policy), "--test-num", "1"]
-    watched = subprocess.run(
+    watched = forked.run(
         [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), *watch, "--save-video", "videos"],
         capture_output=True,
         text=True,
@@ -199,9 +200,9 @@ def test_mujoco_renders_off_screen_without_a_display(tmp_path: Path) -> None:
 
 
 def run_rendering_program(program: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`program` run to success in a fresh interpreter, MuJoCo rendering off screen through EGL (which
-    wants a process of its own)."""
-    done = subprocess.run(
+    """`program` run to success in a process of its own (which EGL wants), MuJoCo rendering off screen
+    through EGL."""
+    done = forked.run(
         [sys.executable, "-c", program, *args],
         capture_output=True,
         text=True,
@@ -347,7 +348,7 @@ TINY_RUN = [
 
 
 def without_display() -> dict[str, str]:
-    """The environment of a fresh interpreter on a server: no display and no rendering backend chosen."""
+    """The environment of a program on a server: no display and no rendering backend chosen."""
     env = script_env()
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM"):
         env.pop(name, None)
@@ -357,7 +358,7 @@ def without_display() -> dict[str, str]:
 def run_d4rl_cql(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(exist_ok=True)
     command = [sys.executable, str(REPO_ROOT / "examples/d4rl_cql.py"), *args]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=without_display(), timeout=300)
+    done = forked.run(command, capture_output=True, text=True, cwd=cwd, env=without_display(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done
 
@@ -612,7 +613,7 @@ def test_each_way_of_showing_episodes_asks_the_env_for_its_render_mode(tmp_path:
 def test_a_mujoco_gl_that_cannot_load_is_one_line(tmp_path: Path) -> None:
     """MuJoCo loads `MUJOCO_GL`'s backend at import: a value it does not know (or `osmesa` without OSMesa)
     used to end any MuJoCo command in a traceback from deep inside PyOpenGL."""
-    failed = subprocess.run(
+    failed = forked.run(
         [sys.executable, "-m", "offline_rl.collect", "--task", "HalfCheetah-v4", "--output", "data.hdf5"],
         capture_output=True,
         text=True,

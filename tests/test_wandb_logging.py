@@ -13,6 +13,7 @@ import re
 import socket
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,17 @@ def wandb_records(run_folder: Path) -> list[list[Any]]:
                 records.append(record)
         sessions.append(records)
     return sessions
+
+
+def exited_session_records(run_folder: Path, timeout: float = 120.0) -> list[Any]:
+    """The records of the folder's one W&B session once W&B's service has written its exit record: the
+    service writes the file in its own process, which may still be writing after `finish` returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        (records,) = wandb_records(run_folder)
+        if of_kind(records, "exit") or time.monotonic() > deadline:
+            return records
+        time.sleep(0.1)
 
 
 def of_kind(records: list[Any], kind: str) -> list[Any]:
@@ -276,7 +288,7 @@ def test_a_filmed_evaluations_preview_is_a_wandb_video_in_the_row_of_its_step(
         ("eval/return_mean", 7.0, 4),
         ("update/critic_loss", 1.25, 6),
     ]
-    (records,) = wandb_records(tmp_path)
+    records = exited_session_records(tmp_path)
     rows = history_rows(records)
     # (the video's fields arrive as nested keys: eval/video/path, eval/video/_type, ...)
     videos = [{key.split("/")[-1]: row[key] for key in row if key.startswith("eval/video/")} for row in rows]
