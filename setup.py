@@ -41,6 +41,7 @@ setup(
             "offline-rl-d4rl-cql = offline_rl.cli.console:d4rl_cql",
             "offline-rl-atari-cql = offline_rl.cli.console:atari_cql",
             "offline-rl-atari-qrdqn = offline_rl.cli.console:atari_qrdqn",
+            "offline-rl-mujoco-sac = offline_rl.cli.console:mujoco_sac",
             "offline-rl-collect = offline_rl.cli.console:collect",
             "offline-rl-describe = offline_rl.cli.console:describe",
             "offline-rl-convert-d4rl = offline_rl.cli.console:convert_d4rl",

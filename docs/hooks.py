@@ -23,6 +23,7 @@ def _programs() -> list[tuple[str, str, Any]]:
     from offline_rl.cli.convert_rl_unplugged import RLUnpluggedConversionConfig
     from offline_rl.cli.d4rl_cql import D4RLCQLConfig
     from offline_rl.cli.describe import DescribeConfig
+    from offline_rl.cli.mujoco_sac import MujocoSACConfig
     from offline_rl.results.command import ResultsConfig
     from offline_rl.runs.dataset_generation import CollectConfig
     from offline_rl.sweep.command import SweepConfig
@@ -31,6 +32,7 @@ def _programs() -> list[tuple[str, str, Any]]:
         ("examples/d4rl_cql.py", "CQL-SAC on a continuous-action dataset", D4RLCQLConfig()),
         ("examples/atari_cql.py", "discrete CQL on Atari or vector-task data", AtariCQLConfig()),
         ("examples/atari_qrdqn.py", "an online QR-DQN behaviour policy and the data it plays", AtariQRDQNConfig()),
+        ("examples/mujoco_sac.py", "an online SAC behaviour policy and its snapshots", MujocoSACConfig()),
         ("python -m offline_rl.collect", "a dataset made locally by a behaviour policy", CollectConfig()),
         ("python -m offline_rl.describe", "what a dataset holds", DescribeConfig()),
         ("converters/d4rl.py", "a D4RL file as a Tianshou buffer", ConversionConfig()),

@@ -241,6 +241,7 @@ _PROGRAMS = {
     "examples/d4rl_cql.py": ("offline_rl.examples.d4rl_cql", "main"),
     "examples/atari_cql.py": ("offline_rl.examples.atari_cql", "main"),
     "examples/atari_qrdqn.py": ("offline_rl.examples.atari_qrdqn", "main"),
+    "examples/mujoco_sac.py": ("offline_rl.examples.mujoco_sac", "main"),
     "converters/rl_unplugged_atari.py": ("offline_rl.cli.convert_rl_unplugged", "main"),
     "converters/dqn_replay_atari.py": ("offline_rl.cli.convert_dqn_replay", "main"),
     "converters/d4rl.py": ("offline_rl.cli.convert_buffers", "convert_d4rl"),

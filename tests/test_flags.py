@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO_ROOT, run_repo_script
 from offline_rl.algorithms.cql_sac import CQLSACConfig
 from offline_rl.algorithms.discrete_cql import DiscreteCQLConfig
-from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_cql
+from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_cql, mujoco_sac
 from offline_rl.cli.convert_buffers import (
     ConversionConfig,
     DownloadableConversionConfig,
@@ -38,6 +38,7 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
     "examples/d4rl_cql.py": d4rl_cql.config_from_args,
     "examples/atari_cql.py": atari_cql.config_from_args,
     "examples/atari_qrdqn.py": atari_qrdqn.config_from_args,
+    "examples/mujoco_sac.py": mujoco_sac.config_from_args,
     "-m offline_rl.collect": collect_config_from_args,
     "converters/d4rl.py": lambda argv: conversion_config_from_args(
         ConversionConfig(), argv, prog="converters/d4rl.py", source_help="a dataset"

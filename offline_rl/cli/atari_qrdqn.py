@@ -5,7 +5,6 @@ disk as it goes so that the same command continues an interrupted collection."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,19 +14,14 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.cli.flags import parse_config
-from offline_rl.core.progress import shell_quoted
 from offline_rl.core.resources import require_memory
 from offline_rl.core.settings import check_ranges, require, setting
 from offline_rl.envs.atari import is_atari_game, make_discrete_env
 from offline_rl.runs.config import RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter, human_normalised
-from offline_rl.runs.files import RUN_BEST_POLICY_FILE
-from offline_rl.runs.update_rate import pause_at_evaluations, update_rate_monitor
 
 if TYPE_CHECKING:
     from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
-    from offline_rl.runs.folder import RunFolder
-    from offline_rl.runs.video import Videos
 
 
 @dataclass
@@ -203,59 +197,30 @@ def collection_plan(config: AtariQRDQNConfig) -> Any:
 def play(config: AtariQRDQNConfig, algorithm: Any) -> dict[str, Any]:
     """`--watch`: evaluate at ε = eps_test, or with `--save-buffer-name` collect a dataset."""
     from offline_rl.runs.discrete_collection import collect_buffer  # h5py: kept out of --help's start
-    from offline_rl.runs.training import showing_collector, watch  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.runs.training import watch_policy  # heavy (Tianshou, torch): loaded only when used
 
-    policy = algorithm.policy
-    policy.set_eps_inference(config.eps_test)
-    if config.run.resume_path is None:
-        print("no --resume-path: playing with an untrained policy")
+    algorithm.policy.set_eps_inference(config.eps_test)
     if config.save_buffer_name:
-        return collect_buffer(collection_plan(config), policy)
+        if config.run.resume_path is None:
+            print("no --resume-path: playing with an untrained policy")
+        return collect_buffer(collection_plan(config), algorithm.policy)
 
     def make_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --save-video
         return make_discrete_env(config.task, config.frames_stack, **kwargs)
 
-    test_collector, videos = showing_collector(policy, make_env, config.run, task=config.task)
-    return watch(
-        algorithm,
-        test_collector,
-        task=config.task,
-        episodes=config.run.test_num,
-        render=config.run.render,
-        reporter=EvaluationReporter(**human_normalised(config.task)),
-        source=config.run.resume_path or "an untrained policy",
-        videos=videos,
-    )
+    reporter = EvaluationReporter(**human_normalised(config.task))
+    return watch_policy(algorithm, make_env, config.run, reporter, task=config.task)
 
 
 def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Tianshou's off-policy trainer with ε decaying from eps_train to eps_train_final over
-    `eps_decay_steps` env steps, in a run folder like the offline examples' (`run_folder`).
-
-    `checkpoint` is the one `--resume-path` named: the run goes on in its folder at the epoch, env
-    step and ε it reached, with the replay saved beside it (`--checkpoint-replay`) and its target
-    network copied on the original schedule."""
-    import torch  # heavy (torch): loaded only when used
-    from tianshou.data import Collector  # heavy (Tianshou): loaded only when used
-    from tianshou.trainer import OffPolicyTrainerParams  # heavy (Tianshou): loaded only when used
-    from tianshou.utils import TensorboardLogger  # heavy (TensorBoard, Tianshou): loaded only when used
-
-    from offline_rl.algorithms.trainer import StoppableOffPolicyTrainer  # heavy (Tianshou): likewise
+    """Tianshou's off-policy trainer (`offline_rl.runs.online`) with ε decaying from eps_train to
+    eps_train_final over `eps_decay_steps` env steps. A resumed run goes on at the epoch, env step and
+    ε it reached, with its replay, and its target network copied on the original schedule."""
     from offline_rl.core.compat import (  # heavy (Tianshou, torch): loaded only when used
         set_target_update_counter,
         target_update_counter,
     )
-    from offline_rl.data.online_replay import save_replay  # heavy (h5py, Tianshou): loaded only when used
-    from offline_rl.runs.folder import RunFolder  # heavy (Tianshou, torch): loaded only when used
-    from offline_rl.runs.training import (  # heavy (Tianshou, torch): loaded only when used
-        evaluation_envs_closed,
-        film_evaluations,
-        showing_collector,
-        vector_envs,
-    )
-
-    run = config.run
-    policy = algorithm.policy
+    from offline_rl.runs.online import OnlinePlan, train_online  # heavy (Tianshou, torch): likewise
 
     def make_training_env() -> gym.Env:
         return make_discrete_env(
@@ -265,62 +230,27 @@ def train_online(config: AtariQRDQNConfig, algorithm: Any, checkpoint: dict[str,
     def make_test_env(**kwargs: Any) -> gym.Env:  # `render_mode` for --render and --video-interval
         return make_discrete_env(config.task, config.frames_stack, **kwargs)
 
-    replay = online_replay(config)
-
-    def keep_with_checkpoint(log_path: Path) -> dict[str, Any]:
-        if config.checkpoint_replay:
-            save_replay(replay, log_path / REPLAY_FILE)
-        return {TARGET_UPDATE_COUNTER: target_update_counter(algorithm)}
-
-    folder = RunFolder.open(
-        algorithm,
-        run,
-        lambda writer: EvaluationReporter(writer=writer, **human_normalised(config.task)),
+    plan = OnlinePlan(
         task=config.task,
         algo_name="qrdqn",
+        label="QR-DQN",
         saved={"config": asdict(config)},
-        checkpoint=checkpoint,
-        on_checkpoint=keep_with_checkpoint,
+        make_training_env=make_training_env,
+        make_test_env=make_test_env,
+        replay=online_replay(config),
+        training_num=config.training_num,
+        step_per_epoch=config.step_per_epoch,
+        step_per_collect=config.step_per_collect,
+        update_per_step=config.update_per_step,
+        checkpoint_replay=config.checkpoint_replay,
+        make_reporter=lambda writer: EvaluationReporter(writer=writer, **human_normalised(config.task)),
+        next_step="collect a dataset with --watch --resume-path {best} --save-buffer-name expert.hdf5",
+        keep=lambda: {TARGET_UPDATE_COUNTER: target_update_counter(algorithm)},
+        restore=lambda saved: set_target_update_counter(algorithm, int(saved.get(TARGET_UPDATE_COUNTER, 0))),
+        updates_done=lambda: target_update_counter(algorithm),  # eval curves against updates
+        at_env_step=lambda env_step: algorithm.policy.set_eps_training(training_epsilon(config, env_step)),
     )
-    if checkpoint is not None:
-        print(resume_replay(replay, folder.log_path / REPLAY_FILE))
-        set_target_update_counter(algorithm, int(checkpoint.get(TARGET_UPDATE_COUNTER, 0)))
-    folder.reporter.updates_done = lambda: target_update_counter(algorithm)  # eval curves against updates
-    train_collector = Collector(
-        policy, vector_envs(make_training_env, config.training_num, run.seed), replay, exploration_noise=True
-    )
-    test_collector, videos = showing_collector(policy, make_test_env, run, task=config.task)
-    film_evaluations(test_collector, videos, folder)
-    first_env_step = int(checkpoint.get("env_step", 0)) if checkpoint else 0
-    env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
-
-    monitor = update_rate_monitor(str(next(algorithm.parameters()).device), torch.get_num_threads(), "env step")
-
-    def training_fn(epoch: int, env_step: int) -> None:
-        env_steps[0] = env_step
-        monitor.updated(env_step)  # log-file lines; slowdown notice
-        policy.set_eps_training(training_epsilon(config, env_step))
-
-    with (
-        folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
-        evaluation_envs_closed(test_collector, videos),
-    ):
-        result = StoppableOffPolicyTrainer(  # Ctrl-C and SIGTERM stop between two steps, checkpointed
-            algorithm,
-            OffPolicyTrainerParams(
-                training_collector=train_collector,
-                test_collector=test_collector,
-                epoch_num_steps=config.step_per_epoch,
-                collection_step_num_env_steps=config.step_per_collect,
-                update_step_num_gradient_steps_per_sample=config.update_per_step,
-                training_fn=training_fn,
-                logger=pause_at_evaluations(
-                    folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1)), monitor
-                ),
-                **folder.trainer_params(),
-            ),
-        ).run()
-    return _finish_online(config, folder, steps=int(result.train_step), first_env_step=first_env_step, videos=videos)
+    return train_online(plan, algorithm, config.run, checkpoint)
 
 
 def online_replay(config: AtariQRDQNConfig) -> NullCheckedVectorReplayBuffer:
@@ -345,45 +275,5 @@ def training_epsilon(config: AtariQRDQNConfig, env_step: int) -> float:
     return config.eps_train - fraction * (config.eps_train - config.eps_train_final)
 
 
-def _finish_online(
-    config: AtariQRDQNConfig, folder: RunFolder, *, steps: int, first_env_step: int, videos: Videos | None = None
-) -> dict[str, Any]:
-    """The run's summary (`steps`: collected by this invocation) and its closing lines."""
-    from offline_rl.runs.training import filmed  # heavy (Tianshou, torch): loaded only when used
-
-    elapsed = time.time() - folder.started
-    summary = {
-        "mode": "train",
-        "task": config.task,
-        "env_steps": steps,
-        "total_env_steps": first_env_step + steps,
-        "seconds": elapsed,
-        "env_steps_per_second": steps / max(elapsed, 1e-9),
-        "evaluation_seconds": folder.evaluation_seconds,
-    }
-    best_policy = folder.log_path / RUN_BEST_POLICY_FILE
-    return folder.finish(
-        summary,
-        f"done: {config.task} QR-DQN: {steps} env steps in {elapsed:.0f} s "
-        f"({summary['env_steps_per_second']:.1f}/s, evaluation {folder.evaluation_seconds:.0f} s)"
-        + filmed(summary, videos),
-        f"collect a dataset with --watch --resume-path {shell_quoted(best_policy)} --save-buffer-name expert.hdf5",
-    )
-
-
-REPLAY_FILE = "replay.hdf5"
-"""The replay buffer as it was at the newest checkpoint.pth, beside it in the run folder."""
 TARGET_UPDATE_COUNTER = "target_update_counter"
 """Checkpoint field: QR-DQN's update count, which times its target-network copies."""
-
-
-def resume_replay(replay: Any, path: Path) -> str:
-    """Refill `replay` from `path` if it is there and fits; one line saying what happened."""
-    from offline_rl.data.online_replay import restore_replay  # heavy (h5py, Tianshou): loaded only when used
-
-    if not path.is_file():
-        return f"replay: the run saved none ({path} is absent); starting with an empty replay"
-    reason = restore_replay(replay, path)
-    if reason is not None:
-        return f"replay: not restored ({reason}); starting with an empty replay"
-    return f"replay: restored {len(replay)} transitions from {path}"

@@ -15,6 +15,7 @@ COMMANDS = {
     "offline-rl-d4rl-cql": ("offline_rl.examples.d4rl_cql", "main"),
     "offline-rl-atari-cql": ("offline_rl.examples.atari_cql", "main"),
     "offline-rl-atari-qrdqn": ("offline_rl.examples.atari_qrdqn", "main"),
+    "offline-rl-mujoco-sac": ("offline_rl.examples.mujoco_sac", "main"),
     "offline-rl-collect": ("offline_rl.collect", "main"),
     "offline-rl-describe": ("offline_rl.cli.describe", "main"),
     "offline-rl-convert-d4rl": ("offline_rl.cli.convert_buffers", "convert_d4rl"),
@@ -40,6 +41,7 @@ def _command(name: str) -> Callable[[], None]:
 d4rl_cql = _command("offline-rl-d4rl-cql")
 atari_cql = _command("offline-rl-atari-cql")
 atari_qrdqn = _command("offline-rl-atari-qrdqn")
+mujoco_sac = _command("offline-rl-mujoco-sac")
 collect = _command("offline-rl-collect")
 describe = _command("offline-rl-describe")
 convert_d4rl = _command("offline-rl-convert-d4rl")

@@ -35,6 +35,7 @@ PROGRAMS = {
         ("d4rl_cql", "D4RLCQLConfig"),
         ("atari_cql", "AtariCQLConfig"),
         ("atari_qrdqn", "AtariQRDQNConfig"),
+        ("mujoco_sac", "MujocoSACConfig"),
     )
 }
 

@@ -77,6 +77,7 @@ class EvaluationReporter:
     initial: dict[str, float] | None = None  # the evaluation before training (of the resumed weights)
     start_values: StartValuesOf | None = None  # the critics' estimate of each episode's discounted return
     value_units: str = ""  # the units of the value check where they are not the env's rewards
+    after_evaluation: Callable[[dict[str, float]], None] | None = None  # given each trained evaluation's record
     _initial_pending: bool = True
     _scale_said: bool = False
 
@@ -195,4 +196,6 @@ class EvaluationReporter:
                     self.writer.add_scalar(f"eval/{key}", record[key], global_step=step)  # type: ignore[attr-defined]
         if record["return_mean"] > self.best_score:
             self.best = record
+        if self.after_evaluation is not None:
+            self.after_evaluation(record)
         return record["return_mean"]

@@ -227,6 +227,21 @@ def watch(
     return summary
 
 
+def watch_policy(
+    algorithm: Any, make_test_env: Callable[..., Any], run: RunConfig, reporter: EvaluationReporter, *, task: str
+) -> dict[str, Any]:
+    """`--watch` of an online program: `--test-num` episodes of the policy `--resume-path` restored
+    (without it, of an untrained one, said so), shown or filmed as asked, printed as one line."""
+    if run.resume_path is None:
+        log.info("no --resume-path: playing with an untrained policy")
+    test_collector, videos = showing_collector(algorithm.policy, make_test_env, run, task=task)
+    source = str(run.resume_path or "an untrained policy")
+    return watch(
+        algorithm, test_collector, task=task, episodes=run.test_num, render=run.render, reporter=reporter,
+        source=source, videos=videos,
+    )  # fmt: skip
+
+
 def train_offline(
     algorithm: Any,
     buffer: Any,
