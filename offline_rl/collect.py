@@ -1,6 +1,8 @@
 """`python -m offline_rl.collect`: write a D4RL-format dataset by rolling out a behaviour policy.
 
-The flags are the fields of `offline_rl.runs.dataset_generation.CollectConfig`.
+The flags are the fields of `offline_rl.runs.recipes.RecipeCollectConfig`: a collection
+(`offline_rl.runs.dataset_generation`), or with `--recipe` one of D4RL's locomotion datasets made the D4RL
+way (`offline_rl.runs.recipes`).
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from collections.abc import Sequence
 
 from offline_rl.cli.flags import parse_config
 from offline_rl.cli.main import run_main
-from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
+from offline_rl.runs.dataset_generation import collect_dataset
+from offline_rl.runs.recipes import RecipeCollectConfig, make_recipe
 
 
-def config_from_args(argv: Sequence[str] | None) -> CollectConfig:
-    return parse_config(CollectConfig(), argv, prog="python -m offline_rl.collect", description=__doc__.splitlines()[0])
+def config_from_args(argv: Sequence[str] | None) -> RecipeCollectConfig:
+    return parse_config(
+        RecipeCollectConfig(), argv, prog="python -m offline_rl.collect", description=__doc__.splitlines()[0]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from offline_rl.data.stats import dataset_stats  # heavy (Tianshou): loaded only when used
 
     started = time.monotonic()
-    path = collect_dataset(config)
+    path = make_recipe(config) if config.recipe else collect_dataset(config)
     seconds = time.monotonic() - started
     buffer = load_minari(path) if config.output_format == "minari" else read_d4rl_file(path)
     stats = dataset_stats(buffer)
