@@ -34,7 +34,7 @@ from offline_rl.core.resources import tune_cpu_allocator
 from offline_rl.data import dataset_stats, load_d4rl
 from offline_rl.envs.make import make_env
 from offline_rl.envs.scores import normalized_score, reference_scores
-from offline_rl.runs.dataset_generation import ensure_random_dataset
+from offline_rl.runs.default_dataset import ensure_random_dataset
 from offline_rl.runs.evaluation import EvaluationReporter
 
 

@@ -38,7 +38,7 @@ from tianshou.utils.net.common import Net
 from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
 from offline_rl.core.resources import tune_cpu_allocator
-from offline_rl.runs.dataset_generation import cache_dir
+from offline_rl.runs.default_dataset import cache_dir
 
 IMPLEMENTATIONS = {"tianshou": tianshou_algorithms, "offline_rl": offline_rl}
 

@@ -12,12 +12,8 @@ import torch
 from conftest import REPO_ROOT, run_in_process
 from offline_rl.algorithms.export.policy_file import PolicyNetwork, save_policy
 from offline_rl.data import dataset_info, load_d4rl, load_minari
-from offline_rl.runs.dataset_generation import (
-    CollectConfig,
-    collect_dataset,
-    default_dataset_path,
-    ensure_random_dataset,
-)
+from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
+from offline_rl.runs.default_dataset import default_dataset_path, ensure_random_dataset
 
 D4RL_KEYS = {"observations", "actions", "rewards", "terminals", "timeouts", "next_observations", "metadata"}
 

@@ -187,14 +187,14 @@ def test_runs_started_together_generate_the_default_dataset_once(tmp_path: Path,
     import threading
 
     from offline_rl.core.files import FileLock
-    from offline_rl.runs import dataset_generation
+    from offline_rl.runs import dataset_generation, default_dataset
 
     monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path))
-    path = dataset_generation.default_dataset_path("Pendulum-v1", 300)
+    path = default_dataset.default_dataset_path("Pendulum-v1", 300)
     generating = FileLock(path.with_name(f".{path.name}.lock"))
     assert generating.acquire(wait=False)  # the first run, generating
     found: list[Path] = []
-    waiter = threading.Thread(target=lambda: found.append(dataset_generation.ensure_random_dataset("Pendulum-v1", 300)))
+    waiter = threading.Thread(target=lambda: found.append(default_dataset.ensure_random_dataset("Pendulum-v1", 300)))
     waiter.start()
     waiter.join(timeout=5)
     assert waiter.is_alive() and not found  # it waits ...

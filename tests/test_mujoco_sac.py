@@ -44,6 +44,15 @@ def test_a_snapshot_acts_as_sacs_deterministic_evaluation(tmp_path: Path) -> Non
     np.testing.assert_allclose(acted, expected, rtol=1e-5, atol=1e-6)
     assert np.abs(expected).max() > 0.5  # the actions reach into the bounds: the tanh and scale are checked
 
+    # Sampled: tanh(μ + σ ε) scaled, with σ = exp(clamp(log σ, -20, 2)) from SAC's own actor, ε the draws.
+    with torch.no_grad():
+        (mean, std), _ = algorithm.policy.actor(observations)
+    draws = np.random.default_rng(5).standard_normal(size=tuple(mean.shape))
+    expected = algorithm.policy.map_action(np.tanh(mean.numpy() + std.numpy() * draws))
+    sampled = snapshot.sample(observations, np.random.default_rng(5))
+    np.testing.assert_allclose(sampled, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(sampled, acted, atol=1e-3)  # the draws moved the actions
+
 
 def test_each_evaluation_leaves_its_snapshot_and_a_resumed_run_adds_the_next(tmp_path: Path) -> None:
     first = run_in_process("examples/mujoco_sac.py", *SMALL_RUN, "--epoch", "2", cwd=tmp_path)

@@ -281,3 +281,32 @@ def test_sigterm_to_the_parent_stops_every_worker_now_and_leaves_no_temporary(
     assert started() == running
     kept = sorted(path.name for path in folder.iterdir() if not path.name.startswith("started-"))
     assert kept == (["out-0"] if 0 in running else [])  # no temporary left, the finished job kept
+
+
+def _stopped_while_starting(progress) -> None:
+    """A worker's start as a stop finds it: SIGTERM before its handlers are in place (`_init_worker`)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    parallel_jobs._init_worker(progress)
+    time.sleep(5)  # the stop ended it before this
+
+
+def test_a_stop_that_reaches_a_worker_while_it_starts_ends_it_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """Forked workers inherit the parent's handlers, which raise: a SIGTERM passed on to a worker still
+    starting printed that worker's traceback. Held while forking, it arrives once the worker's own
+    handler is in place, which ends an idle worker quietly."""
+    import multiprocessing
+
+    def raising(signum: int, frame: object) -> None:
+        raise RuntimeError("the parent's handler ran in the child")
+
+    context = multiprocessing.get_context("fork")
+    previous = signal.signal(signal.SIGTERM, raising)
+    try:
+        with parallel_jobs._stops_held_while_forking():
+            child = context.Process(target=_stopped_while_starting, args=(context.Queue(),))
+            child.start()
+        child.join(timeout=60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert child.exitcode == 128 + signal.SIGTERM
+    assert "Traceback" not in capfd.readouterr().err

@@ -73,9 +73,9 @@ def test_medium_and_expert_are_their_snapshots_collections_and_medium_expert_bot
     common = ["--size", "150", "--seed", "3"]
     recipe = ["--behaviour-run", str(behaviour_run)]
     made = {kind: collect(tmp_path, "--recipe", f"hopper-{kind}", *recipe, *common) for kind in ("medium", "expert")}
-    alone = {
-        "medium": collect(tmp_path, "--task", "Hopper-v4", "--policy", str(medium), *common),
-        "expert": collect(tmp_path, "--task", "Hopper-v4", "--policy", str(expert), *common),
+    alone = {  # D4RL's collections drew from the policy's Gaussian
+        "medium": collect(tmp_path, "--task", "Hopper-v4", "--policy", str(medium), "--sample-policy", *common),
+        "expert": collect(tmp_path, "--task", "Hopper-v4", "--policy", str(expert), "--sample-policy", *common),
     }
     for kind in ("medium", "expert"):
         assert same_rows(made[kind], alone[kind])
@@ -121,3 +121,13 @@ def test_a_recipe_without_its_behaviour_run_or_with_another_tasks_is_one_line(
     done = run_in_process("-m offline_rl.collect", *flags, cwd=tmp_path)
     assert done.returncode == 2 and "trained on Hopper-v4, not Walker2d-v4" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.hdf5").exists()
+
+
+def test_sampling_a_policy_file_without_its_gaussian_is_one_line(tmp_path: Path) -> None:
+    from offline_rl.algorithms.export.policy_file import PolicyNetwork, save_policy
+
+    mean_only = save_policy(PolicyNetwork(11, 3, [8], task="Hopper-v4"), tmp_path / "mean.pt")
+    flags = ["--policy", str(mean_only), "--sample-policy", "--size", "50", "--output", "x.hdf5"]
+    done = run_in_process("-m offline_rl.collect", *flags, cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert f"--sample-policy: {mean_only} holds no Gaussian to sample (a mean only)" in done.stderr

@@ -89,7 +89,7 @@ def load_training_data(config: D4RLCQLConfig) -> tuple[Any, str]:
         load_dataset,
     )
     from offline_rl.data.transitions import has_discrete_actions  # heavy (Tianshou, torch): loaded only when used
-    from offline_rl.runs.dataset_generation import ensure_random_dataset  # h5py, tqdm: kept out of --help's start
+    from offline_rl.runs.default_dataset import ensure_random_dataset  # h5py, tqdm: kept out of --help's start
 
     guess = config.task or DEFAULT_TASK  # the time limit of a file that says neither its env nor its ends
     if config.dataset is None:

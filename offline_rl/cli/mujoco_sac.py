@@ -114,8 +114,9 @@ def build_sac(config: MujocoSACConfig, env: gym.Env, device: str) -> Any:
 
 
 def export_sac_actor(algorithm: Any, env: gym.Env, path: Path, *, task: str) -> Path:
-    """The SAC actor's deterministic action (the action scaling of tanh of the Gaussian's mean) as a
-    policy file (`offline_rl.algorithms.export.policy_file`), the file `collect --policy` plays."""
+    """The SAC actor as a policy file (`offline_rl.algorithms.export.policy_file`), the file `collect
+    --policy` plays: its deterministic action (the action scaling of tanh of the Gaussian's mean) and
+    its Gaussian's log standard deviation, which `--sample-policy` draws from."""
     import torch  # heavy (torch): loaded only when used
 
     from offline_rl.algorithms.export.policy_file import PolicyNetwork, save_policy  # heavy (torch): likewise
@@ -130,10 +131,12 @@ def export_sac_actor(algorithm: Any, env: gym.Env, path: Path, *, task: str) -> 
         action_low=np.asarray(space.low, dtype=np.float32),  # type: ignore[attr-defined]
         action_high=np.asarray(space.high, dtype=np.float32),  # type: ignore[attr-defined]
         task=task,
+        gaussian=True,
     )
     targets = [m for m in policy.mlp if isinstance(m, torch.nn.Linear)]
+    (sigma,) = [m for m in actor.sigma.modules() if isinstance(m, torch.nn.Linear)]  # log σ of the last features
     with torch.no_grad():
-        for source, target in zip(linears, targets, strict=True):
+        for source, target in zip([*linears, sigma], [*targets, policy.log_std], strict=True):
             target.weight.copy_(source.weight)
             target.bias.copy_(source.bias)
     return save_policy(policy, path)

@@ -1,5 +1,4 @@
-"""Independent jobs (RL Unplugged shards, DQN Replay checkpoints) in worker processes or as Ray tasks,
-behind one progress bar.
+"""Independent jobs (RL Unplugged shards, DQN Replay checkpoints) in worker processes or Ray tasks, one bar.
 
 Conversion is CPU-bound Python (parsing, hashing, decompressing), so jobs go to separate processes that
 report progress through a queue; the parent draws one bar and prints each job's summary as it ends. A
@@ -7,20 +6,21 @@ failed job does not stop the others: errors are reported once all are done. On C
 the same process group) removes its temporary file; a SIGTERM that reaches the parent alone (Kubernetes
 signals a container's first process) is passed on, so the workers stop at once.
 
-Jobs whose inputs must be downloaded first (`fetch`) are a pipeline: one fetcher downloads them in order
-and each job goes to the workers as soon as its inputs are on disk, keeping both the link and the cores
-busy. Ray is an optional extra, imported only when `--ray-address` (or `RAY_ADDRESS`) asks for it.
+Jobs whose inputs must be downloaded first (`fetch`) are a pipeline: one fetcher downloads them in order,
+each job going to the workers once its inputs are on disk. Ray is an optional extra, imported only when
+`--ray-address` (or `RAY_ADDRESS`) asks for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.queues
 import os
 import queue
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -64,12 +64,27 @@ _progress_queue: multiprocessing.queues.Queue | None = None  # set in each worke
 _job_running = False  # in a worker: whether a signal finds it inside a job
 
 
+_STOPS = {signal.SIGTERM, signal.SIGINT}
+
+
+@contextlib.contextmanager
+def _stops_held_while_forking() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while children are forked: one reaching a child before its handlers are in
+    place (`_init_worker`, which releases them) would run ours mid-start and print a traceback."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _init_worker(progress: multiprocessing.queues.Queue) -> None:
     global _progress_queue
     _progress_queue = progress
     signal.signal(signal.SIGTERM, _stop_worker)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # Ctrl-C ignored (a background job) stays so
         signal.signal(signal.SIGINT, _stop_worker)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # a stop held while forking arrives now
 
 
 def _stop_worker(signum: int, frame: Any) -> None:
@@ -232,7 +247,8 @@ def _run_in_workers(
     fetcher = None
     if fetch is not None:  # forked first, while this process has no pool threads yet
         fetcher = context.Process(target=_fetch_in_order, args=(fetch, jobs, progress), name="fetcher")
-        fetcher.start()
+        with _stops_held_while_forking():
+            fetcher.start()
     executor = ProcessPoolExecutor(
         max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker, initargs=(progress,)
     )
@@ -243,7 +259,8 @@ def _run_in_workers(
     fetched = 0
     try:
         if fetcher is None:
-            running = {executor.submit(_work_in_worker, work, job, index): index for index, job in enumerate(jobs)}
+            with _stops_held_while_forking():  # the first submit forks the workers
+                running = {executor.submit(_work_in_worker, work, job, i): i for i, job in enumerate(jobs)}
             worked.update(running.values())
         while len(outcomes) < len(jobs):
             done: set[Future[SummaryT]] = set()
@@ -253,7 +270,8 @@ def _run_in_workers(
                 if isinstance(ready, OfflineRLError):
                     outcomes[index] = ready
                 else:
-                    running[executor.submit(_work_in_worker, work, ready, index)] = index
+                    with _stops_held_while_forking():
+                        running[executor.submit(_work_in_worker, work, ready, index)] = index
                     worked.add(index)
                 fetched += 1
                 if fetched == len(jobs):

@@ -12,7 +12,6 @@ continues, with new seeds and new episodes, when the same command runs again.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_rl.core.errors import IgnoredFlagWarning, OfflineRLError
-from offline_rl.core.files import FileLock, check_output
+from offline_rl.core.files import check_output
 from offline_rl.core.progress import progress_bar, shell_quoted
 from offline_rl.core.settings import SEED_RANGE, check_ranges, setting
 from offline_rl.data.fit import TaskMismatchWarning, same_task
@@ -69,6 +68,9 @@ class CollectConfig:
         0.0,
         "Gaussian action noise, as a fraction of each dimension's half-range (0.1 on [-1, 1]: N(0, 0.1²))",
         minimum=0,
+    )
+    sample_policy: bool = setting(
+        False, "draw the policy file's actions from its Gaussian (SAC snapshots), as D4RL collected, not its mean"
     )
     seed: int = setting(0, "seed of the envs (seed, seed + 1, ...) and of all action randomness", **SEED_RANGE)
     num_envs: int = setting(1, "environments stepped together", minimum=1)
@@ -164,8 +166,14 @@ def _behaviour(config: CollectConfig, space: gym.Space, obs_shape: tuple[int, ..
         network = load_behaviour_policy(config)
         check_policy_fits_task(network, config, obs_shape, tuple(low.shape))
 
+        if config.sample_policy and network.log_std is None:
+            raise OfflineRLError(f"--sample-policy: {config.policy} holds no Gaussian to sample (a mean only)")
+
         def base(obs: np.ndarray) -> np.ndarray:
-            return network.act(obs.reshape(len(obs), -1)).reshape(len(obs), *low.shape)
+            flat = obs.reshape(len(obs), -1)
+            return (network.sample(flat, rng) if config.sample_policy else network.act(flat)).reshape(
+                len(obs), *low.shape
+            )
 
     def act(obs: np.ndarray) -> np.ndarray:
         actions = base(obs)
@@ -347,53 +355,3 @@ def _rollout(
         writer.append(episode, data_ends_here=True)
     if journal:
         journal.keep([writer], [])  # all of it: an interrupted write of the file loses nothing
-
-
-def cache_dir() -> Path:
-    """Where generated default datasets live: `$OFFLINE_RL_CACHE_DIR`, else `~/.cache/offline_rl/datasets`."""
-    override = os.environ.get("OFFLINE_RL_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "offline_rl" / "datasets"
-
-
-def default_dataset_path(task: str, size: int, seed: int = 0) -> Path:
-    """Cache path of the random-policy dataset generated for `task` when no dataset is given."""
-    safe_task = task.replace("/", "_")
-    return cache_dir() / f"{safe_task}-random-{size}-seed{seed}.hdf5"
-
-
-def ensure_random_dataset(task: str, size: int, *, seed: int = 0, num_envs: int = 1) -> Path:
-    """Return the cached random dataset for `task`, generating it (once) if it is not there yet.
-
-    Runs started together (a sweep's trials) generate it once: the first takes the cache file's
-    lock and generates, the others wait for it and then read its file."""
-    path = default_dataset_path(task, size, seed)
-    if path.exists() or not _generate_once(
-        path, CollectConfig(task=task, output=path, size=size, seed=seed, num_envs=num_envs)
-    ):
-        log.info(f"no dataset given: using the cached random-policy dataset {path}")
-    return path
-
-
-def _generate_once(path: Path, config: CollectConfig) -> bool:
-    """Generate the cached dataset at `path` under its lock; False when another run made it meanwhile."""
-    try:
-        check_output(path, flag="the dataset cache's file")
-    except OfflineRLError as error:
-        hint = "give --dataset, or set OFFLINE_RL_CACHE_DIR to a folder you can write"
-        raise OfflineRLError(f"{error}; {hint}") from None
-    lock = FileLock(path.with_name(f".{path.name}.lock"))
-    lock.acquire_after(f"no dataset given: another run is generating {path}; waiting for it")
-    try:
-        if path.exists():
-            return False
-        log.info(
-            f"no dataset given: generating a {config.size}-step random-policy dataset for {config.task} at {path} "
-            "(reused next time)"
-        )
-        collect_dataset(config, size_flag="--dataset-size")
-        return True
-    finally:
-        lock.release()

@@ -6,7 +6,8 @@ online on each task, then writes:
 
 - random: 1M transitions of uniform actions;
 - medium: 1M transitions of a policy trained to about a third of the expert's return (D4RL stops
-  training early; here, the earliest snapshot whose evaluation reaches a third of the expert's);
+  training early; here, the earliest snapshot whose evaluation reaches a third of the expert's), its
+  actions drawn from the policy's Gaussian as D4RL's were;
 - medium-replay: the replay buffer the training recorded until that policy;
 - expert: 1M transitions of the fully trained policy (here, the run's last snapshot);
 - medium-expert: the medium and the expert transitions, one after the other.
@@ -146,7 +147,8 @@ def make_recipe(config: RecipeCollectConfig) -> Path:
     if recipe.kind == "medium-replay":
         return write_replay_until(run, medium, base, recipe)
     chosen = {"medium": [medium], "expert": [expert], "medium-expert": [medium, expert]}[recipe.kind]
-    return write_collections([str(run.file(snapshot)) for snapshot in chosen], base, recipe)
+    sampled = replace(base, sample_policy=True)  # D4RL's collections drew from the SAC policy's Gaussian
+    return write_collections([str(run.file(snapshot)) for snapshot in chosen], sampled, recipe)
 
 
 def write_collections(policies: list[str], config: CollectConfig, recipe: Recipe) -> Path:

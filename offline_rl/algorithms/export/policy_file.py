@@ -11,6 +11,9 @@ without knowing which trainer made it. The file is a `torch.save`d dict of plain
     action_low, action_high  bounds the tanh output is rescaled to
     task          (optional) the gymnasium id the policy was trained to act in, so that a collection
                   on another env of the same sizes is named in a warning
+    state_dict's `log_std.*` (optional) a linear head on the last hidden layer giving the Gaussian's log
+                  standard deviation (clamped to [-20, 2]), for collections that sample the policy
+                  (`PolicyNetwork.sample`) as D4RL collected its medium and expert data
 
 This is exactly the deterministic (mean) action of a tanh-Gaussian SAC/CQL actor, so training code
 exports its actor with `PolicyNetwork.from_layers(...)` + `save_policy`.
@@ -47,11 +50,13 @@ class PolicyNetwork(nn.Module):
         action_low: np.ndarray | None = None,
         action_high: np.ndarray | None = None,
         task: str | None = None,
+        gaussian: bool = False,
     ) -> None:
         super().__init__()
         self.hidden_sizes = list(hidden_sizes)
         self.task = task
         self.mlp = relu_mlp(obs_dim, hidden_sizes, act_dim)
+        self.log_std = nn.Linear(self.hidden_sizes[-1], act_dim) if gaussian else None
         self.register_buffer("obs_mean", _tensor(obs_mean, obs_dim, 0.0))
         self.register_buffer("obs_std", _tensor(obs_std, obs_dim, 1.0))
         self.register_buffer("action_low", _tensor(action_low, act_dim, -1.0))
@@ -65,6 +70,17 @@ class PolicyNetwork(nn.Module):
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Actions for a batch of observations, as float32 numpy."""
         return self(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+
+    @torch.no_grad()
+    def sample(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Actions drawn from the tanh-Gaussian (`rng` draws the standard normals), as float32 numpy."""
+        if self.log_std is None:
+            raise ValueError("this policy file holds no Gaussian (log_std) head to sample from")
+        features = self.mlp[:-1]((torch.as_tensor(obs, dtype=torch.float32) - self.obs_mean) / self.obs_std)
+        mean, std = self.mlp[-1](features), self.log_std(features).clamp(-20.0, 2.0).exp()
+        noise = torch.as_tensor(rng.standard_normal(size=tuple(mean.shape)), dtype=torch.float32)
+        squashed = torch.tanh(mean + std * noise)
+        return (self.action_low + (squashed + 1.0) * 0.5 * (self.action_high - self.action_low)).numpy()
 
 
 def _tensor(value: np.ndarray | None, size: int, default: float) -> torch.Tensor:
@@ -109,6 +125,9 @@ def load_policy(path: str | os.PathLike[str]) -> PolicyNetwork:
     obs_dim = int(state["obs_mean"].shape[0])
     act_dim = int(state["action_low"].shape[0])
     task = payload.get("task")
-    policy = PolicyNetwork(obs_dim, act_dim, list(payload["hidden_sizes"]), task=str(task) if task else None)
+    gaussian = "log_std.weight" in state
+    policy = PolicyNetwork(
+        obs_dim, act_dim, list(payload["hidden_sizes"]), task=str(task) if task else None, gaussian=gaussian
+    )
     policy.load_state_dict(state)
     return policy.eval()
