@@ -4,7 +4,8 @@ imported torch, Tianshou and offline_rl's programs.
 A fresh interpreter spends seconds importing what every offline_rl program imports, and many tests run
 a program in a process of its own only to send it a signal, to watch its output or to read its exit
 status. `Popen` and `run` here answer as `subprocess`'s do, for `python SCRIPT ...`, `python -m MODULE
-...` and `python -c PROGRAM ...`: the program runs in a child of a server that imported those modules
+...` and `python -c PROGRAM ...` (a `preexec_fn` must be a module-level function: it is called by
+name): the program runs in a child of a server that imported those modules
 once (one server per test process, started at its first use), with the given working folder,
 environment, standard streams and arguments, Python's own signal handlers, and the exit status a fresh
 interpreter would give. The server imports nothing that reads its environment when imported (MuJoCo
@@ -71,6 +72,8 @@ def run(request, descriptors):
     for target, descriptor in enumerate(descriptors):
         os.dup2(descriptor, target)
         os.close(descriptor)
+    if request["new_session"]:
+        os.setsid()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -80,6 +83,9 @@ def run(request, descriptors):
     signal.signal(signal.SIGINT, signal.SIG_IGN if request["sigint_ignored"] else signal.default_int_handler)
     for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD):
         signal.signal(number, signal.SIG_DFL)
+    if request["preexec"]:  # a module-level function, by name
+        module, _, name = request["preexec"].partition(":")
+        getattr(importlib.import_module(module), name)()
     tempfile.tempdir = None  # read TMPDIR again
     random.seed()
     if "numpy" in sys.modules:
@@ -234,10 +240,12 @@ class Popen:
         *,
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
-        stdin: int | None = subprocess.DEVNULL,
-        stdout: int | None = None,
-        stderr: int | None = None,
+        stdin: int | Any = subprocess.DEVNULL,
+        stdout: int | Any = None,
+        stderr: int | Any = None,
         text: bool = False,
+        start_new_session: bool = False,
+        preexec_fn: Any = None,
     ) -> None:
         self.args = [str(arg) for arg in args]
         kind, target, arguments, unbuffered = _parse(self.args)
@@ -258,6 +266,9 @@ class Popen:
             elif wanted is None:
                 ours.append(None)
                 theirs.append(os.dup(number))
+            elif hasattr(wanted, "fileno"):  # an open file: the child writes to it too
+                ours.append(None)
+                theirs.append(os.dup(wanted.fileno()))
             else:
                 raise ValueError(f"stream {number}: {wanted!r} is not taken here")
         self.stdin = os.fdopen(ours[0], "w" if text else "wb") if ours[0] is not None else None
@@ -271,6 +282,8 @@ class Popen:
             "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
             "env": dict(os.environ if env is None else env),
             "sigint_ignored": signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
+            "new_session": start_new_session,
+            "preexec": f"{preexec_fn.__module__}:{preexec_fn.__qualname__}" if preexec_fn else None,
         }
         self._connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._connection.connect(_socket_path())
@@ -371,3 +384,12 @@ def run(
         process.communicate()
         raise
     return subprocess.CompletedProcess(process.args, process.returncode or 0, out, err)
+
+
+class Subprocess:
+    """What a module that starts programs with `subprocess.Popen` finds as its `subprocess` when a test has
+    its programs forked by the server instead (`monkeypatch.setattr(module, "subprocess", Subprocess)`)."""
+
+    PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
+    TimeoutExpired = subprocess.TimeoutExpired
+    Popen = Popen

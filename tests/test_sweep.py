@@ -16,14 +16,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
+import forked
 from conftest import REPO_ROOT, script_env
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.gpu_sharing import MPS_CONTROL
+from offline_rl.sweep import trial as trial_module
 from offline_rl.sweep.command import main as sweep_main
 from offline_rl.sweep.trial import TrialOutcome
 
@@ -57,6 +60,17 @@ class FinishedSweep:
     status: int
     output: str
     rows: list[str]  # its table's rows as the sweep first wrote them
+
+
+@pytest.fixture(scope="module", autouse=True)
+def trials_forked() -> Iterator[None]:
+    """The sweeps this module runs in its own process start their trials forked from a server that has
+    imported torch and Tianshou (`forked`), each still a process of its own in a session of its own; the
+    sweeps run as commands (Ray's, the interrupted one) start theirs as new interpreters, and the grid's
+    local and Ray tables must agree."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trial_module, "subprocess", forked.Subprocess)
+        yield
 
 
 @pytest.fixture(scope="module")
