@@ -131,3 +131,34 @@ def test_sampling_a_policy_file_without_its_gaussian_is_one_line(tmp_path: Path)
     done = run_in_process("-m offline_rl.collect", *flags, cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert f"--sample-policy: {mean_only} holds no Gaussian to sample (a mean only)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("returns", "message"),
+    [
+        ("{not json", "returns.json: not readable JSON"),
+        ('{"epoch": 1}', "returns.json: expected examples/mujoco_sac.py's list of snapshots"),
+        ('[{"epoch": 1, "file": "epoch-0001.pt"}]', "returns.json: expected examples/mujoco_sac.py's list"),
+        ('[{"epoch": 1, "env_steps": 5, "file": "../../x.pt", "return_mean": 1}]', "returns.json: expected"),
+        ('[{"epoch": "1", "env_steps": 5, "file": "e.pt", "return_mean": 1}]', "returns.json: expected"),
+    ],
+)
+def test_a_damaged_snapshot_list_is_one_line(tmp_path: Path, returns: str, message: str) -> None:
+    (tmp_path / "run/snapshots").mkdir(parents=True)
+    (tmp_path / "run/snapshots/returns.json").write_text(returns)
+    flags = ["--recipe", "hopper-medium", "--behaviour-run", "run", "--output", "x.hdf5"]
+    done = run_in_process("-m offline_rl.collect", *flags, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+
+
+def test_a_damaged_replay_is_one_line(behaviour_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(behaviour_run, run)
+    (run / "replay.hdf5").write_bytes(b"not an HDF5 file")
+    flags = ["--recipe", "hopper-medium-replay", "--behaviour-run", str(run), "--output", "x.hdf5"]
+    done = run_in_process("-m offline_rl.collect", *flags, cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert f"{run / 'replay.hdf5'}: not a readable HDF5 file" in done.stderr and not (tmp_path / "x.hdf5").exists()

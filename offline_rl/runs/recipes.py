@@ -32,6 +32,7 @@ import numpy as np
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.files import atomic_hdf5, check_output
 from offline_rl.core.settings import setting
+from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
 from offline_rl.runs.dataset_writers import RANDOM_POLICY
 
@@ -101,16 +102,19 @@ class BehaviourRun:
                 f"--behaviour-run {folder}: no snapshots/returns.json; expected the run folder of "
                 f"examples/mujoco_sac.py --task {task}"
             )
-        snapshots = json.loads(index.read_text())
+        snapshots = _json(index)
+        if not isinstance(snapshots, list) or not all(_is_snapshot(entry) for entry in snapshots):
+            raise OfflineRLError(f"{index}: {SNAPSHOT_ENTRY}")
         if not snapshots:
             raise OfflineRLError(f"--behaviour-run {folder}: no snapshot yet (each evaluation leaves one)")
-        recorded = folder / "run.json"
-        trained_on = json.loads(recorded.read_text()).get("config", {}).get("task") if recorded.is_file() else None
+        recorded = _json(folder / "run.json") if (folder / "run.json").is_file() else {}
+        config = recorded.get("config") if isinstance(recorded, dict) else None
+        trained_on = config.get("task") if isinstance(config, dict) else None
         if trained_on not in (None, task):
             raise OfflineRLError(f"--behaviour-run {folder}: trained on {trained_on}, not {task}")
         return cls(folder, snapshots)
 
-    def file(self, snapshot: dict[str, Any]) -> Path:
+    def file(self, snapshot: dict[str, Any]) -> Path:  # a plain name, checked: inside snapshots/
         return self.folder / "snapshots" / str(snapshot["file"])
 
     def expert(self) -> dict[str, Any]:
@@ -124,6 +128,32 @@ class BehaviourRun:
         scale = "normalized_score" if "normalized_score" in expert else "return_mean"
         bar = MEDIUM_FRACTION * float(expert[scale])
         return next(snapshot for snapshot in self.snapshots if float(snapshot[scale]) >= bar)
+
+
+SNAPSHOT_ENTRY = (
+    "expected examples/mujoco_sac.py's list of snapshots: each with an integer epoch and env_steps, a file "
+    "name (epoch-<E>.pt) and a numeric return_mean (and normalized_score)"
+)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise OfflineRLError(f"{path}: not readable JSON ({error})") from None
+
+
+def _is_snapshot(entry: Any) -> bool:
+    numbers = ("return_mean", "normalized_score")
+    return (
+        isinstance(entry, dict)
+        and all(
+            isinstance(entry.get(key), int) and not isinstance(entry.get(key), bool) for key in ("epoch", "env_steps")
+        )
+        and isinstance(entry.get("file"), str)
+        and Path(entry["file"]).name == entry["file"] not in ("", ".", "..")
+        and all(isinstance(entry.get(key), int | float) for key in numbers if key in entry or key == "return_mean")
+    )
 
 
 def make_recipe(config: RecipeCollectConfig) -> Path:
@@ -185,7 +215,20 @@ def write_replay_until(run: BehaviourRun, medium: dict[str, Any], config: Collec
     path, steps = run.folder / "replay.hdf5", int(medium["env_steps"])
     if not path.is_file():
         raise OfflineRLError(f"--behaviour-run {run.folder}: no replay.hdf5 (run it with --checkpoint-replay)")
-    with h5py.File(path, "r") as file:
+    try:
+        columns = _replay_rows(path, steps, recipe)
+    except (KeyError, ValueError, TypeError) as error:
+        raise OfflineRLError(f"{path}: not a replay saved by examples/mujoco_sac.py ({error})") from None
+    if not columns["terminals"][-1]:
+        columns["timeouts"][-1] = True
+    policy = f"the replay of {run.folder} until {run.file(medium)}"
+    _write(output, columns, config, recipe, policy)
+    return output
+
+
+def _replay_rows(path: Path, steps: int, recipe: Recipe) -> dict[str, np.ndarray]:
+    """The replay's first `steps` steps as D4RL's columns, from its one training env's group."""
+    with hdf5_for_reading(path) as file:
         layout = json.loads(file.attrs["layout"])
         if int(layout["buffer_num"]) != 1 or "0" not in file:
             raise OfflineRLError(f"{path}: {recipe.name} needs a replay of one training env (--training-num 1)")
@@ -206,11 +249,7 @@ def write_replay_until(run: BehaviourRun, medium: dict[str, Any], config: Collec
             "timeouts": group["truncated"][:steps].astype(bool),
             "next_observations": group["obs_next"][:steps].astype(np.float32),
         }
-    if not columns["terminals"][-1]:
-        columns["timeouts"][-1] = True
-    policy = f"the replay of {run.folder} until {run.file(medium)}"
-    _write(output, columns, config, recipe, policy)
-    return output
+    return columns
 
 
 def _write(output: Path, columns: dict[str, np.ndarray], config: CollectConfig, recipe: Recipe, policy: str) -> None:
