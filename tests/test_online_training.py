@@ -141,7 +141,7 @@ def test_in_a_log_file_the_online_trainer_prints_its_env_step_rate(
     monkeypatch.setattr(update_rate, "LINE_INTERVAL_S", 0.0)
     atari_qrdqn_program.main([*SMALL_RUN, "--epoch", "1"])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("env step ")]
-    assert lines and all(line.endswith(" env steps/s") for line in lines)
+    assert lines and all(" of 200: " in line and line.endswith(" of training left") for line in lines)
     assert int(lines[-1].split()[2].rstrip(":")) == 190  # the count before the epoch's last collection
 
 

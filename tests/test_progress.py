@@ -81,6 +81,18 @@ def test_training_without_a_terminal_prints_a_line_per_interval() -> None:
     assert lines[-1] == "env step 5445: 90.0 env steps/s"
 
 
+def test_a_run_that_knows_its_end_says_the_training_time_left() -> None:
+    from offline_rl.runs.update_rate import UpdateRateMonitor, time_left
+
+    clock, lines = FakeClock(), []
+    monitor = UpdateRateMonitor(slowdown_hint="", line_interval_s=60, clock=clock, write=lines.append, total=400_000)
+    train(monitor, clock, 0, rate=100, seconds=70)
+    assert lines == ["update 6050 of 400000: 100.0 updates/s, 1 h 06 min of training left"]  # 393 950 / 100 s
+    assert [time_left(s) for s in (20, 31, 719, 3600, 3599 * 3)] == [
+        "under a minute", "1 min", "12 min", "1 h 00 min", "3 h 00 min",
+    ]  # fmt: skip
+
+
 def test_a_logger_keeps_logging_and_feeds_the_monitor() -> None:
     from offline_rl.runs.update_rate import watch_update_rate
 

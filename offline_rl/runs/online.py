@@ -110,7 +110,8 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
         train_collector.reset()
         train_collector.collect(n_step=plan.random_steps, random=True)
     env_steps = [first_env_step]  # the newest count the trainer reported (for Ctrl-C's line)
-    monitor = update_rate_monitor(str(next(algorithm.parameters()).device), torch.get_num_threads(), "env step")
+    device, total = str(next(algorithm.parameters()).device), run.epoch * plan.step_per_epoch
+    monitor = update_rate_monitor(device, torch.get_num_threads(), "env step", total=total)
 
     def training_fn(epoch: int, env_step: int) -> None:
         env_steps[0] = env_step

@@ -276,7 +276,8 @@ def train_offline(
         on_best=on_best,
     )
     device = next(algorithm.parameters()).device
-    monitor = update_rate_monitor(str(device), torch.get_num_threads())  # log-file lines; slowdown notice
+    total = settings.epoch * settings.step_per_epoch
+    monitor = update_rate_monitor(str(device), torch.get_num_threads(), total=total)  # log lines; slowdown notice
     config = saved.get("config") or {}  # what sets the pace: the algorithm and its shapes, the batch, the machine
     pace = {"algorithm": config.get("algorithm"), "task": config.get("task"), "batch_size": settings.batch_size}
     pace |= {"device": str(device), "threads": torch.get_num_threads()}

@@ -50,8 +50,9 @@ class UpdateRateMonitor:
         collapse_factor: float = COLLAPSE_FACTOR,
         clock: Callable[[], float] = time.monotonic,
         write: Callable[[str], None] = print,
+        total: int | None = None,
     ) -> None:
-        self.slowdown_hint, self.counted = slowdown_hint, counted
+        self.slowdown_hint, self.counted, self.total = slowdown_hint, counted, total
         self.line_interval_s, self.window_s, self.collapse_factor = line_interval_s, window_s, collapse_factor
         self.clock, self.write = clock, write
         self.best_rate: float | None = None
@@ -75,8 +76,15 @@ class UpdateRateMonitor:
             self._line = (now, step)
         elif now - self._line[0] >= self.line_interval_s:
             rate = (step - self._line[1]) / (now - self._line[0])
-            self.write(f"{self.counted} {step}: {rate:.1f} {self.counted}s/s")
+            self.write(self._line_text(step, rate))
             self._line = (now, step)
+
+    def _line_text(self, step: int, rate: float) -> str:
+        """`update N: R updates/s`, with the run's end and the training time left at this rate where known."""
+        if self.total is None or rate <= 0:
+            return f"{self.counted} {step}: {rate:.1f} {self.counted}s/s"
+        left = time_left(max(self.total - step, 0) / rate)
+        return f"{self.counted} {step} of {self.total}: {rate:.1f} {self.counted}s/s, {left} of training left"
 
     def paused(self) -> None:
         """Training stopped for a while (an evaluation): the next windows start after it."""
@@ -98,6 +106,14 @@ class UpdateRateMonitor:
                 f"{self.counted} {step}: {rate:.1f} {self.counted}s/s, under 1/{self.collapse_factor:g} of the "
                 f"{expected:.1f}/s {whose}; {self.slowdown_hint}"
             )
+
+
+def time_left(seconds: float) -> str:
+    """`seconds` as a person reads a time left: "under a minute", "12 min", "3 h 05 min"."""
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute"
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 UPDATE_RATES_FILE = "update_rates.json"
@@ -176,13 +192,16 @@ def slowdown_hint(device: str, threads: int) -> str:
     )
 
 
-def update_rate_monitor(device: str, threads: int, counted: str = "update") -> UpdateRateMonitor:
-    """The monitor for a run: periodic lines only without a terminal (the progress bar shows the
-    rate on one), the slowdown notice on both."""
+def update_rate_monitor(
+    device: str, threads: int, counted: str = "update", *, total: int | None = None
+) -> UpdateRateMonitor:
+    """The monitor for a run that ends at `total` of what it counts: periodic lines (with the training
+    time left) only without a terminal (the progress bar shows the rate on one), the slowdown notice on both."""
     on_terminal = sys.stderr.isatty()
     return UpdateRateMonitor(
         slowdown_hint=slowdown_hint(device, threads),
         counted=counted,
         line_interval_s=None if on_terminal else LINE_INTERVAL_S,
         write=log.info,
+        total=total,
     )
