@@ -42,8 +42,6 @@ RECIPE_TASKS = {"halfcheetah": "HalfCheetah-v4", "hopper": "Hopper-v4", "walker2
 RECIPE_KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 MEDIUM_FRACTION = 1 / 3
 """D4RL's medium policy: about a third of the expert's return."""
-RECIPE_SIZE = 1_000_000
-"""D4RL's size of each collected part."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ def _replay_rows(path: Path, steps: int, recipe: Recipe) -> dict[str, np.ndarray
         if kept < steps or int(layout["size"]) <= kept:
             raise OfflineRLError(
                 f"{path}: holds {kept} steps of a replay of {layout['size']}; {recipe.name} needs its first "
-                f"{steps} (the medium snapshot's), all kept (a --buffer-size of the run's env steps or more)"
+                f"{steps} (the medium snapshot's), all kept (a --buffer-size above the run's env steps)"
             )
         columns = {
             "observations": group["obs"][:steps].astype(np.float32),
