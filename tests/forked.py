@@ -20,11 +20,13 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,9 +186,15 @@ serve(sys.argv[1])
 
 _ENVIRONMENT = dict(os.environ)  # as the test process started, before any test changed it
 _server: tuple[subprocess.Popen[bytes], str] | None = None
+_starting = threading.Lock()  # a sweep starts its trials from several threads at once
 
 
 def _socket_path() -> str:
+    with _starting:
+        return _started_server()
+
+
+def _started_server() -> str:
     global _server
     if _server is None or _server[0].poll() is not None:
         folder = tempfile.mkdtemp(prefix="offline-rl-forks-")
@@ -213,6 +221,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
+    shutil.rmtree(os.path.dirname(process.args[3]), ignore_errors=True)  # its socket's folder
 
 
 def _parse(args: list[str]) -> tuple[str, str, list[str], bool]:
