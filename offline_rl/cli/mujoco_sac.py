@@ -5,6 +5,7 @@ plays (a medium one, about a third of the expert's return, and the expert at the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from offline_rl.cli.flags import parse_config
 from offline_rl.core.errors import OfflineRLError
+from offline_rl.core.files import write_json
 from offline_rl.core.resources import require_memory
 from offline_rl.core.settings import check_ranges, setting
 from offline_rl.envs.make import make_env
@@ -145,10 +147,6 @@ def export_sac_actor(algorithm: Any, env: gym.Env, path: Path, *, task: str) -> 
 def keep_snapshot(config: MujocoSACConfig, algorithm: Any, env: gym.Env, folder: RunFolder, record: dict) -> None:
     """After a trained evaluation: the policy it scored as `snapshots/epoch-<E>.pt`, and its returns
     added to `snapshots/returns.json` (a resumed run's evaluation made again replaces its entry)."""
-    import json
-
-    from offline_rl.core.files import write_json
-
     epoch = int(record["epoch"])
     directory = folder.log_path / SNAPSHOTS
     directory.mkdir(exist_ok=True)

@@ -38,6 +38,7 @@ class Provenance:
     noise_std: float
     seed: int
     num_envs: int
+    recipe: str | None = None  # one of D4RL's recipes (`offline_rl.runs.recipes`), where one made it
 
 
 class EpisodeBuffer:
@@ -158,9 +159,15 @@ class DatasetWriter:
 def write_hdf5_dataset(output: Path, writer: DatasetWriter, made: Provenance, compression: str | None) -> None:
     """The episodes as a D4RL HDF5 file, with `metadata/*` saying how they were made."""
     size = writer.cursor
+    columns = {key: column[:size] for key, column in writer.columns.columns.items()}
+    write_d4rl_columns(output, columns, made, compression)
+
+
+def write_d4rl_columns(output: Path, columns: dict[str, np.ndarray], made: Provenance, compression: str | None) -> None:
+    """D4RL's columns as its HDF5 file, atomically, with `metadata/*` saying how they were made."""
     with atomic_hdf5(output) as file:
-        for key, column in writer.columns.columns.items():
-            file.create_dataset(key, data=column[:size], compression=compression)
+        for key, column in columns.items():
+            file.create_dataset(key, data=column, compression=compression)
         meta = file.create_group("metadata")
         meta["task"] = made.task
         meta["policy"] = made.policy
@@ -168,6 +175,8 @@ def write_hdf5_dataset(output: Path, writer: DatasetWriter, made: Provenance, co
         meta["seed"] = int(made.seed)
         meta["num_envs"] = int(made.num_envs)
         meta["generator"] = f"offline_rl {VERSION}"
+        if made.recipe:
+            meta["recipe"] = made.recipe
 
 
 def write_minari_directory(

@@ -30,11 +30,11 @@ import h5py
 import numpy as np
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.files import atomic_hdf5, check_output
+from offline_rl.core.files import check_output
 from offline_rl.core.settings import setting
 from offline_rl.data.hdf5_files import hdf5_for_reading
 from offline_rl.runs.dataset_generation import CollectConfig, collect_dataset
-from offline_rl.runs.dataset_writers import RANDOM_POLICY
+from offline_rl.runs.dataset_writers import RANDOM_POLICY, Provenance, write_d4rl_columns
 
 log = logging.getLogger(__name__)
 
@@ -251,16 +251,5 @@ def _replay_rows(path: Path, steps: int, recipe: Recipe) -> dict[str, np.ndarray
 
 
 def _write(output: Path, columns: dict[str, np.ndarray], config: CollectConfig, recipe: Recipe, policy: str) -> None:
-    from offline_rl.core import VERSION
-
-    with atomic_hdf5(output) as file:
-        for key, column in columns.items():
-            file.create_dataset(key, data=column, compression=config.compression)
-        meta = file.create_group("metadata")
-        meta["task"], meta["policy"], meta["recipe"] = recipe.task, policy, recipe.name
-        meta["seed"], meta["num_envs"], meta["noise_std"] = (
-            int(config.seed),
-            int(config.num_envs),
-            float(config.noise_std),
-        )
-        meta["generator"] = f"offline_rl {VERSION}"
+    made = Provenance(recipe.task, policy, config.noise_std, config.seed, config.num_envs, recipe=recipe.name)
+    write_d4rl_columns(output, columns, made, config.compression)
