@@ -39,6 +39,8 @@ setup(
     entry_points={
         "console_scripts": [
             "offline-rl-d4rl-cql = offline_rl.cli.console:d4rl_cql",
+            "offline-rl-d4rl-td3-bc = offline_rl.cli.console:d4rl_td3_bc",
+            "offline-rl-d4rl-bc = offline_rl.cli.console:d4rl_bc",
             "offline-rl-atari-cql = offline_rl.cli.console:atari_cql",
             "offline-rl-atari-qrdqn = offline_rl.cli.console:atari_qrdqn",
             "offline-rl-mujoco-sac = offline_rl.cli.console:mujoco_sac",

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
+from offline_rl.algorithms.networks import EnsembleCritic
 from offline_rl.core.resources import tune_cpu_allocator
 
 BATCH, SCORED, OBS_DIM, ACT_DIM, WIDTH = 256, 31, 17, 6, 256

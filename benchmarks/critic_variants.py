@@ -60,7 +60,7 @@ from typing import Any
 import torch
 
 from offline_rl.algorithms.cql_sac import algorithm as cql_sac_algorithm
-from offline_rl.algorithms.cql_sac.networks import EnsembleCritic, state_action_rows
+from offline_rl.algorithms.networks import EnsembleCritic, state_action_rows
 
 ALIGNMENT = 4
 """Columns per 16 bytes of float32: cuBLAS's aligned kernels need row strides of a multiple of it."""

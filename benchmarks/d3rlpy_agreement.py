@@ -53,12 +53,8 @@ from expectation_agreement import Agreement, agreement
 from torch import nn
 
 from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.algorithms.cql_sac.networks import (
-    EnsembleCritic,
-    TanhGaussianActor,
-    gaussian_params,
-    tanh_gaussian_log_prob,
-)
+from offline_rl.algorithms.cql_sac.networks import TanhGaussianActor, gaussian_params, tanh_gaussian_log_prob
+from offline_rl.algorithms.networks import EnsembleCritic
 from offline_rl.algorithms.staging import Transitions
 
 OBS_DIM, ACT_DIM, HIDDEN, BATCH = 6, 3, (64, 64), 128

@@ -10,6 +10,9 @@ flag is a `setting()` of `D4RLCQLConfig`, `OfflineRunConfig` or `CQLSACConfig`: 
 TensorBoard curves, `checkpoint.pth` after every epoch (`--resume-path` continues from it),
 `policy.pth` at the best evaluation, `policy_last.pth` and `summary.json` at the end, and
 `behaviour_policy.pt`, the actor as a policy file `python -m offline_rl.collect --policy` can play.
+
+The same steps train every continuous algorithm: `d4rl_td3_bc.py` and `d4rl_bc.py` call `train_offline`
+below with their own settings and algorithm.
 """
 
 from __future__ import annotations
@@ -20,13 +23,8 @@ from typing import Any
 
 from gymnasium.spaces.utils import flatdim
 
-from offline_rl.cli.d4rl_cql import (
-    DEFAULT_TASK,
-    config_from_args,
-    load_training_data,
-    make_continuous_env,
-    reference_range,
-)
+from offline_rl.cli.continuous_data import DEFAULT_TASK, load_training_data, make_continuous_env, reference_range
+from offline_rl.cli.d4rl_cql import config_from_args
 from offline_rl.cli.main import run_main
 from offline_rl.envs.make import recorded_evaluation_spec, say_recorded_settings
 from offline_rl.runs.evaluation import EvaluationReporter
@@ -37,6 +35,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     #    `--help` and a mistyped flag answer at once.
     config = config_from_args(argv)
     from offline_rl.algorithms.cql_sac import CQLSAC  # heavy (torch, Tianshou): loaded only when used
+
+    return train_offline(config, CQLSAC, algo_name="cql")
+
+
+def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[str, Any]:
+    """Steps 2-4 for any continuous algorithm: `config` holds the data settings, `run` and `algorithm`
+    (`algorithm_class.build` makes the algorithm from the last); runs go to <logdir>/<task>/<algo_name>/."""
     from offline_rl.data import dataset_info  # heavy (torch, Tianshou): loaded only when used
     from offline_rl.runs.policy_export import export_behaviour_policy  # heavy (torch): loaded only when used
     from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
@@ -68,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     env = make_continuous_env(task, spec)
     obs_dim, act_dim = flatdim(env.observation_space), flatdim(env.action_space)
     require_training_memory(config.algorithm.training_bytes(obs_dim, act_dim, config.run.batch_size), config.run)
-    algorithm = CQLSAC.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+    algorithm = algorithm_class.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
 
     # 4. Tianshou's offline trainer: an evaluation and a checkpoint every epoch, TensorBoard curves,
@@ -80,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         config.run,
         lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer, start_values=algorithm.start_values),
         task=task,
-        algo_name="cql",
+        algo_name=algo_name,
         saved={"config": asdict(config), "dataset_info": info},
         on_best=lambda algo, folder: export_behaviour_policy(algo, folder / "behaviour_policy.pt", task=task),
         checkpoint=session.checkpoint,

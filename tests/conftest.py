@@ -239,6 +239,8 @@ def modules_imported_by(script: str, *argvs: list[str], watched: tuple[str, ...]
 # The programs behind the scripts, for `run_in_process`.
 _PROGRAMS = {
     "examples/d4rl_cql.py": ("offline_rl.examples.d4rl_cql", "main"),
+    "examples/d4rl_td3_bc.py": ("offline_rl.examples.d4rl_td3_bc", "main"),
+    "examples/d4rl_bc.py": ("offline_rl.examples.d4rl_bc", "main"),
     "examples/atari_cql.py": ("offline_rl.examples.atari_cql", "main"),
     "examples/atari_qrdqn.py": ("offline_rl.examples.atari_qrdqn", "main"),
     "examples/mujoco_sac.py": ("offline_rl.examples.mujoco_sac", "main"),

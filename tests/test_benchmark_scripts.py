@@ -191,7 +191,7 @@ def test_a_critic_variant_computes_the_ensembles_q_values_and_gradients(
     (the critic loss) and the actions' gradients (the actor loss, through constant critics)."""
     import torch
 
-    from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
+    from offline_rl.algorithms.networks import EnsembleCritic
 
     critic_variants = load_benchmark("critic_variants", monkeypatch)
     torch.manual_seed(0)

@@ -334,7 +334,7 @@ def test_dict_observations_are_collected_flat_in_the_order_the_evaluation_env_fl
     stopped at a `ValueError: zip() argument 2 is shorter than argument 1` traceback."""
     import gymnasium as gym
 
-    from offline_rl.cli.d4rl_cql import make_continuous_env
+    from offline_rl.cli.continuous_data import make_continuous_env
     from offline_rl.core.errors import OfflineRLError
 
     path = collect_dataset(

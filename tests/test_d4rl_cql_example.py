@@ -422,7 +422,7 @@ def test_the_task_follows_the_dataset_only_when_no_task_is_given() -> None:
 def test_scores_are_normalised_by_the_evaluated_envs_references() -> None:
     """A dataset's reference returns are its own env's: they score runs on any version of that env
     (Minari's v5 data on Hopper-v4), not runs on another robot."""
-    from offline_rl.cli.d4rl_cql import reference_range
+    from offline_rl.cli.continuous_data import reference_range
     from offline_rl.envs.scores import reference_scores
 
     walker = {"gymnasium_task": "Walker2d-v4", "ref_min_score": 1.6, "ref_max_score": 4592.3}
@@ -438,7 +438,8 @@ def test_scores_are_normalised_by_the_evaluated_envs_references() -> None:
 
 
 def test_another_robot_of_the_same_sizes_is_named_in_a_warning(tmp_path: Path) -> None:
-    from offline_rl.cli.d4rl_cql import D4RLCQLConfig, load_training_data
+    from offline_rl.cli.continuous_data import load_training_data
+    from offline_rl.cli.d4rl_cql import D4RLCQLConfig
     from offline_rl.data.fit import TaskMismatchWarning
 
     d4rl_named_file(tmp_path, "Walker2d-v4", "walker2d_medium-v2.hdf5")

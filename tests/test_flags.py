@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO_ROOT, run_repo_script
 from offline_rl.algorithms.cql_sac import CQLSACConfig
 from offline_rl.algorithms.discrete_cql import DiscreteCQLConfig
-from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_cql, mujoco_sac
+from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_bc, d4rl_cql, d4rl_td3_bc, mujoco_sac
 from offline_rl.cli.convert_buffers import (
     ConversionConfig,
     DownloadableConversionConfig,
@@ -36,6 +36,8 @@ from offline_rl.sweep.command import SweepConfig
 
 PARSERS: dict[str, Callable[[list[str]], Any]] = {
     "examples/d4rl_cql.py": d4rl_cql.config_from_args,
+    "examples/d4rl_td3_bc.py": d4rl_td3_bc.config_from_args,
+    "examples/d4rl_bc.py": d4rl_bc.config_from_args,
     "examples/atari_cql.py": atari_cql.config_from_args,
     "examples/atari_qrdqn.py": atari_qrdqn.config_from_args,
     "examples/mujoco_sac.py": mujoco_sac.config_from_args,
@@ -57,6 +59,8 @@ DOCUMENTED_IN = [
     "README.md",
     *sorted(str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "docs" / "pages").rglob("*.md")),
     "examples/d4rl_cql.py",
+    "examples/d4rl_td3_bc.py",
+    "examples/d4rl_bc.py",
     "examples/atari_cql.py",
     "examples/atari_qrdqn.py",
     "converters/d4rl.py",

@@ -225,7 +225,7 @@ def test_no_network_fails_at_once_in_one_line_before_minari_retries(monkeypatch:
 def test_evaluation_uses_the_env_settings_the_dataset_records() -> None:
     import dataclasses
 
-    from offline_rl.cli.d4rl_cql import make_continuous_env
+    from offline_rl.cli.continuous_data import make_continuous_env
     from offline_rl.envs.make import recorded_evaluation_spec
 
     low_gravity = dataclasses.replace(gym.spec("Pendulum-v1"), kwargs={"g": 3.0})

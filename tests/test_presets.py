@@ -285,7 +285,15 @@ def test_every_shipped_sweep_expands_to_trials_its_example_accepts(path, monkeyp
 
 def shipped_presets() -> dict[Path, str]:
     """Every preset file under configs/ (sweep files aside), with the program it is written for."""
-    owners = {"cql": "d4rl_cql", "discrete_cql": "atari_cql", "qrdqn": "atari_qrdqn", "sac": "mujoco_sac"}
+    owners = {
+        "cql": "d4rl_cql",
+        "td3_bc": "d4rl_td3_bc",
+        "bc": "d4rl_bc",
+        "bc_10": "d4rl_bc",
+        "discrete_cql": "atari_cql",
+        "qrdqn": "atari_qrdqn",
+        "sac": "mujoco_sac",
+    }
     found = {
         path: owners[path.parent.name]
         for path in (REPO_ROOT / "configs").glob("*/*.yaml")
@@ -296,7 +304,7 @@ def shipped_presets() -> dict[Path, str]:
     return found
 
 
-@pytest.mark.parametrize("other", ["d4rl_cql", "atari_cql", "atari_qrdqn", "mujoco_sac"])
+@pytest.mark.parametrize("other", ["d4rl_cql", "d4rl_td3_bc", "d4rl_bc", "atari_cql", "atari_qrdqn", "mujoco_sac"])
 def test_a_preset_given_to_another_program_names_the_program_it_is_for(other: str) -> None:
     """An Atari preset given to d4rl_cql.py said "unknown setting 'eval_env'", as if the file had a typo;
     now the error names the program whose settings the file holds, and the command that takes it."""

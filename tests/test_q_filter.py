@@ -14,8 +14,8 @@ from tianshou.algorithm.modelfree.sac import SACPolicy
 from tianshou.data import Batch
 
 from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
-from offline_rl.algorithms.cql_sac.networks import ObservationNormalizer
 from offline_rl.algorithms.cql_sac.q_filter import CriticScores, QFilteredSACPolicy, q_filtered_actions
+from offline_rl.algorithms.networks import ObservationNormalizer
 
 
 class SignedCritics(torch.nn.Module):

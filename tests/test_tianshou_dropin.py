@@ -183,7 +183,7 @@ def test_cql_clips_each_critic_gradient_like_tianshou() -> None:
 
 
 def test_our_stacked_critics_clip_each_member_separately() -> None:
-    from offline_rl.algorithms.cql_sac.networks import EnsembleCritic
+    from offline_rl.algorithms.networks import EnsembleCritic
 
     critic = EnsembleCritic(3, 2, [8], num_critics=2)
     for parameter in critic.parameters():

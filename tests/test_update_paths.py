@@ -263,7 +263,7 @@ def assert_paths_agree(config: CQLSACConfig, *, compiled: bool, tolerance: tuple
     from_graph = [figures(stats) for stats in run_updates(captured, buffer, 12)]
     torch.manual_seed(5)
     from_eager = [figures(stats) for stats in run_updates(eager, buffer, 12)]
-    assert captured._captured is not None and captured._captured.captured  # replays happened
+    assert any(recording.captured for recording in captured._captured.values())  # replays happened
     assert captured.compile_update == compiled  # (a compiler failure would have switched it off)
     np.testing.assert_allclose(np.array(from_graph), np.array(from_eager), rtol=rtol, atol=atol)
     for name, value in captured.state_dict().items():

@@ -3,15 +3,18 @@ mathematics and nothing else.
 
 An algorithm gives the engine four things: its statistics class (`STATS`), what it stages from a buffer
 (`stage`), its losses on a batch (`compute_losses`, the one contract: a `Losses`), and what it does after
-the backward pass (`apply_gradients`). The engine does the rest:
+the backward pass (`apply_gradients`). An update whose later losses must see the parameters its earlier
+steps left (TD3's actor against the critics just updated) lists its stages in `STAGES`, each such a
+pair. The engine does the rest:
 
 - the update counter, kept in the algorithm's state (checkpoints restore it) with a host-side mirror
   (reading the device copy each update would wait for the device);
 - the staged dataset, built once per buffer and device (`staged`) and released before another is built;
-- one gradient step (`gradient_step`): losses, one backward pass over their sum, the algorithm's
-  optimiser steps, the count;
-- running it eagerly or as one replayed CUDA graph (`run_step`), with the losses and the optimiser
-  steps first fused by `torch.compile` where that is switched on (`compile_update`);
+- one gradient step (`gradient_step`): per stage, losses, one backward pass over their sum, the
+  algorithm's optimiser steps; then the count;
+- running it eagerly or as a replayed CUDA graph (`run_step`; one recording per phase of the update,
+  such as a delayed actor's), with the losses and the optimiser steps first fused by `torch.compile`
+  where that is switched on (`compile_update`);
 - a prioritized buffer's path (`prioritized_step`): indices drawn by priority on the host, the TD loss
   weighted by the importance weights, new priorities given back;
 - statistics windows, checkpoint keys renamed since (`LEGACY_KEYS`), and Tianshou's trainer.
@@ -43,6 +46,10 @@ from offline_rl.core.compat import importance_weights, quiet_compiler_notices, t
 log = logging.getLogger(__name__)
 
 PolicyT = TypeVar("PolicyT")
+
+MAX_RECORDINGS = 4
+"""Recordings kept at once: an update's phases (a delayed actor's steps and the others) each have one;
+a key beyond these (another dataset, another batch size) releases them all first."""
 
 
 class Losses(NamedTuple):
@@ -77,6 +84,9 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
     """A Tianshou `OfflineAlgorithm` on offline_rl's engine; see the module docstring for the contract."""
 
     STATS: type[TrainingStats] = TrainingStats
+    STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("compute_losses", "apply_gradients"),)
+    """The update's stages in order, each (the method giving its `Losses`, the method stepping after its
+    backward pass). A stage whose losses are empty this update (a delayed actor's) is skipped."""
     LEGACY_KEYS: ClassVar[dict[str, str]] = {}
     """State-dict keys renamed since checkpoints were first written: old name -> current name."""
 
@@ -91,7 +101,7 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         self.compile_optimizer_steps = True
         """Whether `compile_update` includes the optimiser steps (a switch for benchmarks)."""
         self.statistics = StatisticsWindow(self.STATS)
-        self._captured: CapturedStep | None = None
+        self._captured: dict[Hashable, CapturedStep] = {}  # one recording per phase of the update
         self._compiled: bool | None = None  # None: uncompiled; else whether the optimiser steps are compiled too
         self._staged: Any = None  # what `stage` prepared from the current buffer (or why it could not)
         self._staged_key: tuple[Any, ...] | None = None
@@ -164,7 +174,7 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
             state_dict = {self.LEGACY_KEYS.get(key, key): value for key, value in state_dict.items()}
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self._host_updates = int(self.num_updates)
-        self._captured = None  # the optimisers' state tensors were replaced: record afresh
+        self._captured = {}  # the optimisers' state tensors were replaced: record afresh
         # The checkpoint carried the kernels its run stepped with; this run chooses its own.
         use_multi_tensor_kernels(self.capturable_optimizers(), False)
         return result
@@ -191,17 +201,22 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
     # ----------------------------------------------------------------------------------------
     # one update
     def gradient_step(self, batch: Any, weight: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Losses, one backward pass over their sum, the optimiser steps, the count; returns the
-        detached figures (and `priority`, for a prioritized buffer)."""
-        losses = self.compute_losses(batch, weight=weight, **self.loss_options())
-        for optim in self.stepped_optimizers():
-            optim.zero_grad(set_to_none=True)
-        sum(losses.parts.values()).backward()  # type: ignore[union-attr]
-        self.apply_gradients()
+        """Per stage: losses, one backward pass over their sum, the optimiser steps; then the count.
+        Returns the detached figures (and `priority`, for a prioritized buffer)."""
+        options = self.loss_options()
+        figures: dict[str, torch.Tensor] = {}
+        for losses_method, apply_method in self.STAGES:
+            losses = getattr(self, losses_method)(batch, weight=weight, **options)
+            figures.update(losses.figures)
+            if losses.priority is not None:
+                figures["priority"] = losses.priority
+            if not losses.parts:
+                continue
+            for optim in self.stepped_optimizers():
+                optim.zero_grad(set_to_none=True)
+            sum(losses.parts.values()).backward()  # type: ignore[union-attr]
+            getattr(self, apply_method)()
         self.count_update()
-        figures = dict(losses.figures)
-        if losses.priority is not None:
-            figures["priority"] = losses.priority
         return figures
 
     def sampled_step(self, sample: Callable[[], Any], key: Hashable, *, eager: bool = False) -> Any:
@@ -300,16 +315,18 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         if eager or self.capture_blocker() is not None:
             self.statistics.add(step())
         else:
-            if self._captured is None or self._captured.key != key:
-                self._captured = None  # release the old recording's memory first
+            captured = self._captured.get(key)
+            if captured is None:
+                if len(self._captured) >= MAX_RECORDINGS:
+                    self._captured = {}  # another dataset or batch size: release the old recordings first
                 make_optimizers_capturable(self.capturable_optimizers())
                 if self.compile_update:
                     self._compile_update()
-                self._captured = CapturedStep(lambda: self.statistics.add(step()), key)
+                captured = self._captured[key] = CapturedStep(lambda: self.statistics.add(step()), key)
             try:
-                replayed = self._captured()
+                replayed = captured()
             except Exception as error:  # any compiler failure: say so, capture uncompiled
-                if not self.compile_update or self._captured.captured:
+                if not self.compile_update or captured.captured:
                     raise
                 self._give_up_compiling(error)
                 return self.run_step(step, key, eager=eager)
@@ -323,9 +340,10 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         kernels compiled steps need."""
         quiet_compiler_notices()
         if self._compiled is None:
-            self.compute_losses = torch.compile(self.compute_losses, dynamic=False)  # type: ignore[method-assign]
-            if self.compile_optimizer_steps:
-                self.apply_gradients = torch.compile(self.apply_gradients, dynamic=False)  # type: ignore[method-assign]
+            for losses_method, apply_method in self.STAGES:
+                setattr(self, losses_method, torch.compile(getattr(self, losses_method), dynamic=False))
+                if self.compile_optimizer_steps:
+                    setattr(self, apply_method, torch.compile(getattr(self, apply_method), dynamic=False))
             self._compiled = self.compile_optimizer_steps
         use_multi_tensor_kernels(self.capturable_optimizers(), self.compile_optimizer_steps)
 
@@ -333,13 +351,14 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         """Compilation happens at the first call, before anything is computed: nothing to undo but
         the compiled functions (the class's methods show again) and the kernels chosen for them."""
         if self._compiled is not None:
-            del self.compute_losses
-            if self._compiled:
-                del self.apply_gradients
+            for losses_method, apply_method in self.STAGES:
+                delattr(self, losses_method)
+                if self._compiled:
+                    delattr(self, apply_method)
             self._compiled = None
         use_multi_tensor_kernels(self.capturable_optimizers(), False)
         self.compile_update = False
-        self._captured = None
+        self._captured = {}
         log.info(
             f"updates: torch.compile failed ({compiler_failure(error)[:160]}); capturing the uncompiled update instead"
         )

@@ -3,7 +3,8 @@
 
 Such an algorithm keeps its env's action bounds (`action_low`, `action_high` buffers), an observation
 normaliser (or None) and a config with the data settings (`clip_dataset_actions`, `normalize_obs`,
-`normalize_reward`, `reward_scale`, `reward_bias`, `reward_noise_std`, `calibrated`, `gamma`); this
+`normalize_reward`, `reward_scale`, `reward_bias`, `gamma`, declared through
+`offline_rl.algorithms.continuous_settings`; CQL-SAC's also `reward_noise_std` and `calibrated`); this
 class stages its data (`offline_rl.algorithms.staging`), draws its batches on the device or by a
 prioritized buffer's priorities, and takes Tianshou's generic batches too.
 """
@@ -20,8 +21,15 @@ from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
 
 from offline_rl.algorithms.base import CountedOfflineAlgorithm, PolicyT
-from offline_rl.algorithms.staging import DeviceDataset, TransitionPreparation, is_prioritized, stage_continuous
+from offline_rl.algorithms.staging import (
+    DeviceDataset,
+    StoredTransitions,
+    TransitionPreparation,
+    is_prioritized,
+    stage_continuous,
+)
 from offline_rl.algorithms.training_stats import stats_from_tensors
+from offline_rl.algorithms.value_check import StartValues
 
 
 class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[PolicyT]):
@@ -81,8 +89,14 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
             action_scaling=bool(self.policy.action_scaling),  # type: ignore[attr-defined]
             fit_normalizer=normalizer.fit if unfitted else None,  # type: ignore[union-attr]
             normalize_reward=cfg.normalize_reward,
-            mc_gamma=cfg.gamma if cfg.calibrated else None,
+            mc_gamma=cfg.gamma if getattr(cfg, "calibrated", False) else None,  # Cal-QL floors at these
+            select=self.selected_rows,
         )
+
+    def selected_rows(self, stored: StoredTransitions) -> np.ndarray | None:
+        """The rows of the buffer this algorithm learns from; None: all of them, staged without a copy
+        (BC-x% keeps its best episodes)."""
+        return None
 
     @property
     def reward_unit(self) -> float:
@@ -93,7 +107,12 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
     def reward_noise_scale(self) -> float:
         """`reward_noise_std` in the units of prepared rewards: the noise joins the raw reward, so it is
         scaled with it (by the reward unit and `reward_scale`)."""
-        return self.config.reward_noise_std * abs(self.reward_unit * self.config.reward_scale)
+        return getattr(self.config, "reward_noise_std", 0.0) * abs(self.reward_unit * self.config.reward_scale)
+
+    def start_values(self, start_obs: np.ndarray, rewards: Sequence[np.ndarray], **kwargs: Any) -> StartValues | None:
+        """What the critics expect of each evaluation episode against what it returned
+        (`offline_rl.algorithms.value_check`); None for an algorithm without critics."""
+        return None
 
     def eager_phase(self) -> bool:
         """Whether updates now run uncaptured (a warm-up phase whose losses differ)."""

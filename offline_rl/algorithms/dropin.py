@@ -25,9 +25,9 @@ from tianshou.algorithm.optim import OptimizerFactory
 
 from offline_rl.algorithms.cql_sac.algorithm import CQLSAC
 from offline_rl.algorithms.cql_sac.config import CQLSACConfig
-from offline_rl.algorithms.cql_sac.networks import CriticModules
 from offline_rl.algorithms.discrete_cql.algorithm import CQLQRDQN
 from offline_rl.algorithms.discrete_cql.config import DiscreteCQLConfig
+from offline_rl.algorithms.networks import CriticModules
 from offline_rl.core.compat import auto_alpha_parts
 
 

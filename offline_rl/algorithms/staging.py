@@ -39,6 +39,11 @@ class StoredTransitions(NamedTuple):
     indices: np.ndarray
 
 
+def select_rows(stored: StoredTransitions, rows: np.ndarray) -> StoredTransitions:
+    """The transitions at `rows` (ascending, so each kept episode stays whole and in order)."""
+    return StoredTransitions(*(np.asarray(column)[rows] for column in stored))
+
+
 def stored_indices(buffer: ReplayBuffer) -> np.ndarray:
     """Buffer indices of every stored transition, in Tianshou's order (`sample_indices(0)`)."""
     return np.asarray(buffer.sample_indices(0), dtype=np.int64)
@@ -244,12 +249,17 @@ def stage_continuous(
     fit_normalizer: Callable[[np.ndarray], None] | None,
     normalize_reward: bool,
     mc_gamma: float | None,
+    select: Callable[[StoredTransitions], np.ndarray | None] | None = None,
 ) -> DeviceDataset:
     """A continuous-action buffer on `device`: its action units read from its marker
     (`offline_rl.data.action_units`), the observation normaliser fitted on it (`fit_normalizer`, when
     given), CORL's reward unit where `normalize_reward`, and the Monte-Carlo returns Cal-QL floors at
-    (`mc_gamma`, when given)."""
+    (`mc_gamma`, when given). `select` picks the rows to stage (all of them when it gives None),
+    before the normaliser is fitted."""
     stored = read_transitions(buffer)
+    rows = select(stored) if select is not None else None
+    if rows is not None:
+        stored = select_rows(stored, rows)
     env_units = needs_action_scaling(
         buffer,
         stored.act,

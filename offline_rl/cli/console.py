@@ -13,6 +13,8 @@ from offline_rl.cli.main import run_main
 
 COMMANDS = {
     "offline-rl-d4rl-cql": ("offline_rl.examples.d4rl_cql", "main"),
+    "offline-rl-d4rl-td3-bc": ("offline_rl.examples.d4rl_td3_bc", "main"),
+    "offline-rl-d4rl-bc": ("offline_rl.examples.d4rl_bc", "main"),
     "offline-rl-atari-cql": ("offline_rl.examples.atari_cql", "main"),
     "offline-rl-atari-qrdqn": ("offline_rl.examples.atari_qrdqn", "main"),
     "offline-rl-mujoco-sac": ("offline_rl.examples.mujoco_sac", "main"),
@@ -39,6 +41,8 @@ def _command(name: str) -> Callable[[], None]:
 
 
 d4rl_cql = _command("offline-rl-d4rl-cql")
+d4rl_td3_bc = _command("offline-rl-d4rl-td3-bc")
+d4rl_bc = _command("offline-rl-d4rl-bc")
 atari_cql = _command("offline-rl-atari-cql")
 atari_qrdqn = _command("offline-rl-atari-qrdqn")
 mujoco_sac = _command("offline-rl-mujoco-sac")

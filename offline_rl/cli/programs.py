@@ -33,6 +33,8 @@ PROGRAMS = {
     name: Program(f"examples/{name}.py", f"offline_rl.cli.{name}", settings, f"offline_rl.examples.{name}")
     for name, settings in (
         ("d4rl_cql", "D4RLCQLConfig"),
+        ("d4rl_td3_bc", "D4RLTD3BCConfig"),
+        ("d4rl_bc", "D4RLBCConfig"),
         ("atari_cql", "AtariCQLConfig"),
         ("atari_qrdqn", "AtariQRDQNConfig"),
         ("mujoco_sac", "MujocoSACConfig"),

@@ -8,8 +8,8 @@ __getattr__, __dir__ = lazy_exports(
         "CQLSAC": "offline_rl.algorithms.cql_sac.algorithm",
         "CQLSACConfig": "offline_rl.algorithms.cql_sac.config",
         "CQLSACTrainingStats": "offline_rl.algorithms.cql_sac.algorithm",
-        "EnsembleCritic": "offline_rl.algorithms.cql_sac.networks",
-        "ObservationNormalizer": "offline_rl.algorithms.cql_sac.networks",
+        "EnsembleCritic": "offline_rl.algorithms.networks",
+        "ObservationNormalizer": "offline_rl.algorithms.networks",
         "TanhGaussianActor": "offline_rl.algorithms.cql_sac.networks",
     },
 )

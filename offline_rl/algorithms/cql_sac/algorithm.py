@@ -50,16 +50,10 @@ from tianshou.algorithm.optim import OptimizerFactory
 from offline_rl.algorithms.base import Losses, make_adam
 from offline_rl.algorithms.continuous import ContinuousOfflineAlgorithm
 from offline_rl.algorithms.cql_sac.config import CQLSACConfig
-from offline_rl.algorithms.cql_sac.networks import (
-    CriticModules,
-    EnsembleCritic,
-    ObservationNormalizer,
-    gaussian_params,
-    tanh_gaussian_log_prob,
-    tanh_gaussian_sample,
-)
+from offline_rl.algorithms.cql_sac.networks import gaussian_params, tanh_gaussian_log_prob, tanh_gaussian_sample
 from offline_rl.algorithms.cql_sac.policy import build_networks
 from offline_rl.algorithms.cql_sac.q_filter import CriticScores, QFilteredSACPolicy
+from offline_rl.algorithms.networks import CriticModules, EnsembleCritic, ObservationNormalizer
 from offline_rl.algorithms.staging import Transitions
 from offline_rl.algorithms.value_check import StartValues, values_in_env_units
 from offline_rl.core.compat import auto_alpha_parts, polyak_update_

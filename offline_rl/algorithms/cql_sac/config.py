@@ -3,11 +3,19 @@ checkpoint entry (see `offline_rl.core.settings`)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from offline_rl.algorithms.continuous_settings import (
+    clip_dataset_actions_setting,
+    gamma_setting,
+    mlp_parameters,
+    normalize_obs_setting,
+    normalize_reward_setting,
+    reward_bias_setting,
+    reward_scale_setting,
+)
 from offline_rl.core.settings import check_ranges, require, setting
 
 NETWORKS = "CQL-SAC: networks"
@@ -56,13 +64,11 @@ class CQLSACConfig:
     log_std_offset: float = setting(
         -1.0, "added to the actor's log-std output before clamping (CORL's actor: -1)", group=NETWORKS
     )
-    normalize_obs: bool = setting(
-        True, "normalise observations with dataset statistics", aliases=("--norm-obs",), group=NETWORKS
-    )
+    normalize_obs: bool = normalize_obs_setting(True, NETWORKS)
     # optimisation and entropy
     actor_lr: float = setting(3e-5, "actor learning rate", above=0, group=OPTIMISATION)
     critic_lr: float = setting(3e-4, "critic learning rate", above=0, group=OPTIMISATION)
-    gamma: float = setting(0.99, "discount factor", minimum=0, maximum=1, group=OPTIMISATION)
+    gamma: float = gamma_setting(OPTIMISATION)
     tau: float = setting(5e-3, "Polyak rate of the target critics", above=0, maximum=1, group=OPTIMISATION)
     alpha: float = setting(1.0, "entropy temperature α (initial value when tuned)", minimum=0, group=OPTIMISATION)
     auto_alpha: bool = setting(True, "tune α towards --target-entropy", group=OPTIMISATION)
@@ -114,18 +120,9 @@ class CQLSACConfig:
     # TD target and data
     max_target_backup: bool = setting(False, "min over critics, then max over N target samples", group=TARGET)
     backup_entropy: bool = setting(False, "subtract α·log π(a′|s′) in the TD target", group=TARGET)
-    normalize_reward: bool = setting(
-        False,
-        "CORL's reward normalisation: rewards × 1000 / the range of the dataset's episode returns",
-        details=(
-            "Applied before --reward-scale and --reward-bias, over the dataset's complete episodes "
-            "(CORL's `return_reward_range`), so the data's return range spans 1000 reward units "
-            "whatever its quality."
-        ),
-        group=TARGET,
-    )
-    reward_scale: float = setting(1.0, "rewards are scaled by this ...", group=TARGET)
-    reward_bias: float = setting(0.0, "... then shifted by this", group=TARGET)
+    normalize_reward: bool = normalize_reward_setting(TARGET)
+    reward_scale: float = reward_scale_setting(TARGET)
+    reward_bias: float = reward_bias_setting(TARGET)
     reward_noise_std: float = setting(
         0.0,
         "standard deviation of Gaussian noise on each sampled reward of the TD target, drawn at every update",
@@ -138,7 +135,7 @@ class CQLSACConfig:
     )
     bc_steps: int = setting(0, "behaviour-cloning warm-up updates for the actor", minimum=0, group=TARGET)
     bc_debug_mode: bool = setting(False, "critic loss = conservative term only (TF-Agents' check)", group=TARGET)
-    clip_dataset_actions: bool = setting(False, "clip dataset actions into the action box", group=TARGET)
+    clip_dataset_actions: bool = clip_dataset_actions_setting(TARGET)
     # evaluation
     eval_q_filter: int = setting(
         0,
@@ -168,8 +165,8 @@ class CQLSACConfig:
         scores the batch's action and the 3·N actions the conservative term samples (`--batch-size`,
         or `--cql-n-actions` where N is the larger factor). Keyed by the flag and its value, for a
         message that names them."""
-        actor = _mlp_parameters([obs_dim, *self.actor_hidden_sizes, 2 * act_dim])
-        critic = _mlp_parameters([obs_dim + act_dim, *self.critic_hidden_sizes, 1])
+        actor = mlp_parameters([obs_dim, *self.actor_hidden_sizes, 2 * act_dim])
+        critic = mlp_parameters([obs_dim + act_dim, *self.critic_hidden_sizes, 1])
         networks = 4 * (4 * actor + 5 * self.num_critics * critic)  # float32; the targets have no optimiser
         rows = batch_size * (1 + 3 * self.cql_n_actions)
         activations = 4 * 2 * rows * self.num_critics * sum(self.critic_hidden_sizes)  # kept for backward, and grads
@@ -200,8 +197,3 @@ class CQLSACConfig:
             data.setdefault("critic_layers", len(sizes))
             data.setdefault("critic_width", int(sizes[0]))
         return data
-
-
-def _mlp_parameters(widths: list[int]) -> int:
-    """Weights and biases of fully connected layers of these widths."""
-    return sum((inputs + 1) * outputs for inputs, outputs in itertools.pairwise(widths))

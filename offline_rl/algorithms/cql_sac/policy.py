@@ -11,8 +11,9 @@ import numpy as np
 from tianshou.algorithm.modelfree.sac import SACPolicy
 
 from offline_rl.algorithms.cql_sac.config import CQLSACConfig
-from offline_rl.algorithms.cql_sac.networks import EnsembleCritic, ObservationNormalizer, TanhGaussianActor
+from offline_rl.algorithms.cql_sac.networks import TanhGaussianActor
 from offline_rl.algorithms.cql_sac.q_filter import QFilteredSACPolicy
+from offline_rl.algorithms.networks import EnsembleCritic, ObservationNormalizer
 
 
 def build_networks(

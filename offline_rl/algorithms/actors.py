@@ -1,0 +1,79 @@
+"""The actor the TD3 family and behaviour cloning train: a deterministic policy a = tanh(f(s)) on
+normalised observations, and the Tianshou policy that evaluates it.
+
+Its `forward` answers Tianshou's probabilistic-actor protocol, `obs -> ((f(s), 1), state)`, so
+`SACPolicy` with `deterministic_eval` acts with tanh(f(s)): exactly the action the losses train, the
+same evaluation, export (`offline_rl.algorithms.export`) and policy file (`behaviour_policy.pt`) as
+CQL-SAC's actor, whose Gaussian mean takes the place of f.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tianshou.algorithm.modelfree.sac import SACPolicy
+from torch import nn
+
+from offline_rl.algorithms.layers import relu_mlp
+from offline_rl.algorithms.networks import ObservationNormalizer, orthogonal_init_
+
+
+class DeterministicActor(nn.Module):
+    """a = tanh(f(s)), f an MLP with ReLU hidden layers (TD3's and CORL's actor; PyTorch's default
+    initialisation unless `orthogonal_init`). `action` takes normalised observations, `forward` raw ones."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: list[int],
+        normalizer: ObservationNormalizer,
+        *,
+        orthogonal_init: bool = False,
+    ) -> None:
+        super().__init__()
+        self.act_dim = act_dim
+        self.hidden_sizes = list(hidden_sizes)
+        self.normalizer = normalizer
+        self.net = relu_mlp(obs_dim, hidden_sizes, act_dim)
+        if orthogonal_init:
+            orthogonal_init_(self.net)
+
+    def action(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        """tanh(f(s)) in the policy's [-1, 1] box, from normalised observations (B, D)."""
+        return torch.tanh(self.net(norm_obs))
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.normalizer.mean.device)
+        pre_tanh = self.net(self.normalizer(obs_t))
+        return (pre_tanh, torch.ones_like(pre_tanh)), state
+
+
+def target_copy(actor: DeterministicActor) -> DeterministicActor:
+    """A frozen copy of the actor for TD targets, sharing its normaliser (fitted once, for both)."""
+    return copy.deepcopy(actor, memo={id(actor.normalizer): actor.normalizer}).requires_grad_(False)
+
+
+def deterministic_policy(
+    observation_space: gym.Space, action_space: gym.Space, hidden_sizes: list[int], *, orthogonal_init: bool = False
+) -> tuple[SACPolicy, DeterministicActor, ObservationNormalizer]:
+    """(policy, actor, normaliser) for the given spaces: the actor behind an observation normaliser,
+    evaluated by its deterministic action mapped onto the env's action bounds."""
+    if not isinstance(action_space, gym.spaces.Box):
+        raise TypeError(f"a deterministic actor needs a Box action space, got {action_space}")
+    obs_dim = int(np.prod(observation_space.shape))
+    act_dim = int(np.prod(action_space.shape))
+    normalizer = ObservationNormalizer(obs_dim)
+    actor = DeterministicActor(obs_dim, act_dim, hidden_sizes, normalizer, orthogonal_init=orthogonal_init)
+    policy = SACPolicy(
+        actor=actor,
+        action_space=action_space,
+        observation_space=observation_space,
+        action_scaling=True,
+        deterministic_eval=True,
+    )
+    return policy, actor, normalizer
