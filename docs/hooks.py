@@ -23,6 +23,7 @@ def _programs() -> list[tuple[str, str, Any]]:
     from offline_rl.cli.convert_rl_unplugged import RLUnpluggedConversionConfig
     from offline_rl.cli.d4rl_bc import D4RLBCConfig
     from offline_rl.cli.d4rl_cql import D4RLCQLConfig
+    from offline_rl.cli.d4rl_iql import D4RLIQLConfig
     from offline_rl.cli.d4rl_td3_bc import D4RLTD3BCConfig
     from offline_rl.cli.describe import DescribeConfig
     from offline_rl.cli.mujoco_sac import MujocoSACConfig
@@ -34,6 +35,7 @@ def _programs() -> list[tuple[str, str, Any]]:
         ("examples/d4rl_cql.py", "CQL-SAC on a continuous-action dataset", D4RLCQLConfig()),
         ("examples/d4rl_td3_bc.py", "TD3+BC on a continuous-action dataset", D4RLTD3BCConfig()),
         ("examples/d4rl_bc.py", "behaviour cloning (and BC-x%) on a continuous-action dataset", D4RLBCConfig()),
+        ("examples/d4rl_iql.py", "IQL on a continuous-action dataset", D4RLIQLConfig()),
         ("examples/atari_cql.py", "discrete CQL on Atari or vector-task data", AtariCQLConfig()),
         ("examples/atari_qrdqn.py", "an online QR-DQN behaviour policy and the data it plays", AtariQRDQNConfig()),
         ("examples/mujoco_sac.py", "an online SAC behaviour policy and its snapshots", MujocoSACConfig()),
@@ -74,6 +76,8 @@ def _range(meta: dict[str, Any]) -> str:
         parts.append(f"> {meta['above']:g}")
     if meta.get("maximum") is not None:
         parts.append(f"≤ {meta['maximum']:g}")
+    if meta.get("below") is not None:
+        parts.append(f"< {meta['below']:g}")
     return ", ".join(parts)
 
 

@@ -10,6 +10,7 @@ CQL-SAC's actor, whose Gaussian mean takes the place of f.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -53,22 +54,50 @@ class DeterministicActor(nn.Module):
         return (pre_tanh, torch.ones_like(pre_tanh)), state
 
 
+class GaussianMeanActor(DeterministicActor):
+    """IQL's Gaussian policy, as CORL's `GaussianPolicy` builds it: N(tanh(f(s)), σ²) with a learned,
+    state-independent log σ clamped to [−20, 2]. Unsquashed: its mean, the evaluation action, is the
+    deterministic actor's tanh(f(s)); dataset actions are scored by the Gaussian's log-density."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: list[int], normalizer: ObservationNormalizer) -> None:
+        super().__init__(obs_dim, act_dim, hidden_sizes, normalizer)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+
+    def log_prob(self, norm_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log π(a|s) (B,) of actions (B, A), summed over the action dims."""
+        mean = self.action(norm_obs)
+        log_std = self.log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+        z = (actions - mean) * torch.exp(-log_std)
+        return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
 def target_copy(actor: DeterministicActor) -> DeterministicActor:
     """A frozen copy of the actor for TD targets, sharing its normaliser (fitted once, for both)."""
     return copy.deepcopy(actor, memo={id(actor.normalizer): actor.normalizer}).requires_grad_(False)
 
 
 def deterministic_policy(
-    observation_space: gym.Space, action_space: gym.Space, hidden_sizes: list[int], *, orthogonal_init: bool = False
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    hidden_sizes: list[int],
+    *,
+    orthogonal_init: bool = False,
+    gaussian: bool = False,
 ) -> tuple[SACPolicy, DeterministicActor, ObservationNormalizer]:
-    """(policy, actor, normaliser) for the given spaces: the actor behind an observation normaliser,
-    evaluated by its deterministic action mapped onto the env's action bounds."""
+    """(policy, actor, normaliser) for the given spaces: the actor (`gaussian`: IQL's Gaussian around
+    it) behind an observation normaliser, evaluated by its deterministic action mapped onto the env's
+    action bounds."""
     if not isinstance(action_space, gym.spaces.Box):
         raise TypeError(f"a deterministic actor needs a Box action space, got {action_space}")
     obs_dim = int(np.prod(observation_space.shape))
     act_dim = int(np.prod(action_space.shape))
     normalizer = ObservationNormalizer(obs_dim)
-    actor = DeterministicActor(obs_dim, act_dim, hidden_sizes, normalizer, orthogonal_init=orthogonal_init)
+    if gaussian:
+        actor: DeterministicActor = GaussianMeanActor(obs_dim, act_dim, hidden_sizes, normalizer)
+    else:
+        actor = DeterministicActor(obs_dim, act_dim, hidden_sizes, normalizer, orthogonal_init=orthogonal_init)
     policy = SACPolicy(
         actor=actor,
         action_space=action_space,

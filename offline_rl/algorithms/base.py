@@ -131,6 +131,10 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         staged data), passed to `compute_losses` and part of what a captured update depends on."""
         return {}
 
+    def plan(self, total_updates: int) -> None:
+        """The run's length in updates (`--epoch` × `--step-per-epoch`), told before training starts, for
+        what spans a run (IQL's cosine schedule of the actor's rate); nothing by default."""
+
     def add_optimizer(
         self, module: torch.nn.Module, factory: OptimizerFactory | None, **adam: Any
     ) -> torch.optim.Optimizer:

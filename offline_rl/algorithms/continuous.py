@@ -29,7 +29,7 @@ from offline_rl.algorithms.staging import (
     stage_continuous,
 )
 from offline_rl.algorithms.training_stats import stats_from_tensors
-from offline_rl.algorithms.value_check import StartValues
+from offline_rl.algorithms.value_check import StartValues, values_in_env_units
 
 
 class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[PolicyT]):
@@ -109,10 +109,23 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
         scaled with it (by the reward unit and `reward_scale`)."""
         return getattr(self.config, "reward_noise_std", 0.0) * abs(self.reward_unit * self.config.reward_scale)
 
-    def start_values(self, start_obs: np.ndarray, rewards: Sequence[np.ndarray], **kwargs: Any) -> StartValues | None:
-        """What the critics expect of each evaluation episode against what it returned
-        (`offline_rl.algorithms.value_check`); None for an algorithm without critics."""
-        return None
+    @torch.no_grad()
+    def start_values(
+        self, start_obs: np.ndarray, rewards: Sequence[np.ndarray], *, reward_unit: float | None = None
+    ) -> StartValues | None:
+        """Per evaluation episode, min_e Q_e(s₀, π(s₀)) at its first observation against its discounted
+        return, in the env's reward units (`offline_rl.algorithms.value_check`), for an algorithm with
+        `critic`s and a deterministic actor's `action`; None for one without critics (BC)."""
+        critic = getattr(self, "critic", None)
+        if critic is None:
+            return None
+        obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
+        norm_obs = self.normalize_obs(obs.reshape(len(obs), -1))
+        action = self.policy.actor.action(norm_obs).unsqueeze(1)  # type: ignore[attr-defined]
+        q = critic(norm_obs, action).amin(dim=0)[:, 0].double().cpu().numpy()
+        unit = self.reward_unit if reward_unit is None else reward_unit
+        cfg = self.config
+        return values_in_env_units(q, rewards, cfg.gamma, unit * cfg.reward_scale, cfg.reward_bias)
 
     def eager_phase(self) -> bool:
         """Whether updates now run uncaptured (a warm-up phase whose losses differ)."""

@@ -25,6 +25,7 @@ def setting(
     minimum: float | None = None,
     above: float | None = None,
     maximum: float | None = None,
+    below: float | None = None,
     choices: Sequence[Any] | None = None,
     group: str | None = None,
     required: bool = False,
@@ -38,7 +39,7 @@ def setting(
 
     `flag` is the main spelling (default: `--field-name`); `aliases` are older or other projects'
     spellings (snake_case forms of every spelling are accepted automatically). `minimum`/`maximum`
-    are inclusive bounds, `above` an exclusive lower bound; for lists they apply to every element.
+    are inclusive bounds, `above` and `below` exclusive ones; for lists they apply to every element.
     A list default is copied per instance. `required` fields must be given on the command line;
     `positional` ones are given there without a flag. `per_invocation` settings belong to one
     command, not to the run it continues (`--resume-path`, `--device`): resuming does not restore them.
@@ -56,6 +57,7 @@ def setting(
         "minimum": minimum,
         "above": above,
         "maximum": maximum,
+        "below": below,
         "choices": tuple(choices) if choices is not None else None,
         "group": group,
         "positional": positional,
@@ -136,6 +138,10 @@ def _number(value: float) -> str:
 
 def _range_text(meta: dict[str, Any]) -> str | None:
     low, above, high = meta.get("minimum"), meta.get("above"), meta.get("maximum")
+    below = meta.get("below")
+    if below is not None:
+        opening = f"[{_number(low)}" if low is not None else f"({_number(above)}" if above is not None else None
+        return f"a value in {opening}, {_number(below)})" if opening else f"less than {_number(below)}"
     if low is not None and high is not None:
         return f"a value in [{_number(low)}, {_number(high)}]"
     if above is not None and high is not None:
@@ -151,7 +157,13 @@ def _range_text(meta: dict[str, Any]) -> str | None:
 
 def _in_range(value: float, meta: dict[str, Any]) -> bool:
     low, above, high = meta.get("minimum"), meta.get("above"), meta.get("maximum")
-    return (low is None or value >= low) and (above is None or value > above) and (high is None or value <= high)
+    below = meta.get("below")
+    return (
+        (low is None or value >= low)
+        and (above is None or value > above)
+        and (high is None or value <= high)
+        and (below is None or value < below)
+    )
 
 
 def check_ranges(config: Any) -> None:

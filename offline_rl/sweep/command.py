@@ -49,7 +49,9 @@ class SweepConfig:
     FLAG_GROUP: ClassVar[str] = "sweep"
 
     sweep_file: str | None = setting(None, "a sweep YAML file (example, set, grid)", positional=True)
-    example: str | None = setting(None, "the example every trial runs: d4rl_cql, d4rl_td3_bc, d4rl_bc or atari_cql")
+    example: str | None = setting(
+        None, f"the example every trial runs: {', '.join(EXAMPLES)}"
+    )
     grid: list[str] = setting([], "KEY=V1,V2,...: one grid axis (repeat the flag for more)", repeatable=True)
     fixed: list[str] = setting([], "KEY=VALUE: a flag every trial gets (repeatable)", flag="--set", repeatable=True)
     example_config: str | None = setting(None, "the example's own --config preset file, for every trial")
@@ -106,9 +108,7 @@ def build_spec(config: SweepConfig) -> Any:
             raise OfflineRLError(f"--example {config.example}: {config.sweep_file} runs {spec.example}")
     else:
         if not config.example:
-            raise OfflineRLError(
-                "give a sweep file or --example (d4rl_cql, d4rl_td3_bc, d4rl_bc or atari_cql) with --grid axes"
-            )
+            raise OfflineRLError(f"give a sweep file or --example ({', '.join(EXAMPLES)}) with --grid axes")
         spec = SweepSpec(name=config.example, example=config.example, fixed=fixed, grid=grid)
     if config.name:
         spec.name = config.name

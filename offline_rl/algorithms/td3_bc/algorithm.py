@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 import torch
 from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.algorithm.modelfree.sac import SACPolicy
@@ -37,7 +36,6 @@ from offline_rl.algorithms.continuous import ContinuousOfflineAlgorithm
 from offline_rl.algorithms.networks import CriticModules, EnsembleCritic, ObservationNormalizer
 from offline_rl.algorithms.staging import Transitions
 from offline_rl.algorithms.td3_bc.config import TD3BCConfig
-from offline_rl.algorithms.value_check import StartValues, values_in_env_units
 from offline_rl.core.compat import polyak_update_
 
 
@@ -108,20 +106,6 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
             actor.normalizer.mean.numel(), actor.act_dim, config.hidden_sizes, 2, orthogonal_init=False
         )
         return cls(policy=policy, critic=critic, normalizer=normalizer, config=config).to(device)
-
-    @torch.no_grad()
-    def start_values(
-        self, start_obs: np.ndarray, rewards: Sequence[np.ndarray], *, reward_unit: float | None = None
-    ) -> StartValues | None:
-        """Per evaluation episode, min_e Q_e(s₀, π(s₀)) at its first observation against its discounted
-        return, in the env's reward units (`offline_rl.algorithms.value_check`)."""
-        obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
-        norm_obs = self.normalize_obs(obs.reshape(len(obs), -1))
-        action = self.actor.action(norm_obs).unsqueeze(1)
-        q = self.critic(norm_obs, action).amin(dim=0)[:, 0].double().cpu().numpy()
-        unit = self.reward_unit if reward_unit is None else reward_unit
-        cfg = self.config
-        return values_in_env_units(q, rewards, cfg.gamma, unit * cfg.reward_scale, cfg.reward_bias)
 
     # ----------------------------------------------------------------------------------------
     # the update

@@ -1,4 +1,4 @@
-"""`examples/d4rl_td3_bc.py` and `examples/d4rl_bc.py` as a user runs them: the recipe of
+"""`examples/d4rl_td3_bc.py`, `d4rl_iql.py` and `d4rl_bc.py` as a user runs them: the recipe of
 `d4rl_cql.py` with another algorithm, so the same run folder, exact resume, `--watch`, export, policy
 file, sweeps and one-line refusals."""
 
@@ -21,13 +21,15 @@ PROGRAMS = {
     # An odd epoch length: the resumed run's first update is one with TD3's delayed actor step.
     "examples/d4rl_td3_bc.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "16"],
     "examples/d4rl_bc.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "--top-fraction", "0.5"],
+    # The cosine schedule spans the uninterrupted run's 30 updates in both runs.
+    "examples/d4rl_iql.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "--schedule-updates", "30"],
 }
 
 
 @pytest.mark.parametrize("script", PROGRAMS)
 def test_a_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Path, script: str) -> None:
     stopped = assert_resume_is_exact(script, PROGRAMS[script], tmp_path)
-    algo = "td3_bc" if "td3" in script else "bc"
+    algo = script.removeprefix("examples/d4rl_").removesuffix(".py")
     assert stopped.parent.parent.name == algo  # <logdir>/<task>/<algo>/<seed>/<stamp>
     for name in ("run.json", "policy.pth", "policy_last.pth", "summary.json", "behaviour_policy.pt"):
         assert (stopped / name).is_file(), name
@@ -63,6 +65,8 @@ def test_watch_export_and_the_policy_file_act_as_the_trained_actor(tmp_path: Pat
         ("examples/d4rl_bc.py", ["--top-fraction", "0"], "error: --top-fraction 0.0: expected a value in (0, 1]"),
         ("examples/d4rl_td3_bc.py", ["--policy-freq", "0"], "error: --policy-freq 0: expected at least 1"),
         ("examples/d4rl_td3_bc.py", ["--alpha", "-1"], "error: --alpha -1.0: expected a positive number"),
+        ("examples/d4rl_iql.py", ["--expectile", "1"], "error: --expectile 1.0: expected a value in (0, 1)"),
+        ("examples/d4rl_iql.py", ["--actor-schedule", "linear"], "--actor-schedule"),
         ("examples/d4rl_td3_bc.py", ["--cql-weight", "5"], "unrecognized arguments: --cql-weight 5"),
     ],
 )

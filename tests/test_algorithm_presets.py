@@ -1,5 +1,6 @@
-"""The preset files of TD3+BC (configs/td3_bc/), BC (configs/bc/) and BC-10% (configs/bc_10/): one per
-D4RL dataset CORL runs each on, CORL's values, loaded exactly, described exactly by their pages' tables."""
+"""The preset files of TD3+BC (configs/td3_bc/), IQL (configs/iql/), BC (configs/bc/) and BC-10%
+(configs/bc_10/): one per D4RL dataset CORL runs each on, CORL's values, loaded exactly, described
+exactly by their pages' tables."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import pytest
 from test_presets import ADROIT, ANTMAZE, LOCOMOTION, MAZE2D, field_values
 
 from conftest import REPO_ROOT
-from offline_rl.cli import d4rl_bc, d4rl_td3_bc
+from offline_rl.cli import d4rl_bc, d4rl_iql, d4rl_td3_bc
 from offline_rl.cli.presets import load_preset
 
 FOLDERS: dict[str, tuple[Callable[[list[str]], Any], str]] = {
     "td3_bc": (d4rl_td3_bc.config_from_args, "td3-bc.md"),
+    "iql": (d4rl_iql.config_from_args, "iql.md"),
     "bc": (d4rl_bc.config_from_args, "bc.md"),
     "bc_10": (d4rl_bc.config_from_args, "bc.md"),
 }
@@ -56,6 +58,23 @@ def test_the_td3_bc_presets_hold_corls_values() -> None:
         maze = path.stem.startswith(("antmaze", "maze2d"))
         assert run.test_num == (100 if maze else 10), path.stem
         assert algo.reward_bias == (-1.0 if path.stem.startswith("antmaze") else 0.0), path.stem
+
+
+def test_the_iql_presets_hold_corls_values() -> None:
+    for path in (REPO_ROOT / "configs" / "iql").glob("*.yaml"):
+        config = d4rl_iql.config_from_args(["--config", str(path)])
+        algo, name = config.algorithm, path.stem
+        assert (algo.actor_lr, algo.critic_lr, algo.value_lr, algo.max_weight) == (3e-4, 3e-4, 3e-4, 100.0)
+        assert algo.actor_schedule == "cosine" and algo.schedule_updates is None and algo.hidden_sizes == [256, 256]
+        assert config.run.epoch * config.run.step_per_epoch == 1_000_000 and config.run.batch_size == 256
+        hopper_special = name in ("hopper-medium-v2", "hopper-medium-replay-v2")
+        assert algo.deterministic_actor == hopper_special and algo.normalize_reward == hopper_special, name
+        assert algo.tau == (0.001 if hopper_special else 0.005), name
+        expected = {"antmaze": (0.9, 10.0), "pen": (0.8, 3.0), "door": (0.8, 3.0), "hammer": (0.8, 3.0)}
+        expected |= {"relocate": (0.8, 3.0), "hopper-medium-expert-v2": (0.5, 6.0)}
+        key = name if name in expected else name.split("-")[0]
+        assert (algo.expectile, algo.temperature) == expected.get(key, (0.7, 3.0)), name
+        assert algo.reward_bias == (-1.0 if name.startswith("antmaze") else 0.0), name
 
 
 @pytest.mark.parametrize(("folder", "fraction"), [("bc", 1.0), ("bc_10", 0.1)])
