@@ -41,6 +41,7 @@ setup(
             "offline-rl-d4rl-cql = offline_rl.cli.console:d4rl_cql",
             "offline-rl-d4rl-td3-bc = offline_rl.cli.console:d4rl_td3_bc",
             "offline-rl-d4rl-bc = offline_rl.cli.console:d4rl_bc",
+            "offline-rl-d4rl-rebrac = offline_rl.cli.console:d4rl_rebrac",
             "offline-rl-d4rl-iql = offline_rl.cli.console:d4rl_iql",
             "offline-rl-atari-cql = offline_rl.cli.console:atari_cql",
             "offline-rl-atari-qrdqn = offline_rl.cli.console:atari_qrdqn",

@@ -24,6 +24,7 @@ def _programs() -> list[tuple[str, str, Any]]:
     from offline_rl.cli.d4rl_bc import D4RLBCConfig
     from offline_rl.cli.d4rl_cql import D4RLCQLConfig
     from offline_rl.cli.d4rl_iql import D4RLIQLConfig
+    from offline_rl.cli.d4rl_rebrac import D4RLReBRACConfig
     from offline_rl.cli.d4rl_td3_bc import D4RLTD3BCConfig
     from offline_rl.cli.describe import DescribeConfig
     from offline_rl.cli.mujoco_sac import MujocoSACConfig
@@ -35,6 +36,7 @@ def _programs() -> list[tuple[str, str, Any]]:
         ("examples/d4rl_cql.py", "CQL-SAC on a continuous-action dataset", D4RLCQLConfig()),
         ("examples/d4rl_td3_bc.py", "TD3+BC on a continuous-action dataset", D4RLTD3BCConfig()),
         ("examples/d4rl_bc.py", "behaviour cloning (and BC-x%) on a continuous-action dataset", D4RLBCConfig()),
+        ("examples/d4rl_rebrac.py", "ReBRAC on a continuous-action dataset", D4RLReBRACConfig()),
         ("examples/d4rl_iql.py", "IQL on a continuous-action dataset", D4RLIQLConfig()),
         ("examples/atari_cql.py", "discrete CQL on Atari or vector-task data", AtariCQLConfig()),
         ("examples/atari_qrdqn.py", "an online QR-DQN behaviour policy and the data it plays", AtariQRDQNConfig()),

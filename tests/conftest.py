@@ -241,6 +241,7 @@ _PROGRAMS = {
     "examples/d4rl_cql.py": ("offline_rl.examples.d4rl_cql", "main"),
     "examples/d4rl_td3_bc.py": ("offline_rl.examples.d4rl_td3_bc", "main"),
     "examples/d4rl_bc.py": ("offline_rl.examples.d4rl_bc", "main"),
+    "examples/d4rl_rebrac.py": ("offline_rl.examples.d4rl_rebrac", "main"),
     "examples/d4rl_iql.py": ("offline_rl.examples.d4rl_iql", "main"),
     "examples/atari_cql.py": ("offline_rl.examples.atari_cql", "main"),
     "examples/atari_qrdqn.py": ("offline_rl.examples.atari_qrdqn", "main"),

@@ -1,6 +1,6 @@
-"""The preset files of TD3+BC (configs/td3_bc/), IQL (configs/iql/), BC (configs/bc/) and BC-10%
-(configs/bc_10/): one per D4RL dataset CORL runs each on, CORL's values, loaded exactly, described
-exactly by their pages' tables."""
+"""The preset files of TD3+BC (configs/td3_bc/), IQL (configs/iql/), ReBRAC (configs/rebrac/), BC
+(configs/bc/) and BC-10% (configs/bc_10/): one per D4RL dataset CORL runs each on, CORL's values, loaded
+exactly, described exactly by their pages' tables."""
 
 from __future__ import annotations
 
@@ -16,14 +16,19 @@ import pytest
 from test_presets import ADROIT, ANTMAZE, LOCOMOTION, MAZE2D, field_values
 
 from conftest import REPO_ROOT
-from offline_rl.cli import d4rl_bc, d4rl_iql, d4rl_td3_bc
+from offline_rl.cli import d4rl_bc, d4rl_iql, d4rl_rebrac, d4rl_td3_bc
 from offline_rl.cli.presets import load_preset
 
 FOLDERS: dict[str, tuple[Callable[[list[str]], Any], str]] = {
     "td3_bc": (d4rl_td3_bc.config_from_args, "td3-bc.md"),
     "iql": (d4rl_iql.config_from_args, "iql.md"),
+    "rebrac": (d4rl_rebrac.config_from_args, "rebrac.md"),
     "bc": (d4rl_bc.config_from_args, "bc.md"),
     "bc_10": (d4rl_bc.config_from_args, "bc.md"),
+}
+ALL_DATASETS = LOCOMOTION + ANTMAZE + ADROIT + MAZE2D
+DATASETS = {folder: ALL_DATASETS for folder in FOLDERS} | {
+    "rebrac": LOCOMOTION + ANTMAZE + ADROIT + [f"maze2d-{maze}-v1" for maze in ("umaze", "medium", "large")]
 }
 PRESETS = [(folder, path) for folder in FOLDERS for path in sorted((REPO_ROOT / "configs" / folder).glob("*.yaml"))]
 
@@ -31,7 +36,7 @@ PRESETS = [(folder, path) for folder in FOLDERS for path in sorted((REPO_ROOT / 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_there_is_one_preset_per_corl_dataset(folder: str) -> None:
     stems = sorted(path.stem for path in (REPO_ROOT / "configs" / folder).glob("*.yaml"))
-    assert stems == sorted(LOCOMOTION + ANTMAZE + ADROIT + MAZE2D)
+    assert stems == sorted(DATASETS[folder])
 
 
 @pytest.mark.parametrize(("folder", "path"), PRESETS, ids=lambda value: getattr(value, "stem", value))
@@ -77,6 +82,30 @@ def test_the_iql_presets_hold_corls_values() -> None:
         assert algo.reward_bias == (-1.0 if name.startswith("antmaze") else 0.0), name
 
 
+REBRAC_PENALTIES = {  # (β_actor, β_critic) of the authors' files, as CORL keeps them
+    "halfcheetah": {"random": (0.001, 0.1), "medium": (0.001, 0.01), "medium-replay": (0.01, 0.001)},
+    "hopper": {"random": (0.001, 0.01), "medium": (0.01, 0.01), "medium-replay": (0.05, 0.5)},
+    "walker2d": {"random": (0.01, 0.0), "medium": (0.05, 0.1), "medium-replay": (0.05, 0.01)},
+}
+
+
+def test_the_rebrac_presets_hold_the_authors_values() -> None:
+    for env, kinds in REBRAC_PENALTIES.items():
+        for kind, penalties in kinds.items():
+            config = d4rl_rebrac.config_from_args(["--config", str(REPO_ROOT / f"configs/rebrac/{env}-{kind}-v2.yaml")])
+            algo = config.algorithm
+            assert (algo.actor_bc_weight, algo.critic_bc_weight) == penalties, (env, kind)
+            assert (algo.actor_lr, algo.critic_lr, config.run.batch_size) == (1e-3, 1e-3, 1024)
+    for path in (REPO_ROOT / "configs" / "rebrac").glob("*.yaml"):
+        config = d4rl_rebrac.config_from_args(["--config", str(path)])
+        algo, run = config.algorithm, config.run
+        assert algo.hidden_sizes == [256, 256, 256] and algo.critic_layer_norm and algo.normalize_q
+        assert not algo.normalize_obs and (algo.policy_noise, algo.noise_clip, algo.policy_freq) == (0.2, 0.5, 2)
+        assert run.epoch * run.step_per_epoch == 1_000_000
+        if path.stem.startswith("antmaze"):
+            assert (algo.gamma, algo.critic_lr, algo.reward_scale, run.step_per_epoch) == (0.999, 5e-5, 100.0, 50_000)
+
+
 @pytest.mark.parametrize(("folder", "fraction"), [("bc", 1.0), ("bc_10", 0.1)])
 def test_the_bc_presets_hold_corls_values(folder: str, fraction: float) -> None:
     for path in (REPO_ROOT / "configs" / folder).glob("*.yaml"):
@@ -107,7 +136,7 @@ def test_the_pages_table_says_exactly_what_each_preset_sets(folder: str) -> None
     parse, page = FOLDERS[folder]
     tables = page_tables(page)
     rows = tables[1] if folder == "bc_10" else tables[0]
-    assert sorted(name for names, _ in rows for name in names) == sorted(LOCOMOTION + ANTMAZE + ADROIT + MAZE2D)
+    assert sorted(name for names, _ in rows for name in names) == sorted(DATASETS[folder])
     for names, flags in rows:
         from_flags = parse(flags)
         for name in names:

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO_ROOT, run_repo_script
 from offline_rl.algorithms.cql_sac import CQLSACConfig
 from offline_rl.algorithms.discrete_cql import DiscreteCQLConfig
-from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_bc, d4rl_cql, d4rl_iql, d4rl_td3_bc, mujoco_sac
+from offline_rl.cli import atari_cql, atari_qrdqn, d4rl_bc, d4rl_cql, d4rl_iql, d4rl_rebrac, d4rl_td3_bc, mujoco_sac
 from offline_rl.cli.convert_buffers import (
     ConversionConfig,
     DownloadableConversionConfig,
@@ -38,6 +38,7 @@ PARSERS: dict[str, Callable[[list[str]], Any]] = {
     "examples/d4rl_cql.py": d4rl_cql.config_from_args,
     "examples/d4rl_td3_bc.py": d4rl_td3_bc.config_from_args,
     "examples/d4rl_bc.py": d4rl_bc.config_from_args,
+    "examples/d4rl_rebrac.py": d4rl_rebrac.config_from_args,
     "examples/d4rl_iql.py": d4rl_iql.config_from_args,
     "examples/atari_cql.py": atari_cql.config_from_args,
     "examples/atari_qrdqn.py": atari_qrdqn.config_from_args,

@@ -1,4 +1,4 @@
-"""`examples/d4rl_td3_bc.py`, `d4rl_iql.py` and `d4rl_bc.py` as a user runs them: the recipe of
+"""`examples/d4rl_td3_bc.py`, `d4rl_rebrac.py`, `d4rl_iql.py` and `d4rl_bc.py` as a user runs them: the recipe of
 `d4rl_cql.py` with another algorithm, so the same run folder, exact resume, `--watch`, export, policy
 file, sweeps and one-line refusals."""
 
@@ -21,6 +21,7 @@ PROGRAMS = {
     # An odd epoch length: the resumed run's first update is one with TD3's delayed actor step.
     "examples/d4rl_td3_bc.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "16"],
     "examples/d4rl_bc.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "--top-fraction", "0.5"],
+    "examples/d4rl_rebrac.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "16"],
     # The cosine schedule spans the uninterrupted run's 30 updates in both runs.
     "examples/d4rl_iql.py": [*DATA, "--step-per-epoch", "15", "--hidden-sizes", "16", "--schedule-updates", "30"],
 }

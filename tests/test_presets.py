@@ -290,6 +290,7 @@ def shipped_presets() -> dict[Path, str]:
         "td3_bc": "d4rl_td3_bc",
         "bc": "d4rl_bc",
         "bc_10": "d4rl_bc",
+        "rebrac": "d4rl_rebrac",
         "iql": "d4rl_iql",
         "discrete_cql": "atari_cql",
         "qrdqn": "atari_qrdqn",
@@ -306,7 +307,7 @@ def shipped_presets() -> dict[Path, str]:
 
 
 @pytest.mark.parametrize(
-    "other", ["d4rl_cql", "d4rl_td3_bc", "d4rl_bc", "d4rl_iql", "atari_cql", "atari_qrdqn", "mujoco_sac"]
+    "other", ["d4rl_cql", "d4rl_td3_bc", "d4rl_bc", "d4rl_iql", "d4rl_rebrac", "atari_cql", "atari_qrdqn", "mujoco_sac"]
 )
 def test_a_preset_given_to_another_program_names_the_program_it_is_for(other: str) -> None:
     """An Atari preset given to d4rl_cql.py said "unknown setting 'eval_env'", as if the file had a typo;

@@ -279,7 +279,8 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
     [
         (
             "example: d4rl_sac\ngrid: {seed: [0]}\n",
-            "unknown example 'd4rl_sac'; expected one of d4rl_cql, d4rl_td3_bc, d4rl_bc, d4rl_iql, atari_cql",
+            "unknown example 'd4rl_sac'; expected one of d4rl_cql, d4rl_iql, d4rl_td3_bc, d4rl_rebrac, d4rl_bc, "
+            "atari_cql",
         ),
         ("example: d4rl_cql\ngrid: {seed: [0], learning_speed: [1]}\n", "grid: unknown setting 'learning_speed'"),
         ("example: d4rl_cql\nset: {epochs: 3}\ngrid: {seed: [0]}\n", "set: unknown setting 'epochs'"),
@@ -317,7 +318,10 @@ def test_fitted_q_evaluation_estimates_each_finished_trial_once_and_the_table_sh
             "example: d4rl_cql\nseeds: 3\ngrid: {seed: [0]}\n",
             "unknown key 'seeds'; expected config, example, grid, name, set",
         ),
-        ("grid: {seed: [0]}\n", "no 'example' (one of d4rl_cql, d4rl_td3_bc, d4rl_bc, d4rl_iql, atari_cql)"),
+        (
+            "grid: {seed: [0]}\n",
+            "no 'example' (one of d4rl_cql, d4rl_iql, d4rl_td3_bc, d4rl_rebrac, d4rl_bc, atari_cql)",
+        ),
         ("example: d4rl_cql\nset: [seed]\ngrid: {seed: [0]}\n", "'set' and 'grid' must be mappings of flag names"),
         (
             "example: d4rl_cql\nset: {cql_weight: 1, min_q_weight: 5}\ngrid: {seed: [0]}\n",

@@ -12,7 +12,7 @@ prioritized buffer's priorities, and takes Tianshou's generic batches too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic
+from typing import Any, ClassVar, Generic
 
 import gymnasium as gym
 import numpy as np
@@ -34,6 +34,9 @@ from offline_rl.algorithms.value_check import StartValues, values_in_env_units
 
 class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[PolicyT]):
     """Staging and sampling for continuous-action data; see the module docstring."""
+
+    NEXT_ACTIONS: ClassVar[bool] = False
+    """Whether batches carry the data's action at each s′ (`TransitionsWithNextActions`)."""
 
     config: Any
     normalizer: torch.nn.Module | None
@@ -91,6 +94,7 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
             normalize_reward=cfg.normalize_reward,
             mc_gamma=cfg.gamma if getattr(cfg, "calibrated", False) else None,  # Cal-QL floors at these
             select=self.selected_rows,
+            next_actions=self.NEXT_ACTIONS,
         )
 
     def selected_rows(self, stored: StoredTransitions) -> np.ndarray | None:

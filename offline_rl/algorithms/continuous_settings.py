@@ -50,3 +50,17 @@ def clip_dataset_actions_setting(group: str) -> Any:
 def mlp_parameters(widths: list[int]) -> int:
     """Weights and biases of fully connected layers of these widths (for a config's memory estimate)."""
     return sum((inputs + 1) * outputs for inputs, outputs in itertools.pairwise(widths))
+
+
+def actor_critic_bytes(
+    obs_dim: int, act_dim: int, batch_size: int, hidden_sizes: list[int], *, passes: int
+) -> dict[str, int]:
+    """A lower estimate of a TD3-style update's memory by the flag that sets each part: a deterministic
+    actor and two critics of `hidden_sizes`, their targets, gradients and Adam's moments; and the
+    activations of `passes` network passes over a batch, kept for the backward pass with their gradients."""
+    actor = mlp_parameters([obs_dim, *hidden_sizes, act_dim])
+    critic = mlp_parameters([obs_dim + act_dim, *hidden_sizes, 1])
+    networks = 4 * 5 * (actor + 2 * critic)
+    activations = 4 * 2 * batch_size * passes * sum(hidden_sizes)
+    widths = " ".join(map(str, hidden_sizes))
+    return {f"--hidden-sizes {widths}": networks, f"--batch-size {batch_size}": activations}

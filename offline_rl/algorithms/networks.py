@@ -16,9 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from offline_rl.algorithms.layers import dense
+
+LAYER_NORM_EPS = 1e-6
 
 
 class ObservationNormalizer(nn.Module):
@@ -80,11 +83,21 @@ class EnsembleCritic(nn.Module):
         num_critics: int = 2,
         *,
         orthogonal_init: bool = True,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         if not hidden_sizes:
             raise ValueError("EnsembleCritic needs at least one hidden layer")
         self.obs_dim, self.act_dim, self.num_critics = obs_dim, act_dim, num_critics
+        self.layer_norm = layer_norm
+        # With `layer_norm`, each hidden layer's ReLU output is layer-normalised with a learned scale and
+        # shift per critic (ReBRAC's critics; flax's LayerNorm, ε = 1e-6).
+        self.norm_scales = nn.ParameterList(
+            [nn.Parameter(torch.ones(num_critics, 1, width)) for width in hidden_sizes] if layer_norm else []
+        )
+        self.norm_shifts = nn.ParameterList(
+            [nn.Parameter(torch.zeros(num_critics, 1, width)) for width in hidden_sizes] if layer_norm else []
+        )
         sizes = [obs_dim + act_dim, *hidden_sizes, 1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -125,11 +138,16 @@ class EnsembleCritic(nn.Module):
     def member_q(self, hidden: torch.Tensor, member: int, *, detach_params: bool = False) -> torch.Tensor:
         """Q-values (rows,) of one critic from its input rows."""
         layers = list(zip(self.weights, self.biases, strict=True))
-        for weight, bias in layers[:-1]:
+        for depth, (weight, bias) in enumerate(layers[:-1]):
             w, b = weight[member], bias[member, 0]
             if detach_params:
                 w, b = w.detach(), b.detach()
             hidden = dense(hidden, w.t(), b, relu=True)
+            if self.layer_norm:
+                scale, shift = self.norm_scales[depth][member, 0], self.norm_shifts[depth][member, 0]
+                if detach_params:
+                    scale, shift = scale.detach(), shift.detach()
+                hidden = F.layer_norm(hidden, (hidden.shape[-1],), scale, shift, eps=LAYER_NORM_EPS)
         w, b = self.weights[-1][member, :, 0], self.biases[-1][member, 0, 0]
         if detach_params:
             w, b = w.detach(), b.detach()

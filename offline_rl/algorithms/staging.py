@@ -151,6 +151,17 @@ class Transitions(NamedTuple):
     mc_return: torch.Tensor | None = None
 
 
+class TransitionsWithNextActions(NamedTuple):
+    """A prepared batch with the data's own action at each s′ (ReBRAC's critic penalty)."""
+
+    transitions: Transitions
+    next_act: torch.Tensor
+    """(B, A): the action the data took at s′, in the policy's box (any value where unknown)."""
+    next_act_known: torch.Tensor
+    """(B,): 1 where the episode goes on in the data after this step, 0 at its last step (a time-out's
+    s′ has no action in the data; a terminal's needs none)."""
+
+
 @dataclass(frozen=True)
 class TransitionPreparation:
     """How raw columns become what the losses take (`Transitions`)."""
@@ -206,6 +217,7 @@ class DeviceDataset:
         env_units: bool,
         reward_unit: float,
         mc_gamma: float | None,
+        next_actions: bool = False,
     ) -> None:
         def column(array: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(array), dtype=torch.float32).to(device)
@@ -222,15 +234,24 @@ class DeviceDataset:
         self.size = len(stored.indices)
         self.indices = stored.indices
         self._row_of: np.ndarray | None = None
+        self.next_act: torch.Tensor | None = None
+        self.next_act_known: torch.Tensor | None = None
+        if next_actions:  # rows are in buffer order: within an episode, row k + 1 is the step after row k
+            following = torch.arange(1, self.size + 1, device=device).clamp(max=self.size - 1)
+            self.next_act = self.act[following]
+            self.next_act_known = column(~np.asarray(stored.episode_end, dtype=bool))
 
-    def sample(self, batch_size: int) -> Transitions:
+    def sample(self, batch_size: int) -> Transitions | TransitionsWithNextActions:
         return self.take(torch.randint(self.size, (batch_size,), device=self.obs.device))
 
-    def take(self, rows: torch.Tensor) -> Transitions:
+    def take(self, rows: torch.Tensor) -> Transitions | TransitionsWithNextActions:
         mc_return = None if self.mc_return is None else self.mc_return[rows]
-        return Transitions(
+        transitions = Transitions(
             self.obs[rows], self.act[rows], self.rew[rows], self.not_terminated[rows], self.obs_next[rows], mc_return
         )
+        if self.next_act is None or self.next_act_known is None:
+            return transitions
+        return TransitionsWithNextActions(transitions, self.next_act[rows], self.next_act_known[rows])
 
     def rows_of(self, indices: np.ndarray) -> torch.Tensor:
         """Staged rows of buffer indices (what a prioritized buffer's `sample_indices` returns)."""
@@ -250,12 +271,13 @@ def stage_continuous(
     normalize_reward: bool,
     mc_gamma: float | None,
     select: Callable[[StoredTransitions], np.ndarray | None] | None = None,
+    next_actions: bool = False,
 ) -> DeviceDataset:
     """A continuous-action buffer on `device`: its action units read from its marker
     (`offline_rl.data.action_units`), the observation normaliser fitted on it (`fit_normalizer`, when
     given), CORL's reward unit where `normalize_reward`, and the Monte-Carlo returns Cal-QL floors at
     (`mc_gamma`, when given). `select` picks the rows to stage (all of them when it gives None),
-    before the normaliser is fitted."""
+    before the normaliser is fitted. `next_actions` stages the data's action at each s′ too."""
     stored = read_transitions(buffer)
     rows = select(stored) if select is not None else None
     if rows is not None:
@@ -274,4 +296,12 @@ def stage_continuous(
     if normalize_reward:
         finished = np.asarray(buffer.done[stored.indices], dtype=bool)
         reward_unit = corl_reward_unit(stored.rew, stored.episode_end, finished)
-    return DeviceDataset(stored, prepare, device, env_units=env_units, reward_unit=reward_unit, mc_gamma=mc_gamma)
+    return DeviceDataset(
+        stored,
+        prepare,
+        device,
+        env_units=env_units,
+        reward_unit=reward_unit,
+        mc_gamma=mc_gamma,
+        next_actions=next_actions,
+    )

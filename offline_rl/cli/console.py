@@ -15,6 +15,7 @@ COMMANDS = {
     "offline-rl-d4rl-cql": ("offline_rl.examples.d4rl_cql", "main"),
     "offline-rl-d4rl-td3-bc": ("offline_rl.examples.d4rl_td3_bc", "main"),
     "offline-rl-d4rl-bc": ("offline_rl.examples.d4rl_bc", "main"),
+    "offline-rl-d4rl-rebrac": ("offline_rl.examples.d4rl_rebrac", "main"),
     "offline-rl-d4rl-iql": ("offline_rl.examples.d4rl_iql", "main"),
     "offline-rl-atari-cql": ("offline_rl.examples.atari_cql", "main"),
     "offline-rl-atari-qrdqn": ("offline_rl.examples.atari_qrdqn", "main"),
@@ -44,6 +45,7 @@ def _command(name: str) -> Callable[[], None]:
 d4rl_cql = _command("offline-rl-d4rl-cql")
 d4rl_td3_bc = _command("offline-rl-d4rl-td3-bc")
 d4rl_bc = _command("offline-rl-d4rl-bc")
+d4rl_rebrac = _command("offline-rl-d4rl-rebrac")
 d4rl_iql = _command("offline-rl-d4rl-iql")
 atari_cql = _command("offline-rl-atari-cql")
 atari_qrdqn = _command("offline-rl-atari-qrdqn")

@@ -35,6 +35,7 @@ PROGRAMS = {
         ("d4rl_cql", "D4RLCQLConfig"),
         ("d4rl_td3_bc", "D4RLTD3BCConfig"),
         ("d4rl_bc", "D4RLBCConfig"),
+        ("d4rl_rebrac", "D4RLReBRACConfig"),
         ("d4rl_iql", "D4RLIQLConfig"),
         ("atari_cql", "AtariCQLConfig"),
         ("atari_qrdqn", "AtariQRDQNConfig"),

@@ -49,9 +49,7 @@ class SweepConfig:
     FLAG_GROUP: ClassVar[str] = "sweep"
 
     sweep_file: str | None = setting(None, "a sweep YAML file (example, set, grid)", positional=True)
-    example: str | None = setting(
-        None, f"the example every trial runs: {', '.join(EXAMPLES)}"
-    )
+    example: str | None = setting(None, f"the example every trial runs: {', '.join(EXAMPLES)}")
     grid: list[str] = setting([], "KEY=V1,V2,...: one grid axis (repeat the flag for more)", repeatable=True)
     fixed: list[str] = setting([], "KEY=VALUE: a flag every trial gets (repeatable)", flag="--set", repeatable=True)
     example_config: str | None = setting(None, "the example's own --config preset file, for every trial")

@@ -3,7 +3,7 @@
 A sweep file is YAML:
 
     name: pendulum-cql-weight        # the folder under --logdir (default: the file's name)
-    example: d4rl_cql                # or d4rl_td3_bc, d4rl_bc, d4rl_iql, atari_cql
+    example: d4rl_cql                # or d4rl_iql, d4rl_td3_bc, d4rl_rebrac, d4rl_bc, atari_cql
     config: configs/cql/hopper-medium-v2.yaml   # optional: the example's own --config preset
     set: {task: Pendulum-v1, epoch: 3}          # flags every trial gets
     grid: {seed: [0, 1, 2], cql_weight: [1, 5]} # one trial per combination
@@ -40,7 +40,9 @@ from offline_rl.cli.presets import (
 from offline_rl.cli.programs import PROGRAMS
 from offline_rl.core.errors import OfflineRLError
 
-EXAMPLES = {name: PROGRAMS[name] for name in ("d4rl_cql", "d4rl_td3_bc", "d4rl_bc", "d4rl_iql", "atari_cql")}
+EXAMPLES = {
+    name: PROGRAMS[name] for name in ("d4rl_cql", "d4rl_iql", "d4rl_td3_bc", "d4rl_rebrac", "d4rl_bc", "atari_cql")
+}
 """The examples a sweep runs, by name (the offline ones: a trial is a run folder with a last evaluation)."""
 # Set by the sweep itself for every trial (its own folder), or meaningless in a grid; with what to do instead.
 RESERVED = {

@@ -115,13 +115,18 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
 
     def critic_stage(self, batch: Transitions, *, weight: torch.Tensor | None = None, actor_step: bool) -> Losses:
         """(1)-(2): the critics' loss on a prepared batch, and its figures."""
-        obs, act, rew, not_terminated, obs_next, _ = batch
         with torch.no_grad():
-            target_q = self.td_target(rew, not_terminated, obs_next)
+            target_q = self.td_target(batch.rew, batch.not_terminated, batch.obs_next)
+        return self.critic_losses(batch.obs, batch.act, target_q, weight)
+
+    def critic_losses(
+        self, obs: torch.Tensor, act: torch.Tensor, target_q: torch.Tensor, weight: torch.Tensor | None, **more: Any
+    ) -> Losses:
+        """(2) on the batch's (s, a) against the targets y; `more`: further figures of the stage."""
         q_data = self.critic(obs, act.unsqueeze(1))[..., 0]  # (E, B)
         td_error = q_data - target_q.unsqueeze(0)
         critic_loss = self.critic_loss(td_error, weight)
-        figures = {"critic_loss": critic_loss, "q_data": q_data.mean(), "target_q": target_q.mean()}
+        figures = {"critic_loss": critic_loss, "q_data": q_data.mean(), "target_q": target_q.mean(), **more}
         return Losses(
             parts={"critic": critic_loss},
             figures={name: value.detach() for name, value in figures.items()},
@@ -141,12 +146,16 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
 
     def td_target(self, rew: torch.Tensor, not_terminated: torch.Tensor, obs_next: torch.Tensor) -> torch.Tensor:
         """(1) r + γ·(1 − terminated)·min_e Q̄_e(s′, ã′) with the smoothed target action ã′."""
+        next_action = self.smoothed_target_action(obs_next)
+        next_q = self.critic_target(obs_next, next_action.unsqueeze(1)).min(dim=0).values[:, 0]
+        return rew + self.config.gamma * not_terminated * next_q
+
+    def smoothed_target_action(self, obs_next: torch.Tensor) -> torch.Tensor:
+        """(1) ã′ = clip(π̄(s′) + clip(ε, −c, c), −1, 1), ε ~ N(0, σ²): target policy smoothing."""
         cfg = self.config
         next_action = self.actor_target.action(obs_next)
         noise = (torch.randn_like(next_action) * cfg.policy_noise).clamp(-cfg.noise_clip, cfg.noise_clip)
-        next_action = (next_action + noise).clamp(-1.0, 1.0)
-        next_q = self.critic_target(obs_next, next_action.unsqueeze(1)).min(dim=0).values[:, 0]
-        return rew + cfg.gamma * not_terminated * next_q
+        return (next_action + noise).clamp(-1.0, 1.0)
 
     @staticmethod
     def critic_loss(td_error: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:

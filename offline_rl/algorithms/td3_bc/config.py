@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from offline_rl.algorithms.continuous_settings import (
+    actor_critic_bytes,
     clip_dataset_actions_setting,
     gamma_setting,
-    mlp_parameters,
     normalize_obs_setting,
     normalize_reward_setting,
     reward_bias_setting,
@@ -58,14 +58,8 @@ class TD3BCConfig:
     clip_dataset_actions: bool = clip_dataset_actions_setting(DATA)
 
     def training_bytes(self, obs_dim: int, act_dim: int, batch_size: int) -> dict[str, int]:
-        """A lower estimate of an update's memory by the flag that sets each part: the networks and
-        their targets with gradients and Adam's moments, and the activations of a batch."""
-        actor = mlp_parameters([obs_dim, *self.hidden_sizes, act_dim])
-        critic = mlp_parameters([obs_dim + act_dim, *self.hidden_sizes, 1])
-        networks = 4 * 5 * (actor + 2 * critic)
-        activations = 4 * 2 * batch_size * 3 * sum(self.hidden_sizes)
-        widths = " ".join(map(str, self.hidden_sizes))
-        return {f"--hidden-sizes {widths}": networks, f"--batch-size {batch_size}": activations}
+        """A lower estimate of an update's memory, by the flag that sets each part."""
+        return actor_critic_bytes(obs_dim, act_dim, batch_size, self.hidden_sizes, passes=3)
 
     def validate(self) -> None:
         """One-line errors naming the flag for settings that cannot work."""
