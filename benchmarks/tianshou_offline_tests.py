@@ -1,14 +1,15 @@
 """Tianshou 2.0.1's own offline tests, run with Tianshou's algorithms and with offline_rl's drop-ins.
 
-    python benchmarks/tianshou_offline_tests.py [--scenario cql|discrete_cql|both] [--seeds 0 1 2]
+    python benchmarks/tianshou_offline_tests.py [--scenario cql|td3_bc|discrete_cql|all] [--seeds 0 1 2]
 
-Ports of `test/offline/test_cql.py` (Pendulum-v1) and `test/offline/test_discrete_cql.py`
-(CartPole-v1) with their data, budgets and thresholds. Each scenario's expert data is gathered once,
-as `gather_pendulum_data.py` / `gather_cartpole_data.py` gather it (a SAC or QR-DQN expert trained
-online, then 20000 collected steps), and cached. The training code below is the same for both
-algorithms: only the class differs, `tianshou.algorithm.CQL` or `offline_rl.CQL` (and likewise for
-`DiscreteCQL`), exactly the import-line swap a Tianshou user makes. A seed passes when its best
-evaluation reaches the test's threshold (-1200 on Pendulum, 170 on CartPole), as the tests assert.
+Ports of `test/offline/test_cql.py` and `test/offline/test_td3_bc.py` (Pendulum-v1) and
+`test/offline/test_discrete_cql.py` (CartPole-v1) with their data, budgets and thresholds. Each
+scenario's expert data is gathered once, as `gather_pendulum_data.py` / `gather_cartpole_data.py`
+gather it (a SAC or QR-DQN expert trained online, then 20000 collected steps), and cached. The
+training code below is the same for both algorithms: only the class differs,
+`tianshou.algorithm.CQL` or `offline_rl.CQL` (and likewise for `TD3BC` and `DiscreteCQL`), exactly the
+import-line swap a Tianshou user makes. A seed passes when its best evaluation reaches the test's
+threshold (-1200 on Pendulum, 170 on CartPole), as the tests assert.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ import numpy as np
 import tianshou.algorithm as tianshou_algorithms
 import torch
 from tianshou.algorithm import QRDQN, SAC
+from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Collector, VectorReplayBuffer
 from tianshou.env import DummyVectorEnv
+from tianshou.exploration import GaussianNoise
 from tianshou.trainer import OfflineTrainerParams, OffPolicyTrainerParams
 from tianshou.utils.net.common import Net
-from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
+from tianshou.utils.net.continuous import ContinuousActorDeterministic, ContinuousActorProbabilistic, ContinuousCritic
 
 from offline_rl.core.resources import tune_cpu_allocator
 from offline_rl.runs.default_dataset import cache_dir
@@ -140,6 +143,55 @@ def run_cql(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float
         lagrange_threshold=10.0,
         min_action=float(env.action_space.low[0]),
         max_action=float(env.action_space.high[0]),
+    )
+    result = algorithm.run_training(
+        OfflineTrainerParams(
+            buffer=buffer,
+            test_collector=Collector(algorithm, test_envs),
+            max_epochs=5,
+            epoch_num_steps=500,
+            test_step_num_episodes=test_num,
+            batch_size=64,
+            stop_fn=lambda reward: reward >= -1200,
+            show_progress=False,
+        )
+    )
+    return float(result.best_reward)
+
+
+def run_td3_bc(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float:
+    """test_td3_bc.py's body from the data on; `implementation.TD3BC` is the only thing that varies."""
+    task, test_num = "Pendulum-v1", 10
+    env = gym.make(task)
+    test_envs = DummyVectorEnv([lambda: gym.make(task) for _ in range(test_num)])
+    seed_everything(seed, test_envs)
+    max_action = float(env.action_space.high[0])
+    actor = ContinuousActorDeterministic(
+        preprocess_net=Net(state_shape=(3,), hidden_sizes=[64, 64]), action_shape=(1,), max_action=max_action
+    )
+    critic1 = ContinuousCritic(
+        preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[64, 64], concat=True)
+    )
+    critic2 = ContinuousCritic(
+        preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[64, 64], concat=True)
+    )
+    policy = ContinuousDeterministicPolicy(
+        actor=actor, action_space=env.action_space, exploration_noise=GaussianNoise(sigma=0.1)
+    )
+    algorithm = implementation.TD3BC(
+        policy=policy,
+        policy_optim=AdamOptimizerFactory(lr=1e-3),
+        critic=critic1,
+        critic_optim=AdamOptimizerFactory(lr=1e-3),
+        critic2=critic2,
+        critic2_optim=AdamOptimizerFactory(lr=1e-3),
+        tau=0.005,
+        gamma=0.99,
+        policy_noise=0.2,
+        update_actor_freq=2,
+        noise_clip=0.5,
+        alpha=2.5,
+        n_step_return_horizon=3,
     )
     result = algorithm.run_training(
         OfflineTrainerParams(
@@ -266,6 +318,7 @@ def run_discrete_cql(
 
 SCENARIOS = {
     "cql": ("Pendulum-v1 CQL", "tianshou_expert_SAC_Pendulum-v1.pkl", gather_pendulum, run_cql, -1200.0),
+    "td3_bc": ("Pendulum-v1 TD3BC", "tianshou_expert_SAC_Pendulum-v1.pkl", gather_pendulum, run_td3_bc, -1200.0),
     "discrete_cql": (
         "CartPole-v1 DiscreteCQL",
         "tianshou_expert_QRDQN_CartPole-v1.pkl",
@@ -278,7 +331,7 @@ SCENARIOS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", choices=[*SCENARIOS, "both"], default="both")
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--implementations", nargs="+", choices=list(IMPLEMENTATIONS), default=list(IMPLEMENTATIONS))
     args = parser.parse_args()
@@ -286,7 +339,7 @@ def main() -> None:
     # Tianshou's runs get it too, whichever implementation runs first
     tune_cpu_allocator()
     rows = []
-    for key in SCENARIOS if args.scenario == "both" else [args.scenario]:
+    for key in SCENARIOS if args.scenario == "all" else [args.scenario]:
         title, cache_name, gather, run, threshold = SCENARIOS[key]
         load_cached(cache_name, gather)
         for name in args.implementations:

@@ -1,7 +1,7 @@
 """offline_rl: offline reinforcement learning (CQL-SAC, discrete CQL) on Tianshou 2.x.
 
 Public names: the algorithms (`CQLSAC`, `CQLQRDQN`, built from their configs with `build`), the
-Tianshou drop-ins `CQL` and `DiscreteCQL` (Tianshou 2.0.1's constructors), the configurations, and
+Tianshou drop-ins `CQL`, `DiscreteCQL` and `TD3BC` (Tianshou 2.0.1's constructors), the configurations, and
 `export_policy` (a trained policy as an ONNX file or a torch.export program); datasets in `offline_rl.data`.
 """
 
@@ -24,6 +24,7 @@ __getattr__, __dir__ = lazy_exports(
         "DiscreteCQL": "offline_rl.algorithms.dropin",
         "DiscreteCQLConfig": "offline_rl.algorithms.discrete_cql.config",
         "OfflineRLError": "offline_rl.core.errors",
+        "TD3BC": "offline_rl.algorithms.dropin",
         "export_policy": "offline_rl.algorithms.export.standalone",
     },
 )
@@ -32,6 +33,7 @@ __all__ = [
     "CQL",
     "CQLQRDQN",
     "CQLSAC",
+    "TD3BC",
     "CQLSACConfig",
     "DatasetError",
     "DiscreteCQL",

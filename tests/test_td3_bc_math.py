@@ -196,3 +196,20 @@ def test_updates_without_an_actor_step_report_its_latest_figures() -> None:
     second = algo.gradient_step(batch())
     third = algo.gradient_step(batch())
     assert float(third["actor_loss"]) == float(second["actor_loss"]) != 0.0
+
+
+def test_n_step_returns_stop_at_episode_ends_and_bootstrap_at_a_time_out() -> None:
+    from test_bc_math import episode_buffer
+
+    algo = TD3BC.build(
+        gym.spaces.Box(-10, 10, (2,), np.float32),
+        gym.spaces.Box(-1, 1, (2,), np.float32),
+        TD3BCConfig(hidden_sizes=[4], n_step=3, gamma=0.5, normalize_obs=False),
+    )
+    # Episodes: rewards 1, 1 (terminated); 10, 10, 10 (cut by a time limit); 3, 3 (terminated).
+    dataset = algo.staged(episode_buffer())
+    assert dataset.rew.tolist() == [1.5, 1.0, 17.5, 15.0, 10.0, 4.5, 3.0]
+    # γ^(k−1)·(1 − terminated) of each window's last step: the target reads R + γ^k·(1 − d)·V(s_{t+k}).
+    assert dataset.not_terminated.tolist() == [0.0, 0.0, 0.25, 0.5, 1.0, 0.0, 0.0]
+    # s′ after each window: the time-out episode's last observation is [1, 2] + 1
+    assert dataset.obs_next[2:5].tolist() == [[2.0, 3.0]] * 3

@@ -11,6 +11,7 @@ import pytest
 import tianshou.algorithm as tianshou_algorithms
 import torch
 from tianshou.algorithm.algorithm_base import policy_within_training_step
+from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
 from tianshou.algorithm.optim import AdamOptimizerFactory
@@ -18,14 +19,14 @@ from tianshou.data import Batch, Collector, PrioritizedReplayBuffer, VectorRepla
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 from tianshou.utils.net.common import Net
-from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
+from tianshou.utils.net.continuous import ContinuousActorDeterministic, ContinuousActorProbabilistic, ContinuousCritic
 
 import offline_rl
 import offline_rl.core.resources
 from offline_rl.data.action_units import ActionUnitsWarning
 
 
-@pytest.mark.parametrize("name", ["CQL", "DiscreteCQL"])
+@pytest.mark.parametrize("name", ["CQL", "DiscreteCQL", "TD3BC"])
 def test_the_drop_ins_take_tianshous_arguments_with_tianshous_defaults(name: str) -> None:
     theirs = inspect.signature(getattr(tianshou_algorithms, name)).parameters
     ours = inspect.signature(getattr(offline_rl, name)).parameters
@@ -103,6 +104,51 @@ def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer(monke
     assert alpha.value != 1.0  # Tianshou's AutoAlpha object is the one being tuned
     assert float(algorithm.lagrange_multiplier.detach()) != 1.0  # α′ moved by dual ascent
     assert algorithm._staged.mc_return is not None  # Cal-QL, Tianshou's default
+
+
+def test_td3bc_built_the_tianshou_way_trains_under_tianshous_offline_trainer() -> None:
+    """Tianshou's test_td3_bc.py networks and arguments (n-step returns included), its trainer."""
+    torch.manual_seed(0)
+    buffer = collected_pendulum_buffer()
+    env = gym.make("Pendulum-v1")
+    actor = ContinuousActorDeterministic(
+        preprocess_net=Net(state_shape=(3,), hidden_sizes=[16, 16]), action_shape=(1,), max_action=1.0
+    )
+    critics = [
+        ContinuousCritic(preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[16, 16], concat=True))
+        for _ in range(2)
+    ]
+    policy = ContinuousDeterministicPolicy(actor=actor, action_space=env.action_space)
+    algorithm = offline_rl.TD3BC(
+        policy=policy,
+        policy_optim=AdamOptimizerFactory(lr=1e-3),
+        critic=critics[0],
+        critic_optim=AdamOptimizerFactory(lr=1e-3),
+        critic2=critics[1],
+        critic2_optim=AdamOptimizerFactory(lr=1e-3),
+        n_step_return_horizon=3,
+    )
+    assert algorithm.config.n_step == 3 and algorithm.config.policy_freq == 2 and algorithm.action_limit == 1.0
+    actor_before = [param.detach().clone() for param in actor.parameters()]
+    test_envs = DummyVectorEnv([lambda: gym.make("Pendulum-v1")])
+    with pytest.warns(ActionUnitsWarning, match="Tianshou collectors store"):
+        result = algorithm.run_training(
+            OfflineTrainerParams(
+                buffer=buffer,
+                test_collector=Collector(algorithm, test_envs),
+                max_epochs=1,
+                epoch_num_steps=40,
+                batch_size=16,
+                test_step_num_episodes=1,
+                show_progress=False,
+                verbose=False,
+            )
+        )
+    assert result.update_step == 40
+    assert any(not torch.equal(b, a) for b, a in zip(actor_before, actor.parameters(), strict=True))
+    valid = buffer.sample_indices(0)
+    np.testing.assert_allclose(algorithm._staged.act.numpy(), buffer.act[valid], rtol=1e-6)  # the actor's units
+    assert not np.allclose(algorithm._staged.rew.numpy(), buffer.rew[valid])  # three-step returns
 
 
 def cartpole_prioritized_buffer() -> PrioritizedReplayBuffer:

@@ -95,6 +95,7 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
             mc_gamma=cfg.gamma if getattr(cfg, "calibrated", False) else None,  # Cal-QL floors at these
             select=self.selected_rows,
             next_actions=self.NEXT_ACTIONS,
+            n_step=(getattr(cfg, "n_step", 1), cfg.gamma),
         )
 
     def selected_rows(self, stored: StoredTransitions) -> np.ndarray | None:
@@ -125,7 +126,7 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
             return None
         obs = torch.as_tensor(np.asarray(start_obs), dtype=torch.float32, device=self.device)
         norm_obs = self.normalize_obs(obs.reshape(len(obs), -1))
-        action = self.policy.actor.action(norm_obs).unsqueeze(1)  # type: ignore[attr-defined]
+        action = self.actor.action(norm_obs).unsqueeze(1)  # type: ignore[attr-defined]
         q = critic(norm_obs, action).amin(dim=0)[:, 0].double().cpu().numpy()
         unit = self.reward_unit if reward_unit is None else reward_unit
         cfg = self.config

@@ -1,15 +1,19 @@
-"""Tianshou 2.0.1's `CQL` and `DiscreteCQL` constructors on offline_rl's updates.
+"""Tianshou 2.0.1's `CQL`, `DiscreteCQL` and `TD3BC` constructors on offline_rl's updates.
 
 A Tianshou user swaps the import line (`from offline_rl import CQL`) and keeps the rest of the
-script: the same SACPolicy or QRDQNPolicy, networks, optimiser factories, `AutoAlpha` and argument
-names. The arguments become a `CQLSACConfig` / `DiscreteCQLConfig` (saved in checkpoints as
-usual), and training runs the same core as `CQLSAC.build` / `CQLQRDQN.build`.
+script: the same SACPolicy, QRDQNPolicy or ContinuousDeterministicPolicy, networks, optimiser
+factories, `AutoAlpha` and argument names. The arguments become a `CQLSACConfig` /
+`DiscreteCQLConfig` / `TD3BCConfig` (saved in checkpoints as usual), and training runs the same core
+as `CQLSAC.build` / `CQLQRDQN.build` / `offline_rl.algorithms.td3_bc.TD3BC.build`.
 
 Where Tianshou 2.0.1's own CQL deviates from the paper, the drop-in follows the paper and says so:
 random actions are uniform on the policy's box (Tianshou draws them all at +1), the logsumexp runs
 over the 3N sampled actions of each state, α′ also learns on CUDA, time-outs bootstrap (Tianshou
 stops at `done`), and Cal-QL floors only the policy actions' values, before the density correction,
-as the Cal-QL authors do.
+as the Cal-QL authors do. Where Tianshou 2.0.1's TD3BC deviates from the authors' code, the drop-in
+follows the authors: the smoothed target action is clipped to the actor's bounds, the actor steps on
+updates 2, 4, 6, ... (Tianshou's on 1, 3, 5, ...), after the critics' step, and n-step returns bootstrap
+at a time-out.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import copy
 import gymnasium as gym
 import numpy as np
 import torch
+from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
 from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
 from tianshou.algorithm.modelfree.sac import Alpha, AutoAlpha, SACPolicy
 from tianshou.algorithm.optim import OptimizerFactory
@@ -28,6 +33,8 @@ from offline_rl.algorithms.cql_sac.config import CQLSACConfig
 from offline_rl.algorithms.discrete_cql.algorithm import CQLQRDQN
 from offline_rl.algorithms.discrete_cql.config import DiscreteCQLConfig
 from offline_rl.algorithms.networks import CriticModules
+from offline_rl.algorithms.td3_bc.algorithm import TD3BC as TD3BCOnEngine
+from offline_rl.algorithms.td3_bc.config import TD3BCConfig
 from offline_rl.core.compat import auto_alpha_parts
 
 
@@ -153,4 +160,72 @@ class DiscreteCQL(CQLQRDQN):
             double_q=True,
         )
         super().__init__(policy=policy, config=config, optim=optim)
+        self.to(_device_of(policy))
+
+
+class TianshouDeterministicActor(torch.nn.Module):
+    """A Tianshou deterministic actor (`obs -> (action, state)`, as `ContinuousActorDeterministic`) behind
+    `offline_rl.algorithms.actors.DeterministicActor`'s interface: `action` is its action, `net` the
+    actor itself; observations are used as given (no normaliser)."""
+
+    def __init__(self, actor: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = actor
+        self.normalizer = None
+
+    def action(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs)[0]
+
+
+class TD3BC(TD3BCOnEngine):
+    """TD3+BC, built as Tianshou 2.0.1's `tianshou.algorithm.TD3BC` is.
+
+    Every argument keeps Tianshou's name, default and meaning: `update_actor_freq` is `policy_freq`,
+    `n_step_return_horizon` the n-step returns (staged once; episodes never bridged). Actions stay in
+    the actor's own units, which the buffer's actions share (a Tianshou collector stores them so).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: ContinuousDeterministicPolicy,
+        policy_optim: OptimizerFactory,
+        critic: torch.nn.Module,
+        critic_optim: OptimizerFactory,
+        critic2: torch.nn.Module | None = None,
+        critic2_optim: OptimizerFactory | None = None,
+        tau: float = 0.005,
+        gamma: float = 0.99,
+        policy_noise: float = 0.2,
+        update_actor_freq: int = 2,
+        noise_clip: float = 0.5,
+        alpha: float = 2.5,
+        n_step_return_horizon: int = 1,
+    ) -> None:
+        space = policy.action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"TD3BC needs a Box action space, got {space}")
+        config = TD3BCConfig(
+            actor_lr=_learning_rate(policy_optim, 1e-3),
+            critic_lr=_learning_rate(critic_optim, 1e-3),
+            tau=tau,
+            gamma=gamma,
+            policy_noise=policy_noise,
+            noise_clip=noise_clip,
+            policy_freq=update_actor_freq,
+            n_step=n_step_return_horizon,
+            alpha=alpha,
+            normalize_obs=False,
+        )
+        act_dim = int(np.prod(space.shape))
+        critics = CriticModules([critic, critic2 if critic2 is not None else copy.deepcopy(critic)], act_dim)
+        super().__init__(
+            policy=policy,  # type: ignore[arg-type]
+            critic=critics,
+            config=config,
+            actor_optim=policy_optim,
+            critic_optims=[critic_optim, critic2_optim or critic_optim],
+            actor=TianshouDeterministicActor(policy.actor),  # type: ignore[arg-type]
+        )
+        self.action_limit = float(getattr(policy.actor, "max_action", 1.0))
         self.to(_device_of(policy))

@@ -218,6 +218,7 @@ class DeviceDataset:
         reward_unit: float,
         mc_gamma: float | None,
         next_actions: bool = False,
+        n_step: tuple[int, float] | None = None,
     ) -> None:
         def column(array: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(array), dtype=torch.float32).to(device)
@@ -233,6 +234,10 @@ class DeviceDataset:
             self.mc_return = torch.as_tensor(returns).to(device)
         self.size = len(stored.indices)
         self.indices = stored.indices
+        if n_step is not None and n_step[0] > 1:
+            self.rew, self.not_terminated, self.obs_next = n_step_columns(
+                self.rew, self.not_terminated, self.obs_next, stored.episode_end, *n_step
+            )
         self._row_of: np.ndarray | None = None
         self.next_act: torch.Tensor | None = None
         self.next_act_known: torch.Tensor | None = None
@@ -261,6 +266,32 @@ class DeviceDataset:
         return torch.as_tensor(self._row_of[indices], device=self.obs.device)
 
 
+def n_step_columns(
+    rew: torch.Tensor,
+    not_terminated: torch.Tensor,
+    obs_next: torch.Tensor,
+    episode_end: np.ndarray,
+    horizon: int,
+    gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n-step returns: from each row, the k ≤ `horizon` steps to the horizon or its episode's end give
+    R = Σ_{j<k} γ^j r_{t+j}, the observation after the last of them, and its bootstrap weight
+    γ^(k−1)·(1 − terminated) in the `not_terminated` column, so that the usual target r + γ·(1 − d)·V(s′)
+    reads R + γ^k·(1 − terminated)·V(s_{t+k}). Episodes are never bridged; a time-out bootstraps."""
+    size = rew.shape[0]
+    ends = torch.as_tensor(np.asarray(episode_end, dtype=bool), device=rew.device)
+    last = torch.arange(size, device=rew.device)
+    total, scale = rew.clone(), torch.ones_like(rew)
+    going_on = ~ends  # the row's episode goes on after the window's last step
+    for _ in range(1, horizon):
+        following = torch.where(going_on, last + 1, last).clamp(max=size - 1)
+        scale = torch.where(going_on, scale * gamma, scale)
+        total = torch.where(going_on, total + scale * rew[following], total)
+        last = following
+        going_on = going_on & ~ends[last]
+    return total, scale * not_terminated[last], obs_next[last]
+
+
 def stage_continuous(
     buffer: ReplayBuffer,
     prepare: TransitionPreparation,
@@ -272,12 +303,14 @@ def stage_continuous(
     mc_gamma: float | None,
     select: Callable[[StoredTransitions], np.ndarray | None] | None = None,
     next_actions: bool = False,
+    n_step: tuple[int, float] | None = None,
 ) -> DeviceDataset:
     """A continuous-action buffer on `device`: its action units read from its marker
     (`offline_rl.data.action_units`), the observation normaliser fitted on it (`fit_normalizer`, when
     given), CORL's reward unit where `normalize_reward`, and the Monte-Carlo returns Cal-QL floors at
     (`mc_gamma`, when given). `select` picks the rows to stage (all of them when it gives None),
-    before the normaliser is fitted. `next_actions` stages the data's action at each s′ too."""
+    before the normaliser is fitted. `next_actions` stages the data's action at each s′ too; `n_step` (horizon, γ)
+    stages n-step returns in place of rewards."""
     stored = read_transitions(buffer)
     rows = select(stored) if select is not None else None
     if rows is not None:
@@ -304,4 +337,5 @@ def stage_continuous(
         reward_unit=reward_unit,
         mc_gamma=mc_gamma,
         next_actions=next_actions,
+        n_step=n_step,
     )

@@ -5,7 +5,8 @@ runs it: the critics step first, then the actor learns against the critics just 
 
 (1) `td_target`: y = r + γ·(1 − terminated)·min_e Q̄_e(s′, ã′), ã′ = clip(π̄(s′) + clip(ε, −c, c), −1, 1),
     ε ~ N(0, σ²) (target policy smoothing; σ = `policy_noise`, c = `noise_clip`). Time-outs are not
-    terminals: they bootstrap.
+    terminals: they bootstrap. With `n_step` > 1 the staged data hold n-step returns in r and s′
+    (`offline_rl.algorithms.staging.n_step_columns`).
 (2) `critic_loss`: Σ_e mean (Q_e(s, a_data) − y)² (times the importance weights of a prioritized buffer).
 (3) `actor_loss`, every `policy_freq`-th update only: −λ·mean Q₁(s, π(s)) + mean (π(s) − a_data)²,
     λ = α / mean |Q₁(s, π(s))|, held constant; the critics are constants here.
@@ -75,11 +76,14 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
         normalizer: ObservationNormalizer | None = None,
         actor_optim: OptimizerFactory | None = None,
         critic_optims: Sequence[OptimizerFactory] | None = None,
+        actor: DeterministicActor | None = None,
     ) -> None:
         super().__init__(policy=policy)
         config.validate()
         self.config = config
-        self.actor: DeterministicActor = policy.actor
+        self.actor: DeterministicActor = actor if actor is not None else policy.actor
+        self.action_limit = 1.0
+        """The bound of the actor's actions: the policy's [-1, 1] box (a Tianshou actor's `max_action`)."""
         self.actor_target = target_copy(self.actor)
         self.critic = critic
         self.critic_target = copy.deepcopy(critic).requires_grad_(False)
@@ -155,7 +159,7 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
         cfg = self.config
         next_action = self.actor_target.action(obs_next)
         noise = (torch.randn_like(next_action) * cfg.policy_noise).clamp(-cfg.noise_clip, cfg.noise_clip)
-        return (next_action + noise).clamp(-1.0, 1.0)
+        return (next_action + noise).clamp(-self.action_limit, self.action_limit)
 
     @staticmethod
     def critic_loss(td_error: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:

@@ -50,6 +50,10 @@ class TD3BCConfig:
     )
     noise_clip: float = setting(0.5, "the target policy's noise is clipped to ±this", minimum=0, group=TD3)
     policy_freq: int = setting(2, "critic updates per actor and target update", minimum=1, group=TD3)
+    n_step: int = setting(
+        1, "n-step returns: rewards of up to this many steps, then the bootstrap (1: the authors')",
+        aliases=("--n-step-return-horizon",), minimum=1, group=TD3,
+    )  # fmt: skip
     alpha: float = setting(2.5, "α of λ = α / mean|Q|: the weight of Q against behaviour cloning", above=0, group=DATA)
     normalize_obs: bool = normalize_obs_setting(True, DATA)
     normalize_reward: bool = normalize_reward_setting(DATA)
