@@ -360,3 +360,31 @@ def test_the_evaluation_split_runs_the_examples_collector_and_both_loops_to_the_
     printed = capsys.readouterr().out
     assert "2 episodes" in printed and "both loops return" in printed, printed
     assert "ours ÷ Tianshou's loop:" in printed
+
+
+@pytest.mark.parametrize("bug", [None, "td3-min-in-actor", "rebrac-no-critic-penalty", "iql-mean-not-expectile"])
+def test_the_continuous_algorithms_agree_with_d3rlpy_and_planted_bugs_are_caught(
+    bug: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where d3rlpy is installed beside the project (it is not a dependency): TD3+BC, ReBRAC, IQL and BC
+    on shared weights give d3rlpy's losses and gradients, and a planted mistake breaks exactly its rows."""
+    pytest.importorskip("d3rlpy")
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+    import d3rlpy_agreement_continuous as agreement
+    import torch
+
+    from offline_rl.algorithms.iql import IQL
+    from offline_rl.algorithms.rebrac import ReBRAC
+    from offline_rl.algorithms.td3_bc import TD3BC
+
+    for cls, name in ((TD3BC, "actor_loss"), (ReBRAC, "penalized_target"), (IQL, "value_loss")):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # undone after the test, planted or not
+    if bug is not None:
+        agreement.plant(bug)
+    torch.manual_seed(0)  # the networks `python benchmarks/d3rlpy_agreement_continuous.py` compares
+    batch = agreement.make_batch()
+    rows = [*agreement.td3_bc_case(batch), *agreement.rebrac_case(batch, True), *agreement.iql_case(batch)]
+    rows += agreement.bc_case(batch)
+    differing = {row.case.split(" (")[0] for row in rows if not row.agrees}
+    expected = {None: set(), "td3-min-in-actor": {"TD3+BC"}, "rebrac-no-critic-penalty": {"ReBRAC"}}
+    assert differing == expected.get(bug, {"IQL"})

@@ -178,6 +178,28 @@ def test_runs_of_different_programs_on_their_own_datasets_are_each_default(tmp_p
     assert {run.setting for run in read_runs([tmp_path])} == {"default"}
 
 
+def test_a_table_of_algorithms_on_one_dataset_names_each_by_its_program(tmp_path: Path) -> None:
+    """CQL, TD3+BC and BC runs on one dataset: one row per program, a program's own varying setting
+    after its name, and none of another algorithm's settings in a label."""
+    algorithms = {
+        "cql": {"cql_weight": 5.0},
+        "td3_bc_a": {"alpha": 2.5, "policy_noise": 0.2},
+        "td3_bc_b": {"alpha": 1.0, "policy_noise": 0.2},
+        "bc": {"top_fraction": 0.1},
+    }
+    for name, algorithm in algorithms.items():
+        for seed in (0, 1):
+            folder = tmp_path / name / str(seed)
+            write_run(folder, dataset="hopper-random", seed=seed, scores=[1.0], config_update={"algorithm": algorithm})
+    labels = {run.path.parent.name: run.setting for run in read_runs([tmp_path])}
+    assert labels == {
+        "cql": "d4rl_cql",
+        "td3_bc_a": "d4rl_td3_bc alpha=2.5",
+        "td3_bc_b": "d4rl_td3_bc alpha=1.0",
+        "bc": "d4rl_bc",
+    }
+
+
 def test_the_figures_have_a_panel_per_dataset_with_labels_and_legends(logs: Path) -> None:
     from offline_rl.results.plots import conservatism_figure, score_figure
 

@@ -78,6 +78,8 @@ class Run:
     """Why the run stopped, when its training diverged (`RUN_DIVERGED_FILE`)."""
     fqe_value: float | None = None
     """Its final policy's fitted Q evaluation (`RUN_FQE_FILE`), when there is one."""
+    program: str = ""
+    """The program that wrote it (`d4rl_iql`), as its recorded settings name it; empty when they do not."""
 
     @property
     def scored(self) -> bool:
@@ -170,7 +172,9 @@ def read_run(run_dir: Path) -> Run:
             f"{run_dir / RUN_SETTINGS_FILE}: not a run record (expected a JSON object whose 'config' holds the "
             "run's settings, as the examples write it)"
         )
-    settings = with_settings_added_since(flatten(saved.get("config") or {}))
+    recorded = flatten(saved.get("config") or {})
+    settings = with_settings_added_since(recorded)
+    program = program_recording(recorded)
     scalars = _scalars(run_dir)
     normalized = dict(scalars.get("eval/normalized_score", []))
     stds = dict(scalars.get("eval/return_std", []))
@@ -189,6 +193,7 @@ def read_run(run_dir: Path) -> Run:
         conservatism=conservatism,
         diverged=diverged_reason(run_dir),
         fqe_value=fqe_value(run_dir),
+        program=Path(program.command).stem if program is not None else "",
     )
 
 
@@ -200,20 +205,30 @@ def _shown(value: Any) -> str:
 
 def label_settings(runs: list[Run]) -> None:
     """Name each run's setting by the values that tell runs of one dataset apart (seed aside), named
-    alike on every dataset. A value that only follows the dataset (its task, or a whole other
-    algorithm's settings in a log folder shared by two programs) labels nothing."""
-    keys = sorted({key for run in runs for key in run.settings} - _NOT_SETTINGS)
-    by_dataset: dict[str, list[Run]] = {}
+    alike on every dataset. Where runs of several programs share a dataset (a table of algorithms), they
+    are named by their program first, then by what tells that program's runs of one dataset apart. A
+    value that only follows the dataset (its task) labels nothing."""
+    programs_of: dict[str, set[str]] = {}
     for run in runs:
-        by_dataset.setdefault(run.dataset, []).append(run)
-
-    def varies_within_a_dataset(key: str) -> bool:
-        return any(len({_shown(run.settings.get(key)) for run in group}) > 1 for group in by_dataset.values())
-
-    varying = [key for key in keys if varies_within_a_dataset(key)]
+        programs_of.setdefault(run.dataset, set()).add(run.program)
+    by_program: dict[str, list[Run]] = {}
     for run in runs:
-        parts = [f"{key}={_shown(run.settings.get(key))}" for key in varying]
-        run.setting = " ".join(parts) or "default"
+        by_program.setdefault(run.program, []).append(run)
+    for program_runs in by_program.values():
+        keys = sorted({key for run in program_runs for key in run.settings} - _NOT_SETTINGS)
+        by_dataset: dict[str, list[Run]] = {}
+        for run in program_runs:
+            by_dataset.setdefault(run.dataset, []).append(run)
+
+        def varies_within_a_dataset(key: str, by_dataset: dict[str, list[Run]] = by_dataset) -> bool:
+            return any(len({_shown(run.settings.get(key)) for run in group}) > 1 for group in by_dataset.values())
+
+        varying = [key for key in keys if varies_within_a_dataset(key)]
+        for run in program_runs:
+            parts = [f"{key}={_shown(run.settings.get(key))}" for key in varying]
+            if len(programs_of[run.dataset]) > 1:
+                parts.insert(0, run.program or "another program")
+            run.setting = " ".join(parts) or "default"
 
 
 def read_runs(logdirs: Iterable[str | Path]) -> list[Run]:
