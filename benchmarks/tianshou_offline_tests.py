@@ -114,6 +114,24 @@ def gather_pendulum() -> VectorReplayBuffer:
     return buffer
 
 
+def pendulum_best_reward(algorithm: Any, buffer: VectorReplayBuffer, test_envs: DummyVectorEnv, test_num: int) -> float:
+    """The Pendulum tests' training: 5 epochs of 500 updates (batch 64), an evaluation of `test_num`
+    episodes after each, stopping once one reaches -1200; the best evaluation's return."""
+    result = algorithm.run_training(
+        OfflineTrainerParams(
+            buffer=buffer,
+            test_collector=Collector(algorithm, test_envs),
+            max_epochs=5,
+            epoch_num_steps=500,
+            test_step_num_episodes=test_num,
+            batch_size=64,
+            stop_fn=lambda reward: reward >= -1200,
+            show_progress=False,
+        )
+    )
+    return float(result.best_reward)
+
+
 def run_cql(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float:
     """test_cql.py's body from the data on; `implementation.CQL` is the only thing that varies."""
     task, test_num = "Pendulum-v1", 10
@@ -144,19 +162,7 @@ def run_cql(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float
         min_action=float(env.action_space.low[0]),
         max_action=float(env.action_space.high[0]),
     )
-    result = algorithm.run_training(
-        OfflineTrainerParams(
-            buffer=buffer,
-            test_collector=Collector(algorithm, test_envs),
-            max_epochs=5,
-            epoch_num_steps=500,
-            test_step_num_episodes=test_num,
-            batch_size=64,
-            stop_fn=lambda reward: reward >= -1200,
-            show_progress=False,
-        )
-    )
-    return float(result.best_reward)
+    return pendulum_best_reward(algorithm, buffer, test_envs, test_num)
 
 
 def run_td3_bc(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> float:
@@ -169,11 +175,9 @@ def run_td3_bc(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> fl
     actor = ContinuousActorDeterministic(
         preprocess_net=Net(state_shape=(3,), hidden_sizes=[64, 64]), action_shape=(1,), max_action=max_action
     )
-    critic1 = ContinuousCritic(
-        preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[64, 64], concat=True)
-    )
-    critic2 = ContinuousCritic(
-        preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[64, 64], concat=True)
+    critic1, critic2 = (
+        ContinuousCritic(preprocess_net=Net(state_shape=(3,), action_shape=(1,), hidden_sizes=[64, 64], concat=True))
+        for _ in range(2)
     )
     policy = ContinuousDeterministicPolicy(
         actor=actor, action_space=env.action_space, exploration_noise=GaussianNoise(sigma=0.1)
@@ -193,19 +197,7 @@ def run_td3_bc(implementation: Any, buffer: VectorReplayBuffer, seed: int) -> fl
         alpha=2.5,
         n_step_return_horizon=3,
     )
-    result = algorithm.run_training(
-        OfflineTrainerParams(
-            buffer=buffer,
-            test_collector=Collector(algorithm, test_envs),
-            max_epochs=5,
-            epoch_num_steps=500,
-            test_step_num_episodes=test_num,
-            batch_size=64,
-            stop_fn=lambda reward: reward >= -1200,
-            show_progress=False,
-        )
-    )
-    return float(result.best_reward)
+    return pendulum_best_reward(algorithm, buffer, test_envs, test_num)
 
 
 # --- CartPole: gather_cartpole_data.py and test_discrete_cql.py ---------------------------------

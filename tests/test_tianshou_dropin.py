@@ -61,6 +61,25 @@ def collected_pendulum_buffer(steps: int = 300) -> VectorReplayBuffer:
     return buffer
 
 
+def forty_updates_under_tianshous_trainer(algorithm: object, buffer: VectorReplayBuffer) -> object:
+    """Tianshou's offline trainer for 40 updates (batch 16) and one evaluation episode on Pendulum; the
+    collector's buffer holds the policy's box, which the drop-in says it reads the actions in."""
+    test_envs = DummyVectorEnv([lambda: gym.make("Pendulum-v1")])
+    with pytest.warns(ActionUnitsWarning, match="Tianshou collectors store"):
+        return algorithm.run_training(  # type: ignore[attr-defined]
+            OfflineTrainerParams(
+                buffer=buffer,
+                test_collector=Collector(algorithm, test_envs),  # type: ignore[arg-type]
+                max_epochs=1,
+                epoch_num_steps=40,
+                batch_size=16,
+                test_step_num_episodes=1,
+                show_progress=False,
+                verbose=False,
+            )
+        )
+
+
 def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
     tuned: list[bool] = []  # a Tianshou script gets the examples' CPU allocator settings from run_training
     monkeypatch.setattr(offline_rl.core.resources, "tune_cpu_allocator", lambda: tuned.append(True) or True)
@@ -82,21 +101,7 @@ def test_cql_built_the_tianshou_way_trains_under_tianshous_offline_trainer(monke
         max_action=2.0,
     )
     assert algorithm.config.target_action_gap == 10.0 and algorithm.config.calibrated
-    test_envs = DummyVectorEnv([lambda: gym.make("Pendulum-v1")])
-    with pytest.warns(ActionUnitsWarning, match="Tianshou collectors store"):
-        result = algorithm.run_training(
-            OfflineTrainerParams(
-                buffer=buffer,
-                test_collector=Collector(algorithm, test_envs),
-                max_epochs=1,
-                epoch_num_steps=40,
-                batch_size=16,
-                test_step_num_episodes=1,
-                show_progress=False,
-                verbose=False,
-            )
-        )
-    assert result.update_step == 40
+    assert forty_updates_under_tianshous_trainer(algorithm, buffer).update_step == 40
     assert tuned == [True]
     valid = buffer.sample_indices(0)
     # the collector's raw actions, unscaled (a Pendulum buffer must not shrink to ±0.5)
@@ -130,21 +135,7 @@ def test_td3bc_built_the_tianshou_way_trains_under_tianshous_offline_trainer() -
     )
     assert algorithm.config.n_step == 3 and algorithm.config.policy_freq == 2 and algorithm.action_limit == 1.0
     actor_before = [param.detach().clone() for param in actor.parameters()]
-    test_envs = DummyVectorEnv([lambda: gym.make("Pendulum-v1")])
-    with pytest.warns(ActionUnitsWarning, match="Tianshou collectors store"):
-        result = algorithm.run_training(
-            OfflineTrainerParams(
-                buffer=buffer,
-                test_collector=Collector(algorithm, test_envs),
-                max_epochs=1,
-                epoch_num_steps=40,
-                batch_size=16,
-                test_step_num_episodes=1,
-                show_progress=False,
-                verbose=False,
-            )
-        )
-    assert result.update_step == 40
+    assert forty_updates_under_tianshous_trainer(algorithm, buffer).update_step == 40
     assert any(not torch.equal(b, a) for b, a in zip(actor_before, actor.parameters(), strict=True))
     valid = buffer.sample_indices(0)
     np.testing.assert_allclose(algorithm._staged.act.numpy(), buffer.act[valid], rtol=1e-6)  # the actor's units
