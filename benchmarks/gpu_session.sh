@@ -15,6 +15,7 @@
 #
 #   bash benchmarks/gpu_session.sh tests concurrent-mps-half       the CUDA tests; four runs through MPS at half shares
 #   bash benchmarks/gpu_session.sh throughput end-to-end           the update against Tianshou's and TorchRL's; d4rl_cql.py in the trainer
+#   bash benchmarks/gpu_session.sh new-algorithms                  TD3+BC, IQL, ReBRAC, BC captured = eager; their updates/s
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole   where an evaluation goes; whole runs as a sweep trains them
 #   bash benchmarks/gpu_session.sh learning-tf32                   TF32's learning check against float32
 #   bash benchmarks/gpu_session.sh profile critic-variants         where one update spends the GPU, and other ways to compute the critics
@@ -83,6 +84,12 @@ for part in "$@"; do
       check cuda_fqe 60 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_fqe.py -k cuda
       # the Lagrange multiplier α′ follows the gap on CUDA (Tianshou 2.0.1's never moves there)
       check cuda_lagrange 90 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_cql_sac_training.py -k cuda
+      ;;
+    new-algorithms)  # TD3+BC, IQL, ReBRAC and BC: captured (and compiled) = eager; updates/s against Tianshou's TD3BC
+      check new_algorithm_paths 300 python3 -m pytest -q -p no:logging -p no:cacheprovider \
+        tests/test_engine_paths_of_new_algorithms.py
+      check new_algorithm_throughput 240 python3 benchmarks/offline_algorithms_throughput.py --device cuda \
+        --updates 300 --rounds 3
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \
@@ -177,7 +184,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, new-algorithms, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
       exit 2
       ;;
   esac
