@@ -162,3 +162,19 @@ def test_a_constant_schedule_and_a_given_span() -> None:
         spanned.gradient_step(batch())
     assert float(constant.actor_lr_now) == pytest.approx(0.1)
     assert float(spanned.actor_lr_now) == pytest.approx(0.1 * (1 + math.cos(math.pi * 2 / 2)) / 2, abs=1e-9)
+
+
+def test_tianshous_trainer_plans_the_schedule_over_its_epochs() -> None:
+    """A library script calling `run_training` itself gets the cosine over its own run, as the programs do."""
+    from test_bc_math import episode_buffer
+    from tianshou.trainer import OfflineTrainerParams
+
+    algo = IQL.build(gym.spaces.Box(-10, 10, (2,), np.float32), gym.spaces.Box(-1, 1, (2,), np.float32))
+    algo.run_training(
+        OfflineTrainerParams(
+            buffer=episode_buffer(), max_epochs=2, epoch_num_steps=3, batch_size=4, show_progress=False, verbose=False
+        )
+    )
+    assert int(algo.schedule_span) == 6
+    expected = algo.config.actor_lr * (1 + math.cos(math.pi * 5 / 6)) / 2  # the rate of the sixth update
+    assert float(algo.actor_lr_now) == pytest.approx(expected, rel=1e-6)

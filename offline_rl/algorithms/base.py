@@ -132,8 +132,9 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         return {}
 
     def plan(self, total_updates: int) -> None:
-        """The run's length in updates (`--epoch` × `--step-per-epoch`), told before training starts, for
-        what spans a run (IQL's cosine schedule of the actor's rate); nothing by default."""
+        """The run's length in updates (Tianshou's `max_epochs` × `epoch_num_steps`: the programs'
+        `--epoch` × `--step-per-epoch`), told when its trainer is made, for what spans a run (IQL's
+        cosine schedule of the actor's rate); nothing by default."""
 
     def add_optimizer(
         self, module: torch.nn.Module, factory: OptimizerFactory | None, **adam: Any
@@ -269,11 +270,13 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
 
     def create_trainer(self, params: Any) -> Any:
         """Tianshou's offline trainer, feeding its moving averages and the logger once per statistics
-        window (`offline_rl.algorithms.trainer`). On a CPU, training also keeps freed memory in the
-        process's heap (`resources.tune_cpu_allocator`), so a script calling `run_training` itself (a
-        Tianshou script with the drop-ins) trains as fast as the examples do."""
+        window (`offline_rl.algorithms.trainer`), the run's length told to `plan`. On a CPU, training
+        also keeps freed memory in the process's heap (`resources.tune_cpu_allocator`), so a script
+        calling `run_training` itself (a Tianshou script with the drop-ins) trains as fast as the
+        examples do."""
         if self.device.type == "cpu":
             resources.tune_cpu_allocator()
+        self.plan(int(params.max_epochs) * int(params.epoch_num_steps))
         return WindowedOfflineTrainer(self, params)
 
     # ----------------------------------------------------------------------------------------

@@ -284,7 +284,6 @@ def train_offline(
     rates = MachineRates(RunRegistry.default().folder / UPDATE_RATES_FILE, pace)
     monitor = compared_with_the_machine(monitor, rates)
     algorithm.statistics_interval = settings.log_interval
-    algorithm.plan(total)
     algorithm.capture = settings.torch.compile
     log.info(algorithm.update_path())
     logger = folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1))
