@@ -352,3 +352,40 @@ def test_tianshous_compiles_hold_a_lock_the_machines_processes_share() -> None:
     after.release()
     SegmentTree(4)  # Tianshou's own compiles, through the lock
     Policy._compile()
+
+
+def test_a_vector_buffer_samples_the_same_indices_after_its_generators_are_put_back() -> None:
+    """Tianshou 2 buffers draw sampled indices from generators of their own (the manager's picks the
+    sub-buffers, each sub-buffer's its rows): an online run's checkpoint keeps all of them."""
+    from tianshou.data import Batch, VectorReplayBuffer
+
+    def filled() -> VectorReplayBuffer:
+        buffer = VectorReplayBuffer(40, 2)
+        for step in range(15):
+            rows = Batch(obs=np.full((2, 1), step), act=np.zeros(2), rew=np.zeros(2), terminated=np.zeros(2, bool),
+                         truncated=np.zeros(2, bool), obs_next=np.zeros((2, 1)), info=Batch())  # fmt: skip
+            buffer.add(rows, buffer_ids=[0, 1])
+        return buffer
+
+    first, second = filled(), filled()
+    first.sample_indices(7)
+    state = compat.buffer_sampler_state(first)
+    assert len(state) == 3
+    expected = first.sample_indices(9)
+    assert not np.array_equal(second.sample_indices(9), expected)  # its generators are where they started
+    compat.set_buffer_sampler_state(second, state)
+    assert np.array_equal(second.sample_indices(9), expected)
+
+
+def test_a_collector_acts_next_on_the_observations_it_is_given() -> None:
+    from tianshou.data import Collector
+    from tianshou.env import DummyVectorEnv
+
+    env = gym.make("Pendulum-v1")
+    policy = CQLSAC.build(env.observation_space, env.action_space, CQLSACConfig(actor_hidden_sizes=[4])).policy
+    envs = DummyVectorEnv([lambda: gym.make("Pendulum-v1")])
+    collector = Collector(policy, envs)
+    collector.reset()
+    given = np.array([[0.5, -0.5, 0.25]], dtype=np.float32)
+    compat.resume_collector_at(collector, given)
+    np.testing.assert_array_equal(compat.collector_pending_obs(collector), given)

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import gymnasium as gym
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -96,3 +97,22 @@ def test_bad_settings_are_one_line(tmp_path: Path, flags: list[str], message: st
     result = run_in_process("examples/mujoco_sac.py", *flags, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_a_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Path) -> None:
+    """The training envs are put back where they were in their episodes (positions, velocities, time
+    limit, reset noise generator), the replay's running episodes go on uncut, and the trainer does not
+    reset the collector: two epochs straight and one epoch resumed to two end in the same weights,
+    optimiser states, replay and generators (before, the resumed run started new episodes)."""
+    from test_exact_resume import assert_resume_is_exact, run_folder
+
+    stopped = assert_resume_is_exact("examples/mujoco_sac.py", list(SMALL_RUN), tmp_path)
+    kept = torch.load(stopped / "checkpoint.pth", weights_only=True)["training_envs"]
+    assert len(kept["states"]) == 1 and len(kept["states"][0]["qpos"]) == 2  # InvertedPendulum's two joints
+    # the replays too, transition for transition: the episode running at the stop went on, uncut
+    with (
+        h5py.File(stopped / "replay.hdf5") as resumed,
+        h5py.File(run_folder(tmp_path / "straight") / "replay.hdf5") as straight,
+    ):
+        for key in ("obs", "act", "rew", "terminated", "truncated", "obs_next"):
+            np.testing.assert_array_equal(resumed["0"][key][:], straight["0"][key][:], err_msg=key)

@@ -191,6 +191,44 @@ def unpickle_plain(data: bytes, label: str) -> Any:
         raise DatasetError(f"{label} does not unpickle ({first_line(error)})") from None
 
 
+def collector_pending_obs(collector: Any) -> np.ndarray | None:
+    """The observations a Tianshou `Collector`'s next `collect` acts on (each env's current one), or
+    None before its first reset."""
+    obs = collector._pre_collect_obs_RO
+    return None if obs is None else np.asarray(obs)
+
+
+def resume_collector_at(collector: Any, obs: np.ndarray) -> None:
+    """Make a reset `Collector` act next on `obs`, its envs put back where a stopped run left them (the
+    infos of the reset stay: a collection passes them to the policy, which the learner never reads)."""
+    collector._pre_collect_obs_RO = np.asarray(obs)
+
+
+def _samplers(buffer: ReplayBuffer) -> list[np.random.RandomState]:
+    """The generators a Tianshou 2 buffer draws its sampled indices from (each its own, seeded when
+    made): a buffer manager's, which picks the sub-buffers, then each sub-buffer's."""
+    return [buffer._random_state, *(sub._random_state for sub in getattr(buffer, "buffers", []))]
+
+
+def buffer_sampler_state(buffer: ReplayBuffer) -> list[dict[str, Any]]:
+    """The states of the generators of `buffer`'s sampled indices, as plain values."""
+    states = []
+    for sampler in _samplers(buffer):
+        name, keys, position, has_gauss, cached = sampler.get_state()
+        states.append(
+            {"name": name, "keys": np.asarray(keys).tolist(), "position": int(position)}
+            | {"has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+        )
+    return states
+
+
+def set_buffer_sampler_state(buffer: ReplayBuffer, states: list[dict[str, Any]]) -> None:
+    """Put back what `buffer_sampler_state` read (a buffer of the same layout)."""
+    for sampler, state in zip(_samplers(buffer), states, strict=True):
+        keys = np.asarray(state["keys"], dtype=np.uint32)
+        sampler.set_state((state["name"], keys, state["position"], state["has_gauss"], state["cached_gaussian"]))
+
+
 def mark_buffer_full(buffer: ReplayBuffer, size: int) -> None:
     """Put `buffer` in the state Tianshou's own buffer reaches after exactly `size` adds: full,
     insertion index wrapped to 0, last index on the final transition."""

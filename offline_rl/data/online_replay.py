@@ -76,18 +76,19 @@ def save_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> Pat
     return final
 
 
-def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> str | None:
+def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str], *, cut_running: bool = True) -> str | None:
     """Refill the empty `replay` from `save_replay`'s file; None on success, else why it was not
     restored (another layout: other envs, size or stacking than this run's; a damaged file), in
     which case `replay` is left empty.
 
     The transitions are added again in their original order, so Tianshou's episode bookkeeping is
     rebuilt by its own `add`. An episode still running when the file was written is cut there as
-    truncated: the envs start new episodes after a resume, and without the cut the next transition
-    added would continue the old episode, bridging two episodes in n-step returns.
+    truncated (`cut_running`) where the envs start new episodes after a resume: without the cut the next
+    transition added would continue the old episode, bridging two episodes in n-step returns. Where the
+    envs are put back where they were (`offline_rl.envs.resumable`), their episodes go on, uncut.
     """
     try:
-        return _refill(replay, Path(path).expanduser())
+        return _refill(replay, Path(path).expanduser(), cut_running)
     except Exception as error:
         if not says_file_is_damaged(error):
             raise
@@ -95,7 +96,7 @@ def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> 
         return f"{path} is unreadable ({first_line(error)})"
 
 
-def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:
+def _refill(replay: VectorReplayBuffer, path: Path, cut_running: bool) -> str | None:
     with h5py.File(path, "r") as file:
         if file.attrs.get("format") != REPLAY_FORMAT:
             return f"{path} is not a replay saved by offline_rl"
@@ -106,7 +107,7 @@ def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:
         lengths = [len(group["act"]) if "act" in group else 0 for group in groups]
         for start in range(0, max(lengths, default=0), RESTORE_CHUNK):
             window = slice(start, start + RESTORE_CHUNK)
-            chunk = {number: _read_steps(group, replay, window) for number, group in enumerate(groups)}
+            chunk = {number: _read_steps(group, replay, window, cut_running) for number, group in enumerate(groups)}
             for step in range(start, min(window.stop, max(lengths))):
                 present = [number for number, length in enumerate(lengths) if length > step]
                 rows = {key: np.stack([chunk[number][key][step - start] for number in present]) for key in chunk[0]}
@@ -116,11 +117,13 @@ def _refill(replay: VectorReplayBuffer, path: Path) -> str | None:
     return None
 
 
-def _read_steps(group: h5py.Group, replay: VectorReplayBuffer, window: slice) -> dict[str, np.ndarray]:
+def _read_steps(
+    group: h5py.Group, replay: VectorReplayBuffer, window: slice, cut_running: bool
+) -> dict[str, np.ndarray]:
     """One env's stored steps in `window`; if its newest step is among them and its episode was still
-    running, that step is marked truncated (see `restore_replay`)."""
+    running, that step is marked truncated (see `restore_replay`) where `cut_running`."""
     steps = {key: group[key][window] if key in group else np.empty(0) for key in _stored_keys(replay)}
-    if "act" in group and window.stop >= len(group["act"]) and len(steps["act"]):
+    if cut_running and "act" in group and window.stop >= len(group["act"]) and len(steps["act"]):
         newest = len(steps["act"]) - 1
         steps["truncated"][newest] |= not steps["terminated"][newest]
     return steps

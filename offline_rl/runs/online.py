@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 REPLAY_FILE = "replay.hdf5"
 """The replay buffer as it was at the newest checkpoint.pth, beside it in the run folder."""
+REPLAY_SAMPLER = "replay_sampler"
+"""The checkpoint's record of the replay's own generator of sampled indices (Tianshou 2 buffers keep one)."""
+TRAINING_ENVS = "training_envs"
+"""The checkpoint's record of where the training envs were in their episodes (envs that can say)."""
 
 
 @dataclass
@@ -67,6 +71,7 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
     from tianshou.utils import TensorboardLogger  # heavy (TensorBoard, Tianshou): loaded only when used
 
     from offline_rl.algorithms.trainer import StoppableOffPolicyTrainer  # heavy (Tianshou): likewise
+    from offline_rl.core.compat import buffer_sampler_state, set_buffer_sampler_state  # heavy (Tianshou): likewise
     from offline_rl.data.online_replay import save_replay  # heavy (h5py, Tianshou): loaded only when used
     from offline_rl.runs.folder import RunFolder  # heavy (Tianshou, torch): loaded only when used
     from offline_rl.runs.training import (  # heavy (Tianshou, torch): loaded only when used
@@ -77,11 +82,17 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
     )
 
     policy, replay = algorithm.policy, plan.replay
+    collectors: list[Any] = []  # the training collector, once made
 
     def keep_with_checkpoint(log_path: Path) -> dict[str, Any]:
         if plan.checkpoint_replay:
             save_replay(replay, log_path / REPLAY_FILE)
-        return plan.keep()
+        kept = plan.keep()
+        if plan.checkpoint_replay:
+            kept[REPLAY_SAMPLER] = buffer_sampler_state(replay)
+            if collectors and (envs := training_envs_state(collectors[0])) is not None:
+                kept[TRAINING_ENVS] = envs
+        return kept
 
     folder = RunFolder.open(
         algorithm,
@@ -93,14 +104,19 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
         checkpoint=checkpoint,
         on_checkpoint=keep_with_checkpoint,
     )
+    envs_kept = (checkpoint or {}).get(TRAINING_ENVS)
     if checkpoint is not None:
-        print(resume_replay(replay, folder.log_path / REPLAY_FILE))
+        print(resume_replay(replay, folder.log_path / REPLAY_FILE, episodes_go_on=envs_kept is not None))
+        if REPLAY_SAMPLER in checkpoint:
+            set_buffer_sampler_state(replay, checkpoint[REPLAY_SAMPLER])
         plan.restore(checkpoint)
     if plan.updates_done is not None:
         folder.reporter.updates_done = plan.updates_done
     train_collector = Collector(
         policy, vector_envs(plan.make_training_env, plan.training_num, run.seed), replay, exploration_noise=True
     )
+    collectors.append(train_collector)
+    in_place = envs_kept is not None and put_training_envs_back(train_collector, envs_kept)
     test_collector, videos = showing_collector(policy, plan.make_test_env, run, task=plan.task)
     film_evaluations(test_collector, videos, folder)
     if plan.on_evaluation is not None:
@@ -136,7 +152,7 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
                 ),
                 **folder.trainer_params(),
             ),
-        ).run()
+        ).run(reset_collectors=not in_place)
     return finish_online(plan, folder, steps=int(result.train_step), first_env_step=first_env_step, videos=videos)
 
 
@@ -166,13 +182,46 @@ def finish_online(
     )
 
 
-def resume_replay(replay: Any, path: Path) -> str:
-    """Refill `replay` from `path` if it is there and fits; one line saying what happened."""
+def training_envs_state(collector: Any) -> dict[str, Any] | None:
+    """Where each training env is in its episode (`offline_rl.envs.resumable`) and the observations the
+    collector acts on next, as plain values for a checkpoint; None where the envs cannot say."""
+    from offline_rl.core.compat import collector_pending_obs  # heavy (Tianshou): loaded only when used
+    from offline_rl.envs.resumable import STATE_ATTRIBUTE
+
+    obs = collector_pending_obs(collector)
+    try:
+        states = collector.env.get_env_attr(STATE_ATTRIBUTE)
+    except AttributeError:
+        return None
+    return None if obs is None else {"states": list(states), "obs": obs.tolist()}
+
+
+def put_training_envs_back(collector: Any, kept: dict[str, Any]) -> bool:
+    """Reset the collector (its replay kept), then put each env back where `training_envs_state` found
+    it; False (the envs left reset) where the checkpoint's envs are not these."""
+    import numpy as np
+
+    from offline_rl.core.compat import collector_pending_obs, resume_collector_at  # heavy (Tianshou): likewise
+    from offline_rl.envs.resumable import RESTORE_ATTRIBUTE
+
+    collector.reset(reset_buffer=False)
+    fresh = collector_pending_obs(collector)
+    if fresh is None or len(kept["states"]) != collector.env_num:
+        return False
+    for index, state in enumerate(kept["states"]):
+        collector.env.set_env_attr(RESTORE_ATTRIBUTE, state, id=index)
+    resume_collector_at(collector, np.asarray(kept["obs"], dtype=fresh.dtype))
+    return True
+
+
+def resume_replay(replay: Any, path: Path, *, episodes_go_on: bool = False) -> str:
+    """Refill `replay` from `path` if it is there and fits (`episodes_go_on`: its running episodes uncut,
+    the envs put back in them); one line saying what happened."""
     from offline_rl.data.online_replay import restore_replay  # heavy (h5py, Tianshou): loaded only when used
 
     if not path.is_file():
         return f"replay: the run saved none ({path} is absent); starting with an empty replay"
-    reason = restore_replay(replay, path)
+    reason = restore_replay(replay, path, cut_running=not episodes_go_on)
     if reason is not None:
         return f"replay: not restored ({reason}); starting with an empty replay"
     return f"replay: restored {len(replay)} transitions from {path}"
