@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from d3rlpy_agreement import critic_layers, linears
 from d3rlpy_baseline import quiet_d3rlpy
 from torch import nn
 
@@ -91,23 +92,14 @@ def d3rlpy_impl(config: str, **settings: Any) -> Any:
     return algo.impl
 
 
-def linears(module: nn.Module) -> list[nn.Linear]:
-    return [layer for layer in module.modules() if isinstance(layer, nn.Linear)]
-
-
 def layer_norms(module: nn.Module) -> list[nn.LayerNorm]:
     return [layer for layer in module.modules() if isinstance(layer, nn.LayerNorm)]
-
-
-def critic_pairs(critic: EnsembleCritic, member: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(weight (out, in), bias) of each layer of one of our stacked critics."""
-    return [(w[member].T, b[member, 0]) for w, b in zip(critic.weights, critic.biases, strict=True)]
 
 
 @torch.no_grad()
 def copy_critics(critic: EnsembleCritic, functions: Any) -> None:
     for member, q_function in enumerate(functions):
-        for (weight, bias), theirs in zip(critic_pairs(critic, member), linears(q_function), strict=True):
+        for (weight, bias), theirs in zip(critic_layers(critic, member), linears(q_function), strict=True):
             theirs.weight.copy_(weight)
             theirs.bias.copy_(bias)
         for depth, theirs in enumerate(layer_norms(q_function)):
@@ -196,7 +188,7 @@ def gradients(loss: torch.Tensor, parameters: list[torch.Tensor]) -> np.ndarray:
 def critic_parameters(critic: EnsembleCritic, member: int) -> list[torch.Tensor]:
     """Our parameters of one critic, in d3rlpy's order and (out, in) layout, as views that keep gradients."""
     flat: list[torch.Tensor] = []
-    for weight, bias in critic_pairs(critic, member):
+    for weight, bias in critic_layers(critic, member):
         flat += [weight, bias]
     return flat
 

@@ -182,24 +182,23 @@ class CriticModules(nn.Module):
         self.num_critics, self.act_dim = len(critics), act_dim
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
-        batch, samples = actions.shape[0], actions.shape[1]
-        rows_obs = obs.unsqueeze(1).expand(batch, samples, *obs.shape[1:]).reshape(batch * samples, *obs.shape[1:])
-        rows_act = actions.reshape(batch * samples, -1)
-        outputs = []
-        for critic in self.members:
-            if detach_params:  # the critic as a constant: gradients reach the actions only
-                constants = {name: param.detach() for name, param in critic.named_parameters()}
-                q = torch.func.functional_call(critic, constants, (rows_obs, rows_act))
-            else:
-                q = critic(rows_obs, rows_act)
-            outputs.append(q.reshape(batch, samples))
-        return torch.stack(outputs)
+        members = range(self.num_critics)
+        return torch.stack([self.member_values(obs, actions, m, detach_params=detach_params) for m in members])
 
     def member_values(
         self, obs: torch.Tensor, actions: torch.Tensor, member: int, *, detach_params: bool = False
     ) -> torch.Tensor:
-        """Q-values (B, K) of one critic alone."""
-        return self.forward(obs, actions, detach_params=detach_params)[member]
+        """Q-values (B, K) of one critic alone (TD3's actor follows the first critic only)."""
+        batch, samples = actions.shape[0], actions.shape[1]
+        rows_obs = obs.unsqueeze(1).expand(batch, samples, *obs.shape[1:]).reshape(batch * samples, *obs.shape[1:])
+        rows_act = actions.reshape(batch * samples, -1)
+        critic = self.members[member]
+        if detach_params:  # the critic as a constant: gradients reach the actions only
+            constants = {name: param.detach() for name, param in critic.named_parameters()}
+            q = torch.func.functional_call(critic, constants, (rows_obs, rows_act))
+        else:
+            q = critic(rows_obs, rows_act)
+        return q.reshape(batch, samples)
 
     def clip_grad_norm_(self, max_norm: float) -> None:
         """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately (as Tianshou's CQL does)."""
