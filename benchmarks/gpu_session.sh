@@ -16,6 +16,7 @@
 #   bash benchmarks/gpu_session.sh tests concurrent-mps-half       the CUDA tests; four runs through MPS at half shares
 #   bash benchmarks/gpu_session.sh throughput end-to-end           the update against Tianshou's and TorchRL's; d4rl_cql.py in the trainer
 #   bash benchmarks/gpu_session.sh new-algorithms                  TD3+BC, IQL, ReBRAC, BC captured = eager; their updates/s
+#   bash benchmarks/gpu_session.sh seeds                           many seeds in one update: captured = eager; updates/s by S
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole   where an evaluation goes; whole runs as a sweep trains them
 #   bash benchmarks/gpu_session.sh learning-tf32                   TF32's learning check against float32
 #   bash benchmarks/gpu_session.sh profile critic-variants         where one update spends the GPU, and other ways to compute the critics
@@ -90,6 +91,15 @@ for part in "$@"; do
         tests/test_engine_paths_of_new_algorithms.py
       check new_algorithm_throughput 240 python3 benchmarks/offline_algorithms_throughput.py --device cuda \
         --updates 300 --rounds 3
+      ;;
+    seeds)  # many seeds in one update: captured (and compiled) = eager; aggregate updates/s of 1, 2, 4, 8, 16
+      # seeds against one run alone (TF32, d4rl_cql.py's defaults) with each batch's memory; then 4 runs through MPS
+      check seed_batch_paths 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_seed_batch.py \
+        -k captured
+      check seed_batch_throughput 240 python3 benchmarks/seed_batch_throughput.py --device cuda \
+        --seeds 1 2 4 8 16 --updates 300 --rounds 3
+      check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
+        -- --matmul-precision high
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \
@@ -184,7 +194,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, new-algorithms, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, new-algorithms, seeds, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
       exit 2
       ;;
   esac

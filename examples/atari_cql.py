@@ -14,7 +14,7 @@ D4RL-format file with discrete actions. Every flag is a `setting()` of `AtariCQL
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from offline_rl.cli.atari_cql import config_from_args, load_data_and_env
@@ -45,21 +45,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # 3. The algorithm, shaped by the env's spaces: the Nature CNN for frame stacks, an MLP otherwise.
     spaces = (data.env.observation_space, data.env.action_space)
     require_training_memory(training_bytes(*spaces, config.algorithm, data.config.run.batch_size), data.config.run)
+
+    def reporter(algorithm: Any, writer: Any) -> EvaluationReporter:  # each evaluation's line and curves
+        return EvaluationReporter(writer=writer, start_values=algorithm.start_values, **human_normalised(task))
+
+    def saved_for(run: Any) -> dict[str, Any]:  # what every checkpoint keeps besides the weights
+        return {"config": asdict(replace(data.config, run=run)), "dataset_info": data.info}
+
+    common = {"task": task, "algo_name": "cql", "dataset_name": str(data.info.get("name"))}
+    if data.config.run.num_seeds > 1:  # --num-seeds S: S seeds in one batched update, a run folder each
+        from offline_rl.runs.seed_runs import train_offline_seeds  # heavy (torch, Tianshou): loaded only when used
+
+        return train_offline_seeds(
+            lambda: CQLQRDQN.build(*spaces, config.algorithm, device=session.device), data.buffer, data.make_env,
+            data.config.run, reporter, saved_for=saved_for, checkpoint=session.checkpoint, device=session.device,
+            **common,
+        )  # fmt: skip
     algorithm = CQLQRDQN.build(*spaces, config.algorithm, device=session.device)
     session.restore(algorithm, task=task)
-
-    # 4. Tianshou's offline trainer, scored by Atari's human-normalised score where the game has one.
     return evaluate_or_train(
         algorithm,
         data.buffer,
         data.make_env,
         data.config.run,
-        lambda writer: EvaluationReporter(writer=writer, start_values=algorithm.start_values, **human_normalised(task)),
-        task=task,
-        algo_name="cql",
-        saved={"config": asdict(data.config), "dataset_info": data.info},
+        lambda writer: reporter(algorithm, writer),
+        saved=saved_for(data.config.run),
         checkpoint=session.checkpoint,
-        dataset_name=str(data.info.get("name")),
+        **common,
     )
 
 

@@ -73,23 +73,41 @@ def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[
     env = make_continuous_env(task, spec)
     obs_dim, act_dim = flatdim(env.observation_space), flatdim(env.action_space)
     require_training_memory(config.algorithm.training_bytes(obs_dim, act_dim, config.run.batch_size), config.run)
-    algorithm = algorithm_class.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
-    session.restore(algorithm, task=task)
+
+    def build() -> Any:
+        return algorithm_class.build(env.observation_space, env.action_space, config.algorithm, device=session.device)
+
+    def reporter(algorithm: Any, writer: Any) -> EvaluationReporter:  # each evaluation's line and curves
+        return EvaluationReporter(ref_min, ref_max, writer=writer, start_values=algorithm.start_values)
+
+    def saved_for(run: Any) -> dict[str, Any]:  # what every checkpoint keeps besides the weights
+        return {"config": asdict(replace(config, run=run)), "dataset_info": info}
+
+    make_env = lambda **kwargs: make_continuous_env(task, spec, **kwargs)  # noqa: E731
+    on_best = lambda algo, folder: export_behaviour_policy(algo, folder / "behaviour_policy.pt", task=task)  # noqa: E731
+    common = {"task": task, "algo_name": algo_name, "on_best": on_best, "dataset_name": info.get("name")}
 
     # 4. Tianshou's offline trainer: an evaluation and a checkpoint every epoch, TensorBoard curves,
-    #    and a summary line at the end (or only the evaluation, with --watch).
+    #    and a summary line at the end (or only the evaluation, with --watch). With --num-seeds S, S
+    #    seeds train as one batched update, each writing the run folder its single run would.
+    if config.run.num_seeds > 1:
+        from offline_rl.runs.seed_runs import train_offline_seeds  # heavy (torch, Tianshou): loaded only when used
+
+        return train_offline_seeds(
+            build, buffer, make_env, config.run, reporter, saved_for=saved_for, checkpoint=session.checkpoint,
+            device=session.device, **common,
+        )  # fmt: skip
+    algorithm = build()
+    session.restore(algorithm, task=task)
     return evaluate_or_train(
         algorithm,
         buffer,
-        lambda **kwargs: make_continuous_env(task, spec, **kwargs),
+        make_env,
         config.run,
-        lambda writer: EvaluationReporter(ref_min, ref_max, writer=writer, start_values=algorithm.start_values),
-        task=task,
-        algo_name=algo_name,
-        saved={"config": asdict(config), "dataset_info": info},
-        on_best=lambda algo, folder: export_behaviour_policy(algo, folder / "behaviour_policy.pt", task=task),
+        lambda writer: reporter(algorithm, writer),
+        saved=saved_for(config.run),
         checkpoint=session.checkpoint,
-        dataset_name=info.get("name"),
+        **common,
     )
 
 

@@ -571,3 +571,16 @@ def test_atari_only_settings_changed_for_a_vector_task_are_said_to_do_nothing(
         assert messages == []
     else:
         assert len(messages) == 1 and messages[0].startswith(warned), messages
+
+
+def test_a_negated_boolean_of_a_command_with_a_positional_takes_no_value_and_works() -> None:
+    """Beside a positional (the sweep's file), booleans take no value; `--no-x` then switches x off (it was
+    refused as if given a value)."""
+    from offline_rl.cli.flags import parse_config
+    from offline_rl.sweep.command import SweepConfig
+
+    config = parse_config(
+        SweepConfig(), ["--example", "d4rl_cql", "--no-seed-batches", "--no-mps"], prog="s", description=""
+    )
+    assert config.seed_batches is False and config.mps is False
+    assert parse_config(SweepConfig(), ["--example", "d4rl_cql"], prog="s", description="").seed_batches is True

@@ -79,7 +79,7 @@ def stop_at(point: str, when: int, stop: int) -> None:
 
         def saving(payload, file, *args, **kwargs):
             save(payload, file, *args, **kwargs)
-            if os.path.basename(str(file)).startswith(".checkpoint.pth.") and due():
+            if os.path.basename(str(file)).startswith((".checkpoint.pth.", "..checkpoint-next.pth.")) and due():
                 os.kill(os.getpid(), stop)
 
         torch.save = saving
@@ -100,7 +100,7 @@ statuses = []
 for number, at in enumerate(stops):
     arguments = first_arguments
     if number:  # what a user types to go on
-        (checkpoint,) = pathlib.Path(logdir).rglob("checkpoint.pth")
+        checkpoint = sorted(pathlib.Path(logdir).rglob("checkpoint.pth"))[0]  # a batch of seeds: the first seed's
         arguments = ["--resume-path", str(checkpoint), "--threads", "1", "--device", "cpu"]
     pid = os.fork()
     if pid == 0:

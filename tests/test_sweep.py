@@ -641,8 +641,8 @@ def test_a_trials_own_fqe_flags_and_their_values_go_to_its_estimate() -> None:
 
 
 def test_a_ray_task_is_given_everything_a_local_trial_is() -> None:
-    """Ray runs `run_trial(**job.kwargs())` on a worker: every setting of the job, --fqe-updates included,
-    must reach it by name."""
+    """Ray runs `run_trial(**job.kwargs())` on a worker (`run_job`): every setting of the job, --fqe-updates
+    included, must reach it by name; the batch a job trains is read back by `run_job` itself."""
     import inspect
 
     from offline_rl.sweep.engines import TrialJob
@@ -651,4 +651,38 @@ def test_a_ray_task_is_given_everything_a_local_trial_is() -> None:
     job = TrialJob("m", "t", ["--seed", "0"], "/d", ["--threads", "1"], 3, "/cwd", fqe_updates=7)
     bound = inspect.signature(run_trial).bind(**job.kwargs())
     assert bound.arguments["fqe_updates"] == 7 and bound.arguments["max_retries"] == 3
-    assert set(job.kwargs()) == {field.name for field in dataclasses.fields(TrialJob)}
+    assert set(job.kwargs()) == {field.name for field in dataclasses.fields(TrialJob)} - {"batch"}
+
+
+def test_trials_that_differ_only_in_their_seed_train_as_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seeds 0-2 of each setting as one process (`--num-seeds 3`): every trial done with its own seed's
+    score, the table's rows those of the same sweep run trial by trial, and a rerun starts nothing."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OFFLINE_RL_CACHE_DIR", str(tmp_path / "cache"))
+    fixed = [item for pair in (("--set", s) for s in TINY) for item in pair]
+    grid = ["--example", "d4rl_cql", "--grid", "seed=0,1,2", "--grid", "cql_weight=1,5", *fixed, "--jobs", "2"]
+    assert sweep_main([*grid, "--name", "batched"]) == 0
+    assert "6 to run (6 of them as 2 batches of seeds)" in capsys.readouterr().out
+    batched = tmp_path / "log/sweeps/batched"
+    trials = json.loads((batched / "sweep.json").read_text())["trials"]
+    assert len(trials) == 6 and all(t["status"] == "done" and t["updates"] == 20 for t in trials.values())
+    for trial_id, entry in trials.items():  # each trial's score is its own seed's last evaluation
+        seed = trial_id.split("__")[0].removeprefix("seed=")
+        (summary,) = [p for p in batched.rglob("summary.json") if p.parent.parent.name == seed and
+                      f"cql_weight={trial_id.split('cql_weight=')[1]}" in str(p)]  # fmt: skip
+        assert entry["score"] == pytest.approx(json.loads(summary.read_text())["last"]["return_mean"])
+    assert sorted(p.name for p in batched.iterdir() if p.is_dir()) == [
+        "seed=0__cql_weight=1.0",
+        "seed=0__cql_weight=5.0",
+    ]
+
+    assert sweep_main([*grid, "--name", "apart", "--no-seed-batches"]) == 0
+    assert "6 to run, " in capsys.readouterr().out
+    labels = [[row.split("|")[1:3] for row in table_rows(tmp_path / f"log/sweeps/{name}/results.md")]
+              for name in ("batched", "apart")]  # fmt: skip
+    assert labels[0] == labels[1] and len(labels[0]) == 2
+
+    assert sweep_main([*grid, "--name", "batched"]) == 0
+    assert "(6 finished before, 0 to run," in capsys.readouterr().out

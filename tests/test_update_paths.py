@@ -297,7 +297,7 @@ def test_the_trainer_logs_each_closed_window_once() -> None:
     from tianshou.utils import LazyLogger
 
     from offline_rl.algorithms.trainer import WindowedOfflineTrainer
-    from offline_rl.runs.training import log_every_window
+    from offline_rl.runs.record import log_every_window
 
     class RecordingLogger(LazyLogger):
         def __init__(self) -> None:

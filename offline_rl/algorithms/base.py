@@ -42,6 +42,7 @@ from offline_rl.algorithms.trainer import WindowedOfflineTrainer
 from offline_rl.algorithms.training_stats import StatisticsWindow
 from offline_rl.core import resources
 from offline_rl.core.compat import importance_weights, quiet_compiler_notices, torch_optimizers
+from offline_rl.core.errors import OfflineRLError
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,9 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
     STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("compute_losses", "apply_gradients"),)
     """The update's stages in order, each (the method giving its `Losses`, the method stepping after its
     backward pass). A stage whose losses are empty this update (a delayed actor's) is skipped."""
+    SEED_BUFFERS: ClassVar[tuple[str, ...]] = ()
+    """Buffers the losses write, which a seed batch (`offline_rl.algorithms.seeds`) keeps one row of per
+    seed; every other buffer holding equal values in all seeds is shared."""
     LEGACY_KEYS: ClassVar[dict[str, str]] = {}
     """State-dict keys renamed since checkpoints were first written: old name -> current name."""
 
@@ -105,6 +109,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         self._compiled: bool | None = None  # None: uncompiled; else whether the optimiser steps are compiled too
         self._staged: Any = None  # what `stage` prepared from the current buffer (or why it could not)
         self._staged_key: tuple[Any, ...] | None = None
+        self.seed_batch: Any = None  # the `seeds.SeedBatch` whose stacked copy this is: its updates are the batch's
+        self.batched_in: Any = None  # the `SeedBatch` this is one seed of: its tensors are rows of the batch's
 
     # ----------------------------------------------------------------------------------------
     # what an algorithm provides
@@ -174,7 +180,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         return self._host_updates
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """Also reads checkpoints written before a key was renamed (`LEGACY_KEYS`)."""
+        """Also reads checkpoints written before a key was renamed (`LEGACY_KEYS`). A member of a seed
+        batch loads its row, and the batch stacks the optimisers' state again."""
         if any(old in state_dict for old in self.LEGACY_KEYS):
             state_dict = {self.LEGACY_KEYS.get(key, key): value for key, value in state_dict.items()}
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
@@ -182,7 +189,19 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         self._captured = {}  # the optimisers' state tensors were replaced: record afresh
         # The checkpoint carried the kernels its run stepped with; this run chooses its own.
         use_multi_tensor_kernels(self.capturable_optimizers(), False)
+        if self.batched_in is not None:
+            self.batched_in.bind()
         return result
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        """Tianshou's (networks, buffers, optimisers' state). A member of a seed batch gives its own row,
+        copied out of the batch's tensors, and its own slice of the optimisers' state: what a single run
+        with its seed would save, and resumes from."""
+        if self.batched_in is None:
+            return super().state_dict(*args, **kwargs)
+        self.batched_in.write_optimizer_rows(self)
+        state = super().state_dict(*args, **kwargs)
+        return {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in state.items()}
 
     # ----------------------------------------------------------------------------------------
     # data
@@ -224,14 +243,21 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         self.count_update()
         return figures
 
-    def sampled_step(self, sample: Callable[[], Any], key: Hashable, *, eager: bool = False) -> Any:
-        """One update on the batch `sample()` draws on the device, replayed as a graph where it can be;
-        `key` names what the batches depend on (the staged data, the batch size)."""
-        return self.run_step(lambda: self.gradient_step(sample()), (key, *self.loss_options().values()), eager=eager)
+    def sampled_step(self, draw: Callable[[int], Any], batch_size: int, key: Hashable, *, eager: bool = False) -> Any:
+        """One update on the batch `draw(batch_size)` draws on the device, replayed as a graph where it
+        can be; `key` names what the batches depend on (the staged data). A seed batch's stacked copy
+        draws a batch for every seed (`offline_rl.algorithms.seeds`)."""
+        if self.seed_batch is not None:
+            return self.seed_batch.sampled_step(draw, batch_size, key, eager=eager)
+        step = lambda: self.gradient_step(draw(batch_size))  # noqa: E731
+        return self.run_step(step, (key, batch_size, *self.loss_options().values()), eager=eager)
 
     def prioritized_step(self, buffer: ReplayBuffer, batch_size: int, batch_at: Callable[[np.ndarray], Any]) -> Any:
         """One update on indices drawn by the buffer's priorities (on the host, so never captured): the
         TD loss weighted by their importance weights, and the losses' `priority` given back to them."""
+
+        if self.seed_batch is not None:
+            raise OfflineRLError("--num-seeds: a prioritized buffer draws one batch at a time; train seeds apart")
 
         def step() -> dict[str, torch.Tensor]:
             indices = buffer.sample_indices(batch_size)
@@ -248,6 +274,8 @@ class CountedOfflineAlgorithm(OfflineAlgorithm[PolicyT], Generic[PolicyT]):  # t
         """One gradient step from `buffer`, timed, inside Tianshou's training-step contract."""
         if not self.policy.is_within_training_step:
             raise RuntimeError("update() must run inside a training step (see policy_within_training_step)")
+        if self.batched_in is not None:
+            raise RuntimeError("a member of a seed batch trains through the batch's stacked copy")
         start = time.time()
         with self._training_mode():
             stats = self.update_from_buffer(buffer, sample_size)

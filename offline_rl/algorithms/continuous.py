@@ -106,7 +106,8 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
     @property
     def reward_unit(self) -> float:
         """`--normalize-reward`'s factor of the staged data (1 before any is staged)."""
-        return self._staged.reward_unit if isinstance(self._staged, DeviceDataset) else 1.0
+        staged = self._staged if self.batched_in is None else self.batched_in.stacked._staged
+        return staged.reward_unit if isinstance(staged, DeviceDataset) else 1.0
 
     @property
     def reward_noise_scale(self) -> float:
@@ -143,8 +144,7 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
         batch_size = sample_size or dataset.size
         if is_prioritized(buffer):
             return self.prioritized_step(buffer, batch_size, lambda indices: dataset.take(dataset.rows_of(indices)))
-        key = (id(dataset), batch_size)
-        return self.sampled_step(lambda: dataset.sample(batch_size), key, eager=self.eager_phase())
+        return self.sampled_step(dataset.sample, batch_size, id(dataset), eager=self.eager_phase())
 
     def _update_with_batch(self, batch: Any) -> Any:
         """Tianshou's generic path (a sampled Batch, actions in the policy's box as Tianshou stores

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from offline_rl.core.arithmetic import CPU_PRODUCTS
+from offline_rl.core.compat import in_vmap
 
 # Layers whose product has fewer multiply-adds (rows × inputs × outputs) stay with torch's BLAS: a oneDNN
 # call has a fixed setup cost, more than its faster arithmetic saves on a small layer; the two break
@@ -150,13 +151,14 @@ def onednn_blocker() -> str | None:
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, relu: bool) -> torch.Tensor:
     """x @ weight.T + bias, then ReLU if `relu`: `torch.nn.functional.linear`'s layout (weight (out, in)),
     through oneDNN where it applies (2-D float32 on CPU, `SMALL_PRODUCT` or more multiply-adds), through
-    `F.linear` elsewhere."""
+    `F.linear` elsewhere (and under `torch.func.vmap`, a seed batch's update, which batches `F.linear`)."""
     if (
         x.device.type == "cpu"
         and x.dim() == 2
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
         and not _traced()
+        and not (in_vmap(x) or in_vmap(weight))
         and x.shape[0] * weight.shape[0] * weight.shape[1] >= SMALL_PRODUCT
         and torch.backends.mkldnn.enabled
         and onednn_products_active()

@@ -162,14 +162,17 @@ class EnsembleCritic(nn.Module):
         return q.view(batch, samples)
 
     def clip_grad_norm_(self, max_norm: float) -> None:
-        """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately, without a host sync."""
+        """Rescale each critic's gradient to L2 norm ≤ `max_norm`, separately, without a host sync.
+
+        Every stored tensor is (E, ·, ·); stacked for a seed batch (`offline_rl.algorithms.seeds`) it is
+        (S, E, ·, ·), and the norms are then each seed's critics' own."""
         grads = [param.grad for param in self.parameters() if param.grad is not None]
         if not grads:
             return
-        squares = torch.stack([grad.pow(2).reshape(self.num_critics, -1).sum(dim=1) for grad in grads]).sum(dim=0)
-        scale = (max_norm / (squares.sqrt() + 1e-6)).clamp(max=1.0)  # (E,)
+        squares = torch.stack([grad.flatten(-2).pow(2).sum(dim=-1) for grad in grads]).sum(dim=0)
+        scale = (max_norm / (squares.sqrt() + 1e-6)).clamp(max=1.0)  # (E,), or (S, E)
         for grad in grads:
-            grad.mul_(scale.view(-1, *([1] * (grad.dim() - 1))))
+            grad.mul_(scale[..., None, None])
 
 
 class CriticModules(nn.Module):

@@ -25,8 +25,10 @@ made none there.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
+from dataclasses import asdict
 from functools import partial
 from typing import Any
 
@@ -34,7 +36,9 @@ import tqdm
 from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.data import CollectStats
 from tianshou.trainer import OfflineTrainer, OffPolicyTrainer
+from tianshou.utils import LazyLogger
 
+from offline_rl.core.errors import TrainingDiverged
 from offline_rl.core.interrupts import DeferredStop, stops_deferred
 
 
@@ -128,3 +132,108 @@ class _StepAfterResume:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._step, name)
+
+
+class SeedsTrainer(WindowedOfflineTrainer):
+    """The trainer of a seed batch (`offline_rl.algorithms.seeds`): it drives the batch's stacked copy
+    through Tianshou's offline trainer, and keeps one `WindowedOfflineTrainer` per seed (`followers`,
+    each with its seed's run folder: its logger, evaluation collector, checkpoint and best-policy hooks)
+    in step with it, without running their loops: after each update a follower logs its seed's closed
+    statistics window; after each epoch every follower writes its checkpoint, then every follower
+    evaluates its seed. Each seed's folder is thus what a single run of that seed writes.
+
+    A seed whose statistics turn non-finite (or whose weights do, at a checkpoint) is handed to
+    `on_diverged(index, error)` and leaves the batch; the others train on. The driver's own logger is
+    none: a stop's mid-epoch checkpoint, and a resume's counters, are the followers' (all in step).
+    """
+
+    def __init__(
+        self,
+        algorithm: Any,
+        params: Any,
+        followers: list[WindowedOfflineTrainer],
+        on_diverged: Callable[[int, TrainingDiverged], None],
+        checkpoint_round: Callable[[], Any] = contextlib.nullcontext,
+    ) -> None:
+        super().__init__(algorithm, params)
+        self.followers = followers
+        self.on_diverged = on_diverged
+        self.checkpoint_round = checkpoint_round
+        """A context around each round of the seeds' checkpoints (the run folders keep the previous
+        ones until every seed's new one is written)."""
+        self._logger = _FollowersRecord(self)
+
+    def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
+        super().reset(reset_collectors, reset_collector_buffers)
+        for follower in self.followers:  # each makes its seed's first evaluation, as a single run does
+            follower._stop = self._stop
+            self._guarded(follower, lambda each: each.reset(reset_collectors, reset_collector_buffers))
+
+    def _training_step(self) -> Any:
+        step = super()._training_step()
+        batch = self.algorithm.seed_batch
+        for index in sorted(batch.stacked.statistics.diverged, reverse=True):
+            self._drop(index, TrainingDiverged(batch.stacked.statistics.diverged[index]))
+        for follower in self.followers:
+            self._sync(follower)
+            follower._update_moving_avg_stats_and_log_update_data(follower.algorithm.statistics.latest)
+        return step
+
+    def execute_epoch(self) -> Any:
+        stats = super().execute_epoch()
+        if self._stop_fn_flag:
+            return stats
+        with self.checkpoint_round():  # every checkpoint first: all hold the same generators' state
+            for follower in list(self.followers):
+                self._sync(follower)
+                self._guarded(follower, _save_checkpoint)
+        for follower in list(self.followers):
+            self._guarded(follower, lambda each: each._test_step())
+        for follower in self.followers:
+            follower._logger.log_info_data(asdict(follower._create_info_stats()), follower._epoch)
+        return stats
+
+    def _sync(self, follower: WindowedOfflineTrainer) -> None:
+        follower._epoch, follower._env_step = self._epoch, self._env_step
+        follower._current_update_step = self._current_update_step
+
+    def _guarded(self, follower: WindowedOfflineTrainer, action: Callable[[WindowedOfflineTrainer], Any]) -> None:
+        """`action(follower)`; a divergence it finds (non-finite weights at a checkpoint) drops that seed."""
+        try:
+            action(follower)
+        except TrainingDiverged as error:
+            self._drop(self.followers.index(follower), error)
+
+    def _drop(self, index: int, error: TrainingDiverged) -> None:
+        follower = self.followers.pop(index)
+        self.algorithm.seed_batch.remove(follower.algorithm)
+        self.on_diverged(index, error)
+        if not self.followers:
+            raise TrainingDiverged("training diverged: every seed of the batch")
+
+
+def _save_checkpoint(trainer: Any) -> None:
+    """What Tianshou's trainer does after an epoch's updates: its logger's `save_data`, which calls the
+    run folder's checkpoint hook."""
+    counters = (trainer._epoch, trainer._env_step, trainer._current_update_step)
+    trainer._logger.save_data(*counters, trainer.params.save_checkpoint_fn)
+
+
+class _FollowersRecord(LazyLogger):
+    """The driver's logger: it logs nothing (the followers do); a stop between updates saves every
+    follower's mid-epoch checkpoint, and a resume starts from the first follower's counters."""
+
+    def __init__(self, trainer: SeedsTrainer) -> None:
+        super().__init__()
+        self.trainer = trainer
+        first = trainer.followers[0]._logger
+        self.epoch_steps_done = getattr(first, "epoch_steps_done", None)
+        self.save_mid_epoch = self._save_mid_epoch if hasattr(first, "save_mid_epoch") else None
+
+    def _save_mid_epoch(self, epoch: int, env_step: int, gradient_step: int, epoch_steps_done: int) -> None:
+        with self.trainer.checkpoint_round():
+            for follower in self.trainer.followers:
+                follower._logger.save_mid_epoch(epoch, env_step, gradient_step, epoch_steps_done)
+
+    def restore_data(self) -> tuple[int, int, int]:
+        return self.trainer.followers[0]._logger.restore_data()

@@ -98,7 +98,7 @@ class _BoolFlag(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, value: Any, option_string: str | None = None) -> None:
         if option_string in self.negated:
-            if value is not None:
+            if value not in (None, []):  # nargs 0 (beside a positional) passes [], "?" passes None
                 parser.error(f"{option_string} takes no value")
             setattr(namespace, self.dest, False)
         else:

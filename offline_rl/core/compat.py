@@ -267,6 +267,17 @@ def polyak_update_(targets: list[torch.Tensor], sources: list[torch.Tensor], tau
     torch._foreach_lerp_(targets, sources, tau)
 
 
+def swapped_tensors(module: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> Any:
+    """A context in which `module`'s parameters and buffers named in `tensors` (dotted names) are those
+    tensors: `torch.func.functional_call`'s own mechanism, for calling a method other than `forward`."""
+    return torch.nn.utils.stateless._reparametrize_module(module, tensors)
+
+
+def in_vmap(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is one of `torch.func.vmap`'s batched tensors (torch keeps the test private)."""
+    return bool(torch._C._functorch.is_batchedtensor(tensor))
+
+
 def torch_optimizers(algorithm: Any) -> list[torch.optim.Optimizer]:
     """The torch optimisers inside an algorithm's registered Tianshou `Algorithm.Optimizer` wrappers
     (which keep theirs private)."""

@@ -27,6 +27,7 @@ CONSERVATISM_TAGS = ("q_data", "q_random", "q_policy")
 # comparing precisions (float32 against TF32, as TF32's learning check does) must keep apart.
 _NOT_SETTINGS = {
     "seed",
+    "num_seeds",  # seeds trained in one batched update are the runs separate trials would be
     "dataset",
     "load_buffer_name",
     "logdir",

@@ -14,6 +14,9 @@ from offline_rl.core.arithmetic import CPU_PRODUCTS, MATMUL_PRECISIONS
 from offline_rl.core.settings import SEED_RANGE, check_ranges, require, setting
 from offline_rl.envs.mujoco import VIDEO_QUALITIES
 
+MAX_SEEDS = 64
+"""The most seeds one batched update trains (`--num-seeds`)."""
+
 
 def resolve_matmul_precision(precision: str, device: str) -> str:
     """`auto`: TF32 products on CUDA (faster, and CQL-SAC's learning check found no difference from
@@ -229,7 +232,20 @@ class OfflineRunConfig(RunConfig):
         minimum=1,
         group="run",
     )
+    num_seeds: int = setting(
+        1,
+        "train this many seeds (--seed, --seed + 1, ...) as one batched update, each writing the run folder a "
+        "single run of its seed writes",
+        minimum=1,
+        maximum=MAX_SEEDS,
+        group="run",
+    )
     fqe: FQEConfig = field(default_factory=FQEConfig)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds this command trains: --seed, and with --num-seeds S the S − 1 after it."""
+        return list(range(self.seed, self.seed + self.num_seeds))
 
     @property
     def estimates_value(self) -> bool:
@@ -246,6 +262,14 @@ class OfflineRunConfig(RunConfig):
         return self.trains or self.estimates_value
 
     def validate(self) -> None:
+        if self.num_seeds > 1:  # before the checks of what it leaves out
+            require(self.trains, "--num-seeds trains seeds; --watch, --export-policy and --fqe-updates take one run")
+            require(
+                not (self.video_interval or self.render),
+                "--num-seeds: --video-interval and --render film or show one run; train that seed alone",
+            )
+            last = self.seed + self.num_seeds - 1
+            require(last <= SEED_RANGE["maximum"], f"--num-seeds {self.num_seeds}: the last seed, {last}, is too large")
         super().validate()
         require(
             not self.watch or bool(self.resume_path), "--watch needs --resume-path (a policy.pth or checkpoint.pth)"

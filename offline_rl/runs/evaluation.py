@@ -78,6 +78,7 @@ class EvaluationReporter:
     start_values: StartValuesOf | None = None  # the critics' estimate of each episode's discounted return
     value_units: str = ""  # the units of the value check where they are not the env's rewards
     after_evaluation: Callable[[dict[str, float]], None] | None = None  # given each trained evaluation's record
+    label: str = ""  # heads each evaluation's line: "seed 3: " for one seed of a batch (--num-seeds)
     _initial_pending: bool = True
     _scale_said: bool = False
 
@@ -172,13 +173,13 @@ class EvaluationReporter:
         if initial:
             self.initial = record
         if self.current_is_initial:
-            log.info(f"evaluation before training ({played}): {text}")
+            log.info(f"{self.label}evaluation before training ({played}): {text}")
             self._say_scale(record)
             return self.best_score
         index = self.first_index + len(self.history) + 1
         record["epoch"] = index
         self.history.append(record)
-        log.info(f"evaluation {index}{' of the resumed weights' if initial else ''} ({played}): {text}")
+        log.info(f"{self.label}evaluation {index}{' of the resumed weights' if initial else ''} ({played}): {text}")
         self._say_scale(record)
         if self.writer is not None:
             step = self.step_of(index)

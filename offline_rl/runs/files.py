@@ -21,6 +21,10 @@ run removes it; tables count such runs and leave them out of the scores."""
 RUN_CHECKPOINT_FILE = "checkpoint.pth"
 """Written after every epoch: where the run stopped, what `--resume-path` continues training from."""
 
+RUN_NEXT_CHECKPOINT_FILE = ".checkpoint-next.pth"
+"""A seed of a batch (--num-seeds): its checkpoint of the round under way, renamed to `checkpoint.pth` once
+every seed's is written, so that a kill between two seeds' writes resumes every seed from one point."""
+
 RUN_BEST_POLICY_FILE = "policy.pth"
 """Written at every new best trained evaluation (a full checkpoint): the optimistic best, never the headline."""
 

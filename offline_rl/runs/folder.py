@@ -88,6 +88,8 @@ class RunFolder:
     """(epoch, env step, update) of the checkpoint resumed from: where the trainer starts again."""
     into_epoch: int | None = None
     """The updates into its next epoch of the mid-epoch checkpoint resumed from (None: an epoch's)."""
+    checkpoint_file: str = RUN_CHECKPOINT_FILE
+    """Where the next checkpoint is written (a seed batch's round writes them aside, then renames them)."""
 
     @classmethod
     def open(
@@ -236,7 +238,7 @@ class RunFolder:
         with preserved_random_state():
             extra = self.on_checkpoint(self.log_path) if self.on_checkpoint is not None else {}
         return save_checkpoint(
-            self.log_path / RUN_CHECKPOINT_FILE,
+            self.log_path / self.checkpoint_file,
             self.algorithm,
             epoch=epoch,
             gradient_step=gradient_step,

@@ -160,7 +160,7 @@ def finish_online(
     plan: OnlinePlan, folder: RunFolder, *, steps: int, first_env_step: int, videos: Videos | None = None
 ) -> dict[str, Any]:
     """The run's summary (`steps`: collected by this invocation) and its closing lines."""
-    from offline_rl.runs.training import filmed  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.runs.record import filmed  # heavy (torch): loaded only when used
 
     elapsed = time.time() - folder.started
     summary = {

@@ -11,31 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 from tianshou.trainer import OfflineTrainerParams
 
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.resources import RunRegistry, available_cores, require_memory
+from offline_rl.core.resources import available_cores, require_memory
 from offline_rl.runs.config import OfflineRunConfig, RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter, counted
 from offline_rl.runs.evaluation_collector import EvaluationCollector
 from offline_rl.runs.folder import RunFolder
 from offline_rl.runs.policy_export import export_run_policy
-from offline_rl.runs.update_rate import (
-    UPDATE_RATES_FILE,
-    MachineRates,
-    compared_with_the_machine,
-    update_rate_monitor,
-    watch_update_rate,
-)
+from offline_rl.runs.record import filmed, finish_offline_run, folder_logger
 from offline_rl.runs.value_estimate import estimate_policy_value
 from offline_rl.runs.video import EvaluationVideos, VideoFolder, prepare_offscreen_rendering
 from offline_rl.runs.video_preview import animated_preview
@@ -69,12 +61,15 @@ def require_training_memory(updates: dict[str, int], run: RunConfig, *, training
     `training_envs` need more memory than the process may take, naming the flag that asks for the most."""
     if not run.trains:
         return
+    seeds = getattr(run, "num_seeds", 1)  # every seed has its own networks, batches and evaluation envs
     parts = {**updates, f"--test-num {run.test_num}": run.test_num * ENV_BYTES[envs_in_subprocesses(run.test_num)]}
+    parts = {flag: size * seeds for flag, size in parts.items()}
     if training_envs:
         parts[f"--training-num {training_envs}"] = training_envs * ENV_BYTES[envs_in_subprocesses(training_envs)]
     largest = max(parts, key=lambda flag: parts[flag])
-    others = ", ".join(flag.split()[0] for flag in parts if flag != largest)
-    require_memory(sum(parts.values()), largest, f"lower {largest.split()[0]} (or {others})")
+    others = [flag.split()[0] for flag in parts if flag != largest] + (["--num-seeds"] if seeds > 1 else [])
+    named = f"{largest} (for each of --num-seeds {seeds})" if seeds > 1 else largest
+    require_memory(sum(parts.values()), named, f"lower {largest.split()[0]} (or {', '.join(others)})")
 
 
 def evaluation_collector(
@@ -176,15 +171,6 @@ def evaluation_envs_closed(test_collector: Any, videos: Videos | None) -> Iterat
             videos.close()
 
 
-def filmed(summary: dict[str, Any], videos: Videos | None) -> str:
-    """The videos a run wrote (a watch's or a training run's), added to its `summary`, and what its
-    closing line says of them."""
-    if videos is None:
-        return ""
-    summary["videos"] = [str(path) for path in videos.saved]
-    return f"; {counted(len(videos.saved), 'video')}" + (f" in {videos.saved[0].parent}" if videos.saved else "")
-
-
 def say_saved_video(path: Path, steps: int, episode_return: float) -> None:
     log.info(f"video {path}: return {episode_return:.2f} in {steps} steps")  # above the evaluation's bar
 
@@ -263,8 +249,6 @@ def train_offline(
     on, so a resumed run neither renumbers its evaluations nor forgets (or overwrites) its best.
     `videos` (`--video-interval`) films the test collector's chosen evaluations into the run folder.
     """
-    from tianshou.utils import TensorboardLogger  # heavy (TensorBoard): loaded only when used
-
     folder = RunFolder.open(
         algorithm,
         settings,
@@ -275,19 +259,10 @@ def train_offline(
         checkpoint=checkpoint,
         on_best=on_best,
     )
-    device = next(algorithm.parameters()).device
-    total = settings.epoch * settings.step_per_epoch
-    monitor = update_rate_monitor(str(device), torch.get_num_threads(), total=total)  # log lines; slowdown notice
-    config = saved.get("config") or {}  # what sets the pace: the algorithm and its shapes, the batch, the machine
-    pace = {"algorithm": config.get("algorithm"), "task": config.get("task"), "batch_size": settings.batch_size}
-    pace |= {"device": str(device), "threads": torch.get_num_threads()}
-    rates = MachineRates(RunRegistry.default().folder / UPDATE_RATES_FILE, pace)
-    monitor = compared_with_the_machine(monitor, rates)
     algorithm.statistics_interval = settings.log_interval
     algorithm.capture = settings.torch.compile
     log.info(algorithm.update_path())
-    logger = folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1))
-    logger = watch_update_rate(log_every_window(logger), monitor)
+    logger = folder_logger(folder, settings, saved, next(algorithm.parameters()).device)
     folder.reporter.updates_done = lambda: int(algorithm.num_updates)  # curves are plotted against updates
     updates_before = int(algorithm.num_updates)
     film_evaluations(test_collector, videos, folder)
@@ -304,38 +279,9 @@ def train_offline(
                 **folder.trainer_params(),
             )
         )
-    elapsed = time.time() - folder.started
-    evaluating = folder.evaluation_seconds
-    updates = int(algorithm.num_updates) - updates_before
-    rate, training_rate = updates / max(elapsed, 1e-9), updates / max(elapsed - evaluating, 1e-9)
-    summary: dict[str, Any] = {
-        "mode": "train",
-        "task": task,
-        "dataset": dataset_name,
-        "updates": updates,
-        "seconds": elapsed,
-        "updates_per_second": rate,
-        "evaluation_seconds": evaluating,
-        "training_updates_per_second": training_rate,
-        "total_updates": int(algorithm.num_updates),
-    }
-    # A resumed run counts this session's updates (the rates are of them) and says the run's total.
-    counted = f"{updates} updates" + (f" ({int(algorithm.num_updates)} in all)" if updates_before else "")
-    return folder.finish(
-        summary,
-        f"done: {task} on {dataset_name}: {counted} in {elapsed:.0f} s ({rate:.1f}/s, {device.type}; "
-        f"training {elapsed - evaluating:.0f} s at {training_rate:.1f}/s, evaluation {evaluating:.0f} s)"
-        + filmed(summary, videos),
+    return finish_offline_run(
+        folder, task=task, dataset_name=dataset_name, updates_before=updates_before, algorithm=algorithm, videos=videos
     )
-
-
-def log_every_window(logger: Any) -> Any:
-    """`logger` writing all the training statistics it is handed. The algorithms' trainer
-    (`offline_rl.algorithms.trainer`) hands it each closed statistics window (every --log-interval updates,
-    their mean); Tianshou's own schedule, which counts from another origin and would log a window's
-    figures one update early, is switched off."""
-    logger.update_interval = 1
-    return logger
 
 
 def evaluate_or_train(

@@ -24,6 +24,7 @@ from offline_rl.core.settings import check_ranges, setting
 from offline_rl.results.command import write_results
 from offline_rl.runs.files import RUN_DIVERGED_FILE, RUN_FQE_FILE
 from offline_rl.sweep.engines import TrialJob, run_locally, run_on_ray
+from offline_rl.sweep.seed_batches import batch_arguments, finished_batch, seed_batches
 from offline_rl.sweep.spec import (
     EXAMPLES,
     SweepSpec,
@@ -82,6 +83,12 @@ class SweepConfig:
             "they pick without the env. Re-running a finished sweep with it estimates what it lacks."
         ),
         minimum=0,
+    )
+    seed_batches: bool = setting(
+        True,
+        "trials that differ only in their consecutive seeds train as one process, their seeds in one batched "
+        "update (--num-seeds); --no-seed-batches runs each alone",
+        details="Not with --fqe-updates, which estimates one trial's policy at a time.",
     )
     last_k: int = setting(1, "final score = mean of each run's last k evaluations (1: the last)", minimum=1)
     dry_run: bool = setting(False, "list the trials and start none")
@@ -218,7 +225,25 @@ def run_trials(
     threads = max(1, int(config.cpus_per_trial)) if config.ray_address else cores_per_run(workers)
     per_invocation = [] if _flag_given(trials, "--threads") else ["--threads", str(threads)]
     jobs, skipped, to_estimate = [], 0, 0
-    for trial in trials:
+    batching = config.seed_batches and not config.fqe_updates
+    for batch in seed_batches(trials) if batching else [[trial] for trial in trials]:
+        if len(batch) > 1:
+            directory = folder / batch[0].id
+            ended = finished_batch(directory, batch)
+            if ended is not None:
+                for outcome in ended:
+                    state.finished(outcome)
+                skipped += len(batch)
+                continue
+            arguments, where_to = batch_arguments(batch), str(directory.resolve())
+            jobs.append(
+                TrialJob(
+                    module, batch[0].id, arguments, where_to, per_invocation, config.max_retries, os.getcwd(),
+                    batch=tuple(batch),
+                )
+            )  # fmt: skip
+            continue
+        (trial,) = batch
         directory = folder / trial.id
         summary = finished_summary(directory) if directory.is_dir() else None
         if summary is not None and not lacks_estimate(directory, config.fqe_updates):  # nothing to start
@@ -243,7 +268,10 @@ def run_trials(
     if gpus:
         where += f", spread over GPUs {','.join(gpus)}"
     estimating = f" ({to_estimate} to estimate)" if to_estimate else ""
-    counts = f"{skipped + to_estimate} finished before{estimating}, {len(jobs) - to_estimate} to run, {where}"
+    batched = sum(len(job.batch) for job in jobs)
+    runs = sum(len(job.ids) for job in jobs) - to_estimate
+    together = f" ({batched} of them as {sum(1 for job in jobs if job.batch)} batches of seeds)" if batched else ""
+    counts = f"{skipped + to_estimate} finished before{estimating}, {runs} to run{together}, {where}"
     print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
 

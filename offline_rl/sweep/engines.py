@@ -1,7 +1,8 @@
 """Where trials run: as parallel processes on this machine (the default), or as Ray tasks.
 
-Both hand every trial to `offline_rl.sweep.trial.run_trial`, so trials, logs and results are the
-same either way. The local engine never imports Ray.
+Both hand every trial to `offline_rl.sweep.trial.run_trial` (a batch of seeds as one trial whose
+outcome is read per seed, `offline_rl.sweep.seed_batches`), so trials, logs and results are the same
+either way. The local engine never imports Ray.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from offline_rl.core.gpu_sharing import GpuAssignment
 from offline_rl.core.jobs import connect
+from offline_rl.sweep.seed_batches import member_outcome
+from offline_rl.sweep.spec import Trial
 from offline_rl.sweep.trial import TrialOutcome, run_trial
 
 INTERRUPT_GRACE_S = 30.0
@@ -34,6 +38,13 @@ class TrialJob:
     max_retries: int = 2
     cwd: str | None = None
     fqe_updates: int = 0
+    batch: tuple[Trial, ...] = ()
+    """The trials this job trains as one batch of seeds (`--num-seeds`); none for a trial alone."""
+
+    @property
+    def ids(self) -> list[str]:
+        """The trials this job reports."""
+        return [trial.id for trial in self.batch] or [self.trial_id]
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -52,6 +63,12 @@ Started = Callable[[str], None]
 Finished = Callable[[TrialOutcome], None]
 
 
+def run_job(job: TrialJob, **extra: Any) -> list[TrialOutcome]:
+    """`run_trial` for the job; the outcome of each of its trials (a batch's, read from each seed's folder)."""
+    outcome = run_trial(**job.kwargs(), **extra)
+    return [member_outcome(outcome, Path(job.directory), trial) for trial in job.batch] or [outcome]
+
+
 def run_locally(
     jobs: list[TrialJob], workers: int, started: Started, finished: Finished, gpus: Sequence[str] = ()
 ) -> None:
@@ -68,25 +85,27 @@ def run_locally(
     def one(job: TrialJob) -> None:
         """Run a trial and report it from this worker, before the worker takes its next trial (so
         the display never counts a finished trial as running beside its successor)."""
-        outcome = attempt(job)
+        outcomes = attempt(job)
         with reporting:
-            finished(outcome)
+            for outcome in outcomes:
+                finished(outcome)
 
-    def attempt(job: TrialJob) -> TrialOutcome:
+    def attempt(job: TrialJob) -> list[TrialOutcome]:
         if stopping.is_set():
-            return TrialOutcome(job.trial_id, "interrupted", message="not started")
+            return [TrialOutcome(trial_id, "interrupted", message="not started") for trial_id in job.ids]
 
         def on_start(process: subprocess.Popen) -> None:
             with lock:
                 processes[job.trial_id] = process
-            started(job.trial_id)
+            for trial_id in job.ids:
+                started(trial_id)
             if stopping.is_set():
                 _interrupt(process)
 
         gpu = assignment.take() if assignment is not None else None
         environment = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None
         try:
-            return run_trial(**job.kwargs(), environment=environment, on_start=on_start)
+            return run_job(job, environment=environment, on_start=on_start)
         finally:
             with lock:
                 processes.pop(job.trial_id, None)
@@ -145,20 +164,22 @@ def run_on_ray(
 
     ray = connect(address)
     task = ray.remote(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=3)(_ray_trial)
-    refs = {task.remote(job.kwargs()): job for job in jobs}
+    refs = {task.remote(job): job for job in jobs}
     for job in jobs:
-        started(job.trial_id)  # submitted: Ray starts it when its resources are free
+        for trial_id in job.ids:
+            started(trial_id)  # submitted: Ray starts it when its resources are free
     try:
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             for ref in done:
                 refs.pop(ref)
-                finished(ray.get(ref))
+                for outcome in ray.get(ref):
+                    finished(outcome)
     except KeyboardInterrupt:
         for ref in refs:
             ray.cancel(ref, force=True)  # the trials' processes end with their workers; checkpoints stay
         raise
 
 
-def _ray_trial(kwargs: dict[str, Any]) -> TrialOutcome:
-    return run_trial(**kwargs)
+def _ray_trial(job: TrialJob) -> list[TrialOutcome]:
+    return run_job(job)

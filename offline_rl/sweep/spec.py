@@ -54,6 +54,7 @@ RESERVED = {
     "config": "",
     "fqe_updates": " (the sweep's own --fqe-updates estimates every trial's final policy)",
     "fqe_output": "",
+    "num_seeds": " (the sweep trains trials that differ only in their seed as one batch itself)",
 }
 _KEYS = {"name", "example", "config", "set", "grid"}
 CONFIG_AXIS = "config"

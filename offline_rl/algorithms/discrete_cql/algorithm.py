@@ -213,14 +213,18 @@ class CQLQRDQN(CountedOfflineAlgorithm[QRDQNPolicy]):
             feed = self._host_feed(staged, batch_size)
             feed.advance()
             # The step reads the feed's fixed `inputs`; holding the feed keeps its id unique while recorded.
-            stats = self.sampled_step(lambda: feed.inputs, (id(feed), batch_size))
+            if self.seed_batch is not None:
+                raise OfflineRLError(f"--num-seeds: batches drawn on the host ({staged.host_reason})")
+            stats = self.sampled_step(lambda _size: feed.inputs, batch_size, id(feed))
             feed.prefetch()  # while the device runs this update
         elif isinstance(staged, StagedTransitions):
-            stats = self.sampled_step(lambda: staged.sample(batch_size), (id(staged), batch_size))
+            stats = self.sampled_step(lambda rows: staged.sample_batches(rows, batch_size), batch_size, id(staged))
         elif self.config.batch_per_file and source_sizes(buffer) is not None:
             raise OfflineRLError(f"--batch-per-file: drawing a file at a time needs staged transitions, not {staged}")
         elif is_prioritized(buffer):
             stats = self.prioritized_step(buffer, batch_size, lambda indices: self._batch_at(buffer, indices))
+        elif self.seed_batch is not None:
+            raise OfflineRLError(f"--num-seeds: this buffer cannot be staged on the device ({staged})")
         else:
             indices = buffer.sample_indices(batch_size)
             stats = self.run_step(lambda: self.gradient_step(self._batch_at(buffer, indices)), None, eager=True)

@@ -57,7 +57,8 @@ def sorted_quantile_huber_loss(
     Its gradient reaches the current quantiles only, so a target that would take one is refused."""
     if target.requires_grad:
         raise ValueError("the target quantiles must be constants (computed under torch.no_grad())")
-    return _SortedQuantileHuber.apply(current, target, kappa)
+    loss, priority, _ = _SortedQuantileHuber.apply(current, target, kappa)
+    return loss, priority
 
 
 def quantile_midpoints(num_quantiles: int, like: torch.Tensor) -> torch.Tensor:
@@ -67,10 +68,13 @@ def quantile_midpoints(num_quantiles: int, like: torch.Tensor) -> torch.Tensor:
 
 class _SortedQuantileHuber(torch.autograd.Function):
     """Forward computes the loss and, in the same pass, its gradient with respect to the current
-    quantiles (a (B, Nq) table), which backward only scales: no (B, Nq, Nq) tensor is kept."""
+    quantiles (a (B, Nq) table), which backward only scales: no (B, Nq, Nq) tensor is kept. Written
+    in torch's functorch-ready form, so that `torch.func.vmap` (a seed batch's update) batches it."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, current: torch.Tensor, target: torch.Tensor, kappa: float):  # type: ignore[override]
+    def forward(current: torch.Tensor, target: torch.Tensor, kappa: float):  # type: ignore[override]
         huber_sums, huber_slopes = run_sums(current.detach(), target.detach(), kappa)  # (B, 4, Nq) each
         num_quantiles = current.shape[1]
         tau = quantile_midpoints(num_quantiles, huber_sums)
@@ -79,13 +83,17 @@ class _SortedQuantileHuber(torch.autograd.Function):
         loss = (huber_sums * weight).sum(dim=(1, 2))
         # d Lκ(Tⱼ − θᵢ) / dθᵢ = −clamp(Tⱼ − θᵢ, −κ, κ): the slopes' weighted sum, negated.
         gradient = -(huber_slopes * weight).sum(dim=1)
-        ctx.save_for_backward(gradient.to(current.dtype))
         priority = huber_sums.sum(dim=1).mean(dim=1).to(current.dtype)
-        ctx.mark_non_differentiable(priority)
-        return loss.to(current.dtype), priority
+        return loss.to(current.dtype), priority, gradient.to(current.dtype)
 
     @staticmethod
-    def backward(ctx, loss_grad: torch.Tensor, _priority_grad: torch.Tensor):  # type: ignore[override]
+    def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def, override]
+        _, priority, gradient = output
+        ctx.save_for_backward(gradient)
+        ctx.mark_non_differentiable(priority, gradient)
+
+    @staticmethod
+    def backward(ctx, loss_grad: torch.Tensor, _priority_grad: torch.Tensor, _gradient_grad: torch.Tensor):  # type: ignore[override]
         (gradient,) = ctx.saved_tensors
         return loss_grad.unsqueeze(1) * gradient, None, None
 

@@ -78,6 +78,13 @@ class StagedTransitions:
     def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
         return self.take(self.draw(batch_size))
 
+    def sample_batches(self, rows: int, batch_size: int) -> tuple[torch.Tensor, ...]:
+        """`rows` transitions as consecutive batches of `batch_size` (a seed batch's, one per seed), each
+        batch from one file of its own when batches are drawn a file at a time."""
+        if self.sources is None or rows == batch_size:
+            return self.sample(rows)
+        return self.take(torch.cat([self.draw(batch_size) for _ in range(rows // batch_size)]))
+
     def take(self, rows: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, ...]:
         """(obs, act, returns, bootstrap, obs_next) of the given transitions, gathered into `out`
         (tensors of those shapes, e.g. pinned buffers) when it is given."""

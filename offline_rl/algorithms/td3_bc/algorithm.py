@@ -66,6 +66,7 @@ class TD3BC(ContinuousOfflineAlgorithm[SACPolicy]):
 
     STATS = TD3BCTrainingStats
     STAGES: ClassVar[tuple[tuple[str, str], ...]] = (("critic_stage", "step_critics"), ("actor_stage", "step_actor"))
+    SEED_BUFFERS: ClassVar[tuple[str, ...]] = ("latest_actor_figures",)
 
     def __init__(
         self,

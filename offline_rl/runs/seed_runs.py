@@ -1,0 +1,263 @@
+"""Several seeds of one offline run trained together (`--num-seeds S`): one batched update
+(`offline_rl.algorithms.seeds.SeedBatch`), one run folder per seed.
+
+Each seed's folder is the one a single run of that seed writes (`<logdir>/<task>/<algo>/<seed>/<time>/`
+with its curves, `checkpoint.pth`, `policy.pth`, `policy_last.pth`, `behaviour_policy.pt` and
+`summary.json`), so `offline_rl.results`, FQE, `--watch` and export read it unchanged. Seed i starts
+from the weights a single run of seed i starts from: torch is seeded with it just before its networks
+are built. Every checkpoint also lists the batch's seeds and folders (`seed_batch`): `--resume-path` of
+any seed's checkpoint resumes the whole batch exactly (its saved `--num-seeds`), and with
+`--num-seeds 1` that seed alone, as a single run. A seed whose training diverges is recorded as a
+diverged single run is (`diverged.json`) and leaves the batch; the others train on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tianshou.trainer import OfflineTrainerParams
+from tianshou.utils import LazyLogger
+
+from offline_rl.algorithms.seeds import SeedBatch
+from offline_rl.algorithms.trainer import SeedsTrainer, WindowedOfflineTrainer
+from offline_rl.core import resources
+from offline_rl.core.errors import OfflineRLError, TrainingDiverged
+from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
+from offline_rl.runs.config import OfflineRunConfig
+from offline_rl.runs.evaluation import EvaluationReporter
+from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_NEXT_CHECKPOINT_FILE
+from offline_rl.runs.folder import EPOCH_STEPS_DONE, RunFolder, progress_output
+from offline_rl.runs.record import finish_offline_run, folder_logger
+from offline_rl.runs.training import evaluation_collector
+
+log = logging.getLogger(__name__)
+
+SEED_BATCH_KEY = "seed_batch"
+"""Checkpoint field of a seed of a batched run: the batch's `seeds` and, relative to this seed's folder,
+its `folders`, in seed order."""
+
+
+def seed_checkpoints(settings: OfflineRunConfig, checkpoint: dict[str, Any] | None, device: str) -> list[Any]:
+    """Per seed, its settings (its seed, its own checkpoint to resume from) and that checkpoint: for a
+    new batch, --seed + i and none; for --resume-path, the batch the named checkpoint belongs to."""
+    if checkpoint is None or settings.resume_path is None:
+        return [(replace(settings, seed=seed), None) for seed in settings.seeds]
+    named = Path(settings.resume_path).expanduser().resolve()
+    batch = checkpoint.get(SEED_BATCH_KEY)
+    if not batch or len(batch.get("folders", ())) != settings.num_seeds:
+        seeds = len(batch["folders"]) if batch else 1
+        raise OfflineRLError(
+            f"--resume-path {settings.resume_path}: a checkpoint of a run of {seeds} seed(s), not "
+            f"--num-seeds {settings.num_seeds}; resume it with --num-seeds {seeds}"
+        )
+    folders = [(named.parent / folder).resolve() for folder in batch["folders"]]
+    settle_checkpoint_round(folders, settings.resume_path)
+    paths = [folder / RUN_CHECKPOINT_FILE for folder in folders]
+    loaded = [checkpoint if path == named else load_checkpoint(path, device) for path in paths]
+    for path, own in zip(paths, loaded, strict=True):
+        require_training_checkpoint(own, str(path))
+    return [
+        (replace(settings, seed=int(seed), resume_path=str(path)), own)
+        for seed, path, own in zip(batch["seeds"], paths, loaded, strict=True)
+    ]
+
+
+def settle_checkpoint_round(folders: list[Path], resume_path: str) -> None:
+    """Put the batch's folders back at one point after a round of checkpoints a kill cut short: with
+    every seed's new checkpoint written (some still aside), the round is completed; with some not, the
+    ones written aside are dropped and every seed keeps its previous one."""
+    current = [_point_of(folder / RUN_CHECKPOINT_FILE) for folder in folders]
+    written = [_point_of(folder / RUN_NEXT_CHECKPOINT_FILE) for folder in folders]
+    points = [point for point in current + written if point is not None]
+    newest = max(points, default=None)
+    complete = newest is not None and all(newest in (now, next_) for now, next_ in zip(current, written, strict=True))
+    for folder, next_ in zip(folders, written, strict=True):
+        if next_ is not None and complete and next_ == newest:
+            os.replace(folder / RUN_NEXT_CHECKPOINT_FILE, folder / RUN_CHECKPOINT_FILE)
+        else:
+            (folder / RUN_NEXT_CHECKPOINT_FILE).unlink(missing_ok=True)
+    settled = [_point_of(folder / RUN_CHECKPOINT_FILE) for folder in folders]
+    if None in settled or len(set(settled)) > 1:
+        raise OfflineRLError(
+            f"--resume-path {resume_path}: the batch's seeds have no checkpoint of one point to go on from "
+            "(stopped during its first checkpoints?); start the batch again, or resume a seed alone with --num-seeds 1"
+        )
+
+
+def _point_of(path: Path) -> tuple[int, int, int] | None:
+    """Where the checkpoint at `path` was written, (epoch, update, updates into the next epoch); None if
+    there is none."""
+    if not path.is_file():
+        return None
+    checkpoint = load_checkpoint(path)
+    into = int(checkpoint.get(EPOCH_STEPS_DONE) or 0)
+    return int(checkpoint["epoch"]), int(checkpoint.get("gradient_step", 0)), into
+
+
+@contextlib.contextmanager
+def checkpoint_round(folders: list[RunFolder]) -> Iterator[None]:
+    """Around one round of the seeds' checkpoints: each is written aside, and all are renamed into place
+    once every one is written, so that a kill between two seeds' writes leaves a round that
+    `settle_checkpoint_round` completes or drops whole."""
+    writing = list(folders)
+    for folder in writing:
+        folder.checkpoint_file = RUN_NEXT_CHECKPOINT_FILE
+    try:
+        yield
+    finally:
+        for folder in writing:
+            folder.checkpoint_file = RUN_CHECKPOINT_FILE
+    for folder in writing:
+        written = folder.log_path / RUN_NEXT_CHECKPOINT_FILE
+        if written.is_file():  # a seed that diverged during the round wrote none
+            os.replace(written, folder.log_path / RUN_CHECKPOINT_FILE)
+
+
+def train_offline_seeds(
+    build: Callable[[], Any],
+    buffer: Any,
+    make_test_env: Callable[..., Any],
+    settings: OfflineRunConfig,
+    reporter_factory: Callable[[Any, Any], EvaluationReporter],
+    *,
+    task: str,
+    algo_name: str,
+    saved_for: Callable[[OfflineRunConfig], dict[str, Any]],
+    on_best: Callable[[Any, Path], None] | None = None,
+    dataset_name: str | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train `settings.num_seeds` seeds of the algorithm `build()` makes as one batched update, each in
+    its own run folder (see the module docstring); `reporter_factory(algorithm, writer)` is a seed's
+    evaluation reporter, `saved_for(run)` what its checkpoints keep besides the networks. Returns the
+    batch's summary: each seed's, and the mean and spread of their last evaluations."""
+    pairs = seed_checkpoints(settings, checkpoint, device)
+    algorithms = []
+    for run, own in pairs:
+        torch.manual_seed(run.seed)  # a single run of this seed builds its networks from the same draws
+        algorithm = build()
+        if own is not None:
+            restore_algorithm(algorithm, own, str(run.resume_path), task=task)
+        algorithms.append(algorithm)
+    batch = SeedBatch(algorithms)
+    stacked = batch.stacked
+    stacked.statistics_interval = settings.log_interval
+    stacked.capture = settings.torch.compile
+    log.info(f"seeds {', '.join(str(run.seed) for run, _ in pairs)} in one batched update; {stacked.update_path()}")
+
+    folders = [
+        RunFolder.open(
+            algorithm,
+            run,
+            lambda writer, algorithm=algorithm: reporter_factory(algorithm, writer),
+            task=task,
+            algo_name=algo_name,
+            saved=saved_for(run),
+            checkpoint=own,
+            on_best=on_best,
+        )
+        for algorithm, (run, own) in zip(algorithms, pairs, strict=True)
+    ]
+    for folder in folders:
+        folder.reporter.label = f"seed {folder.settings.seed}: "
+        relative = [os.path.relpath(other.log_path, folder.log_path) for other in folders]
+        folder.saved[SEED_BATCH_KEY] = {"seeds": [run.seed for run, _ in pairs], "folders": relative}
+    updates_before = int(stacked.num_updates)
+    with contextlib.ExitStack() as closing:
+        followers = []
+        for index, (algorithm, folder, (run, _)) in enumerate(zip(algorithms, folders, pairs, strict=True)):
+            collector = evaluation_collector(algorithm.policy, make_test_env, run)
+            closing.callback(collector.close)
+            folder.reporter.updates_done = lambda algorithm=algorithm: int(algorithm.num_updates)
+            logger = folder_logger(folder, run, saved_for(run), stacked.device, watch=index == 0)
+            params = OfflineTrainerParams(
+                buffer=buffer,
+                test_collector=collector,
+                epoch_num_steps=settings.step_per_epoch,
+                logger=logger,
+                **folder.trainer_params(),
+            )
+            followers.append(WindowedOfflineTrainer(algorithm, params))
+        finished = _train(batch, followers, folders, settings, buffer, updates_before)
+    summaries = [
+        finish_offline_run(
+            folder, task=task, dataset_name=dataset_name, updates_before=updates_before, algorithm=folder.algorithm
+        )
+        for folder in finished
+    ]
+    return batch_summary(summaries, [int(folder.algorithm.num_updates) for folder in finished])
+
+
+def _train(
+    batch: SeedBatch,
+    followers: list[WindowedOfflineTrainer],
+    folders: list[RunFolder],
+    settings: OfflineRunConfig,
+    buffer: Any,
+    updates_before: int,
+) -> list[RunFolder]:
+    """Run the seeds' trainer inside every folder's `training` context; returns the folders of the seeds
+    that trained to the end (a diverged seed's context ends with its divergence, recorded there)."""
+    live = list(folders)
+    contexts = {
+        id(folder): folder.training(lambda: f"{int(batch.stacked.num_updates) - updates_before} updates")
+        for folder in folders
+    }
+    for context in contexts.values():
+        context.__enter__()
+
+    def on_diverged(index: int, error: TrainingDiverged) -> None:
+        folder = live.pop(index)
+        try:
+            contexts.pop(id(folder)).__exit__(TrainingDiverged, error, None)
+        except TrainingDiverged as recorded:
+            log.warning(f"seed {folder.settings.seed}: {recorded}; the other seeds train on")
+
+    if batch.stacked.device.type == "cpu":
+        resources.tune_cpu_allocator()
+    batch.stacked.plan(settings.epoch * settings.step_per_epoch)
+    driver = OfflineTrainerParams(
+        buffer=buffer,
+        epoch_num_steps=settings.step_per_epoch,
+        max_epochs=settings.epoch,
+        batch_size=settings.batch_size,
+        resume_from_log=folders[0].resuming,
+        logger=LazyLogger(),  # the trainer's own record is its followers' (`SeedsTrainer`)
+        **progress_output(),
+    )
+    try:
+        SeedsTrainer(batch.stacked, driver, followers, on_diverged, lambda: checkpoint_round(live)).run()
+    except BaseException:
+        error = sys.exc_info()
+        for folder in live:  # each says where it stopped, and closes its logs
+            with contextlib.suppress(BaseException):
+                contexts[id(folder)].__exit__(*error)
+        raise
+    for folder in live:
+        contexts[id(folder)].__exit__(None, None, None)  # writes policy_last.pth
+    return live
+
+
+def batch_summary(summaries: list[dict[str, Any]], total_updates: list[int]) -> dict[str, Any]:
+    """The batch's summary: every seed's, and the mean ± std of their last evaluations' scores."""
+    lasts = [summary["last"] for summary in summaries if summary.get("last")]
+    key = "normalized_score" if all("normalized_score" in last for last in lasts) else "return_mean"
+    scores = [float(last[key]) for last in lasts]
+    summary: dict[str, Any] = {"mode": "train", "seeds": summaries, "total_updates": max(total_updates, default=0)}
+    if scores:
+        summary["last_mean"], summary["last_std"] = float(np.mean(scores)), float(np.std(scores))
+        log.info(
+            f"{len(summaries)} seeds: last evaluation {key.replace('_', ' ')} {summary['last_mean']:.2f} ± "
+            f"{summary['last_std']:.2f} (mean ± std over the seeds; each seed's run folder holds its own)"
+        )
+    return summary
