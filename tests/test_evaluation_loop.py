@@ -286,9 +286,9 @@ def test_a_long_evaluation_counts_its_episodes_or_steps_on_a_bar(
 ) -> None:
     """An Atari evaluation takes minutes; its bar (here shown at once, and as log lines: stderr is no
     terminal) ends at the episodes played, or at the steps, past the budget where episodes ran on."""
-    from offline_rl.runs import evaluation_collector
+    from offline_rl.runs import episodes
 
-    monkeypatch.setattr(evaluation_collector.EvaluationBar, "SHOW_AFTER_S", 0.0)
+    monkeypatch.setattr(episodes.EvaluationBar, "SHOW_AFTER_S", 0.0)
     collector = EvaluationCollector(
         cartpole_policy(0.5), make_envs("CartPole-v1", 2, False), seed=10_000, min_steps=min_steps
     )

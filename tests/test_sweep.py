@@ -588,7 +588,7 @@ def test_local_trials_on_a_machine_with_two_gpus_each_get_one(
         return trial_that_fails(trial_id=trial_id)
 
     monkeypatch.setattr(engines, "run_trial", trial_seeing_its_gpu)
-    args = ["--example", "d4rl_cql", "--grid", "seed=0,1", "--jobs", "2"]
+    args = ["--example", "d4rl_cql", "--grid", "seed=0,1", "--jobs", "2", "--no-seed-batches"]  # two trials
     assert sweep_main([*args, "--set", "task=Pendulum-v1", *more]) == 1
     out = capsys.readouterr().out
     if spread:

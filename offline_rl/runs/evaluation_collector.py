@@ -46,15 +46,16 @@ is scored on those that end within the budget.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
-from tianshou.data import Batch, Collector, CollectStats, to_numpy
-from tianshou.data.collector import get_stddev_from_dist
+from tianshou.data import Collector, CollectStats
 
-from offline_rl.core.progress import progress_bar
+from offline_rl.runs.episodes import EpisodeRecord, EvaluationQuota, PlayingGroup, episode_record, play_episodes
+
+EVALUATION_SEED_OFFSET = 10_000
+"""A run's evaluation envs are seeded from its --seed plus this: apart from the training envs an online run
+seeds from --seed."""
 
 
 class EvaluationCollector(Collector):
@@ -169,206 +170,29 @@ class EvaluationCollector(Collector):
     ) -> CollectStats | None:
         """Tianshou's `Collector._collect` for `n_episode`, less the buffer and the info `Batch`es; with
         `min_steps` > 0, whole episodes on every env until that many steps are taken (`n_episode` unused),
-        or with `cut_at_budget` episodes until then, the ones under way left out.
+        or with `cut_at_budget` episodes until then, the ones under way left out (`offline_rl.runs.episodes`).
 
         Returns None, having stepped no env, for a policy that returns a hidden state (recurrent
         policies: Tianshou's loop carries and resets their states)."""
         if self._pre_collect_obs_RO is None:
             raise ValueError("reset the collector (reset or reset_env) before collecting")
         quota = EvaluationQuota(n_episode, min_steps, cut=cut_at_budget)
-        ready = np.arange(quota.envs_playing(self.env_num))  # the envs that play, by their index in the vector env
-        observations = self._pre_collect_obs_RO[ready]
-        ledger = EpisodeLedger(self.env_num, keeps_starts=isinstance(observations, np.ndarray))
-        ledger.begin(ready, observations)
-        action_stds: list[np.ndarray] = []
+        group = PlayingGroup(self.policy, np.arange(self.env_num), quota)
         try:
-            while len(ready) and not quota.met():
-                action = self._evaluation_action(observations)
-                if action is None:
-                    if quota.steps:
-                        raise RuntimeError("the policy returned a hidden state after its first step without one")
-                    return None
-                actions, action_std = action
-                if action_std is not None:
-                    action_stds.append(action_std)
-                next_observations, rewards, terminated, truncated, _ = self.env.step(actions, ready)
-                quota.add_steps(len(ready))
-                ledger.add(ready, rewards)
-                observations = np.array(next_observations, copy=True)
-                finished = np.flatnonzero(np.logical_or(terminated, truncated))
-                if len(finished):
-                    ledger.end(ready[finished])
-                    quota.add_episodes(len(finished))
-                if quota.cuts_now():  # the episodes under way are left out,
-                    if not ledger.returns:  # unless none ended: rlkit keeps a first one that ran the whole budget
-                        ledger.end(ready)
-                        quota.add_episodes(len(ready))
-                    break
-                if not len(finished):
-                    continue
-                if quota.budget_spent():  # envs that finish stop
-                    stopping = finished
-                else:
-                    reset_observations, _ = self.env.reset(env_id=ready[finished], **gym_reset_kwargs)
-                    observations[finished] = reset_observations
-                    ledger.begin(ready[finished], observations[finished])
-                    stopping = finished[: quota.surplus(len(ready))]
-                if len(stopping):
-                    keep = np.ones(len(ready), dtype=bool)
-                    keep[stopping] = False
-                    ready, observations = ready[keep], observations[keep]
+            played = play_episodes(
+                self.env, [group], self._pre_collect_obs_RO, gym_reset_kwargs, self.exploration_noise
+            )
         finally:
             quota.close()
+        if played is None:
+            return None
+        (stats,) = played
         self.collect_step += quota.steps
         self.collect_episode += quota.episodes
         # Tianshou's loop resets (here: reseeds) the envs now; the trainer resets them again before the next
         # evaluation, and a reseeded Atari env reloads its game (~0.1 s each), so the reset waits until needed
         self.reset_owed = gym_reset_kwargs
-        stats = ledger.statistics(quota.steps)
-        if action_stds:
-            stats.pred_dist_std_array = np.concatenate(action_stds)
-        return stats
-
-    def _evaluation_action(self, observations: Any) -> tuple[Any, np.ndarray | None] | None:
-        """The env actions for `observations`, with the evaluation's exploration, and the policy's action
-        spread where it has a distribution; None for a policy that returns a hidden state."""
-        batch = Batch(obs=observations, info=Batch())  # the policies evaluated here read no env info
-        with torch.no_grad():
-            result = self.policy(batch, None)
-        if result.get("state") is not None:
-            return None
-        actions = to_numpy(result.act)
-        if self.exploration_noise:
-            actions = self.policy.add_exploration_noise(actions, batch)
-        distribution = result.get("dist")
-        spread = None if distribution is None else np.atleast_2d(to_numpy(get_stddev_from_dist(distribution)))
-        return self.policy.map_action(actions), spread
-
-
-class EvaluationQuota:
-    """How much an evaluation plays, counted as it plays: `n_episode` episodes by Tianshou's rule (as
-    many envs as episodes, up to all, and an env that finishes stops once enough episodes are under
-    way, the first ones first), or with `min_steps`, whole episodes on every env until that many steps
-    are taken (an env that finishes then stops; the others finish theirs), or with `cut` too, episodes
-    until then (those under way are cut there). Its bar counts what the quota counts."""
-
-    def __init__(self, n_episode: int, min_steps: int, *, cut: bool = False) -> None:
-        self.n_episode = n_episode
-        self.min_steps = min_steps
-        self.cut = cut
-        self.steps = self.episodes = 0
-        self.bar = EvaluationBar(min_steps, "step") if min_steps else EvaluationBar(n_episode, "episode")
-
-    def envs_playing(self, env_num: int) -> int:
-        return env_num if self.min_steps else min(env_num, self.n_episode)
-
-    def add_steps(self, count: int) -> None:
-        self.steps += count
-        if self.min_steps:
-            self.bar.update(count)
-
-    def add_episodes(self, count: int) -> None:
-        self.episodes += count
-        if not self.min_steps:
-            self.bar.update(count)
-
-    def budget_spent(self) -> bool:
-        """Whether no env starts another episode: the budget of steps is spent."""
-        return bool(self.min_steps) and self.steps >= self.min_steps
-
-    def cuts_now(self) -> bool:
-        """Whether the budget is spent and what is under way is cut (`cut`): rlkit's rule."""
-        return self.cut and self.budget_spent()
-
-    def surplus(self, playing: int) -> int:
-        """How many of the envs that just finished stop, of `playing` envs: those beyond the episodes
-        still to start (none under a budget of steps, which stops them all when it is spent)."""
-        return 0 if self.min_steps else max(playing - (self.n_episode - self.episodes), 0)
-
-    def met(self) -> bool:
-        """Whether enough episodes are played (a budget of steps ends when its envs have stopped)."""
-        return not self.min_steps and self.episodes >= self.n_episode
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-class EpisodeLedger:
-    """Each playing env's episode so far, and the episodes finished, in the order they end: the returns
-    and lengths of Tianshou's statistics and the `EpisodeRecord`. Returns accumulate as Tianshou's
-    buffer adds them, in the rewards' own type."""
-
-    def __init__(self, env_num: int, *, keeps_starts: bool) -> None:
-        self.keeps_starts = keeps_starts  # array observations; dict observations (a Batch) are not kept
-        self.running_return: list[Any] = [0.0] * env_num
-        self.rewards_of: dict[int, list[float]] = {}  # its length is the episode's so far
-        self.start_of: dict[int, np.ndarray] = {}
-        self.returns: list[Any] = []
-        self.lengths: list[int] = []
-        self.starts: list[np.ndarray] = []
-        self.episode_rewards: list[np.ndarray] = []
-
-    def begin(self, env_ids: np.ndarray, first_observations: Any) -> None:
-        for row, env_id in enumerate(env_ids):
-            self.rewards_of[int(env_id)] = []
-            if self.keeps_starts:
-                self.start_of[int(env_id)] = np.array(first_observations[row])
-
-    def add(self, env_ids: np.ndarray, rewards: np.ndarray) -> None:
-        for row, env_id in enumerate(env_ids):
-            self.running_return[env_id] += rewards[row]
-            self.rewards_of[int(env_id)].append(float(rewards[row]))
-
-    def end(self, env_ids: np.ndarray) -> None:
-        for env_id in env_ids:
-            ended = int(env_id)
-            self.returns.append(self.running_return[ended])
-            self.lengths.append(len(self.rewards_of[ended]))
-            self.running_return[ended] = 0.0
-            if self.keeps_starts:
-                self.starts.append(self.start_of[ended])
-            self.episode_rewards.append(np.asarray(self.rewards_of.pop(ended)))
-
-    def statistics(self, steps: int) -> CollectStats:
-        stats = CollectStats(n_collected_episodes=len(self.returns), n_collected_steps=steps)
-        stats.returns = np.array(self.returns, dtype=float)
-        stats.lens = np.array(self.lengths, dtype=int)
-        if self.keeps_starts:
-            stats.offline_rl_episodes = EpisodeRecord(np.stack(self.starts), self.episode_rewards)  # type: ignore[attr-defined]
         return stats
 
 
-class EvaluationBar:
-    """A bar counting an evaluation's episodes, or its steps against a budget of them: an Atari
-    evaluation takes minutes (125 000 steps, or ten games of a good agent). It shows only once an
-    evaluation has run a few seconds, so a short one prints nothing. The episodes under way when a
-    budget is spent play on past it, and the bar's total follows them rather than turning into a
-    bare count."""
-
-    SHOW_AFTER_S = 3.0
-
-    def __init__(self, total: int, unit: str) -> None:
-        self.bar = progress_bar(total=total, desc="evaluation", unit=unit, leave=False, delay=self.SHOW_AFTER_S)
-
-    def update(self, count: int) -> None:
-        self.bar.total = max(self.bar.total, self.bar.n + count)
-        self.bar.update(count)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """What the evaluation's own loop keeps of its episodes beside Tianshou's statistics, in the order
-    of their returns: each one's first observation and its rewards, step by step. An algorithm compares
-    its value estimate at the start states with the discounted returns (`CQLSAC.start_values`); a
-    collection played by Tianshou's loop has none."""
-
-    start_obs: np.ndarray
-    rewards: list[np.ndarray]
-
-
-def episode_record(stats: Any) -> EpisodeRecord | None:
-    """The `EpisodeRecord` of a collection, None where Tianshou's loop played it."""
-    return getattr(stats, "offline_rl_episodes", None)
+__all__ = ["EVALUATION_SEED_OFFSET", "EpisodeRecord", "EvaluationCollector", "episode_record"]

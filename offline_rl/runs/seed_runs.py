@@ -34,10 +34,12 @@ from offline_rl.core.errors import OfflineRLError, TrainingDiverged
 from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
 from offline_rl.runs.config import OfflineRunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
+from offline_rl.runs.evaluation_collector import EVALUATION_SEED_OFFSET
 from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_NEXT_CHECKPOINT_FILE
 from offline_rl.runs.folder import EPOCH_STEPS_DONE, RunFolder, progress_output
+from offline_rl.runs.joint_evaluation import JointEvaluation
 from offline_rl.runs.record import finish_offline_run, folder_logger
-from offline_rl.runs.training import evaluation_collector
+from offline_rl.runs.training import vector_envs
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,16 @@ def seed_checkpoints(settings: OfflineRunConfig, checkpoint: dict[str, Any] | No
         (replace(settings, seed=int(seed), resume_path=str(path)), own)
         for seed, path, own in zip(batch["seeds"], paths, loaded, strict=True)
     ]
+
+
+def joint_evaluation(
+    policies: list[Any], make_test_env: Callable[..., Any], settings: OfflineRunConfig, seeds: list[int]
+) -> Any:
+    """The batch's evaluation: every seed's --test-num envs in one vector env (in processes of their own
+    where the cores allow), each seed's reseeded as its single run's are."""
+    envs = vector_envs(make_test_env, len(policies) * settings.test_num, seeds[0] + EVALUATION_SEED_OFFSET)
+    min_steps, cut = settings.test_steps, bool(settings.test_steps) and settings.test_steps_cut
+    return JointEvaluation(policies, envs, seeds, settings.test_num, min_steps=min_steps, cut_at_budget=cut)
 
 
 def settle_checkpoint_round(folders: list[Path], resume_path: str) -> None:
@@ -174,21 +186,22 @@ def train_offline_seeds(
         folder.saved[SEED_BATCH_KEY] = {"seeds": [run.seed for run, _ in pairs], "folders": relative}
     updates_before = int(stacked.num_updates)
     with contextlib.ExitStack() as closing:
+        policies = [algorithm.policy for algorithm in algorithms]
+        evaluation = joint_evaluation(policies, make_test_env, settings, [run.seed for run, _ in pairs])
+        closing.callback(evaluation.close)
         followers = []
         for index, (algorithm, folder, (run, _)) in enumerate(zip(algorithms, folders, pairs, strict=True)):
-            collector = evaluation_collector(algorithm.policy, make_test_env, run)
-            closing.callback(collector.close)
             folder.reporter.updates_done = lambda algorithm=algorithm: int(algorithm.num_updates)
             logger = folder_logger(folder, run, saved_for(run), stacked.device, watch=index == 0)
             params = OfflineTrainerParams(
                 buffer=buffer,
-                test_collector=collector,
+                test_collector=evaluation.seat(index),
                 epoch_num_steps=settings.step_per_epoch,
                 logger=logger,
                 **folder.trainer_params(),
             )
             followers.append(WindowedOfflineTrainer(algorithm, params))
-        finished = _train(batch, followers, folders, settings, buffer, updates_before)
+        finished = _train(batch, followers, folders, settings, buffer, updates_before, evaluation)
     summaries = [
         finish_offline_run(
             folder, task=task, dataset_name=dataset_name, updates_before=updates_before, algorithm=folder.algorithm
@@ -205,6 +218,7 @@ def _train(
     settings: OfflineRunConfig,
     buffer: Any,
     updates_before: int,
+    evaluation: JointEvaluation,
 ) -> list[RunFolder]:
     """Run the seeds' trainer inside every folder's `training` context; returns the folders of the seeds
     that trained to the end (a diverged seed's context ends with its divergence, recorded there)."""
@@ -218,6 +232,7 @@ def _train(
 
     def on_diverged(index: int, error: TrainingDiverged) -> None:
         folder = live.pop(index)
+        evaluation.drop(folders.index(folder))
         try:
             contexts.pop(id(folder)).__exit__(TrainingDiverged, error, None)
         except TrainingDiverged as recorded:

@@ -24,7 +24,7 @@ from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.resources import available_cores, require_memory
 from offline_rl.runs.config import OfflineRunConfig, RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter, counted
-from offline_rl.runs.evaluation_collector import EvaluationCollector
+from offline_rl.runs.evaluation_collector import EVALUATION_SEED_OFFSET, EvaluationCollector
 from offline_rl.runs.folder import RunFolder
 from offline_rl.runs.policy_export import export_run_policy
 from offline_rl.runs.record import filmed, finish_offline_run, folder_logger
@@ -82,7 +82,7 @@ def evaluation_collector(
     (not while rendering: a window to watch needs no budget, and the own loop that plays budgets
     draws nothing). Rendering envs, and `in_process` ones (filmed evaluations), step in this process."""
 
-    seed = run.seed + 10_000
+    seed = run.seed + EVALUATION_SEED_OFFSET
     envs = vector_envs(make_env, run.test_num, seed, rendering=rendering or in_process)
     budget = 0 if rendering else run.test_steps
     return EvaluationCollector(policy, envs, seed, min_steps=budget, cut_at_budget=bool(budget) and run.test_steps_cut)
