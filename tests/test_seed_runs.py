@@ -177,3 +177,24 @@ def test_a_diverged_seed_is_recorded_and_leaves_while_the_others_train_to_the_en
     assert (folders[4] / "diverged.json").is_file() and not (folders[4] / "summary.json").exists()
     assert json.loads((folders[3] / "summary.json").read_text())["total_updates"] == 30
     assert "seed 3: evaluation 2 " in done.stdout and "seed 4: evaluation 1 " not in done.stdout
+
+
+def test_a_sweep_batches_consecutive_seeds_of_one_setting_and_nothing_else() -> None:
+    from offline_rl.sweep.seed_batches import batch_arguments, seed_batches
+    from offline_rl.sweep.spec import Trial
+
+    def trial(seed: int | None, weight: int) -> Trial:
+        values = ((("seed", seed),) if seed is not None else ()) + (("cql_weight", weight),)
+        arguments = (*(("--seed", str(seed)) if seed is not None else ()), "--wandb-name", f"s{seed}w{weight}")
+        return Trial(f"seed={seed}__w={weight}", arguments, values)
+
+    trials = [trial(seed, weight) for weight in (1, 5) for seed in (0, 1, 2, 4)] + [trial(None, 9)]
+    batches = [[t.id for t in batch] for batch in seed_batches(trials)]
+    assert batches == [
+        ["seed=0__w=1", "seed=1__w=1", "seed=2__w=1"],
+        ["seed=4__w=1"],  # not consecutive: alone
+        ["seed=0__w=5", "seed=1__w=5", "seed=2__w=5"],
+        ["seed=4__w=5"],
+        ["seed=None__w=9"],  # no seed axis: alone
+    ]
+    assert batch_arguments(seed_batches(trials)[0]) == ["--seed", "0", "--num-seeds", "3"]

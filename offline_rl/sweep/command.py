@@ -181,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.dry_run:
         for trial in trials:
             print(f"{trial.id}: {' '.join(trial.arguments)}")
+        batches = seed_batches(trials) if config.seed_batches and not config.fqe_updates else []
+        if any(len(batch) > 1 for batch in batches):
+            print(f"as {len(batches)} processes: the seeds of a setting train as one batch (--no-seed-batches: apart)")
         print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
         return 0
     check_output(folder, flag="--logdir", directory=True)

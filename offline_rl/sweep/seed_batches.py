@@ -21,6 +21,7 @@ from offline_rl.sweep.spec import Trial
 from offline_rl.sweep.trial import TrialOutcome, attempts_logged, score_of
 
 SEED_AXIS = "seed"
+WANDB_NAME = "--wandb-name"
 
 
 def seed_batches(trials: Sequence[Trial]) -> list[list[Trial]]:
@@ -54,8 +55,13 @@ def seed_of(trial: Trial) -> int:
 
 
 def batch_arguments(batch: Sequence[Trial]) -> list[str]:
-    """The first trial's flags (its --seed the batch's first), and the batch's --num-seeds."""
-    return [*batch[0].arguments, "--num-seeds", str(len(batch))]
+    """The first trial's flags (its --seed the batch's first), and the batch's --num-seeds. A W&B run name
+    the sweep gave the first trial is left out: each seed's W&B run is named as a run's own is."""
+    arguments = list(batch[0].arguments)
+    if WANDB_NAME in arguments:
+        at = arguments.index(WANDB_NAME)
+        del arguments[at : at + 2]
+    return [*arguments, "--num-seeds", str(len(batch))]
 
 
 def seed_run(directory: Path, seed: int, file_name: str) -> Path | None:
