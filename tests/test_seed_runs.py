@@ -93,6 +93,9 @@ def test_a_batch_stopped_anywhere_and_resumed_ends_as_the_batch_never_stopped(tm
         assert ended == status, (at, stdout[-1500:], stderr[-1500:])
         assert "Traceback" not in stderr, (at, stderr[-1500:])
         printed += seed_evaluations(stdout)
+        if status == 130:  # one line for the batch: how far it got, and the command that goes on
+            (line,) = [line for line in stdout.splitlines() if line.startswith("interrupted after")]
+            assert re.fullmatch(r"interrupted after 20 updates of 2 seeds; continue with --resume-path \S+", line)
     expected = {(seed, index): text for seed, index, text in seed_evaluations(straight_out)}
     assert {(seed, index) for seed, index, _ in printed} == set(expected)
     assert all(expected[(seed, index)] == text for seed, index, text in printed)

@@ -79,6 +79,7 @@ class EvaluationReporter:
     value_units: str = ""  # the units of the value check where they are not the env's rewards
     after_evaluation: Callable[[dict[str, float]], None] | None = None  # given each trained evaluation's record
     label: str = ""  # heads each evaluation's line: "seed 3: " for one seed of a batch (--num-seeds)
+    says_scale: bool = True  # under its first score, what 0 and 100 are (one seed of a batch says it for all)
     _initial_pending: bool = True
     _scale_said: bool = False
 
@@ -133,7 +134,7 @@ class EvaluationReporter:
     def _say_scale(self, record: dict[str, float]) -> None:
         """Once, under the first score: what its 0 and 100 are (a random policy scores about 0, whatever
         the data; a first look at random data scores a few points)."""
-        if self._scale_said or "normalized_score" not in record:
+        if self._scale_said or not self.says_scale or "normalized_score" not in record:
             return
         self._scale_said = True
         low, high = self.score_ends

@@ -90,6 +90,9 @@ class RunFolder:
     """The updates into its next epoch of the mid-epoch checkpoint resumed from (None: an epoch's)."""
     checkpoint_file: str = RUN_CHECKPOINT_FILE
     """Where the next checkpoint is written (a seed batch's round writes them aside, then renames them)."""
+    says_stop: bool = True
+    """Whether a stop's line (how far the run got, how to go on) is this folder's to say (one seed of a
+    batch says it for all)."""
 
     @classmethod
     def open(
@@ -275,7 +278,8 @@ class RunFolder:
         except KeyboardInterrupt as interrupt:
             last = self.log_path / RUN_CHECKPOINT_FILE
             hint = f"; continue with --resume-path {shell_quoted(last)}" if last.exists() else ""
-            log.info(f"interrupted after {progress()}{hint}")
+            if self.says_stop:
+                log.info(f"interrupted after {progress()}{hint}")
             self._finish_wandb(exit_status(interrupt))
             raise
         except TrainingDiverged as error:

@@ -180,8 +180,9 @@ def train_offline_seeds(
         )
         for algorithm, (run, own) in zip(algorithms, pairs, strict=True)
     ]
-    for folder in folders:
+    for index, folder in enumerate(folders):
         folder.reporter.label = f"seed {folder.settings.seed}: "
+        folder.reporter.says_scale = folder.says_stop = index == 0  # the first seed's lines speak for all
         relative = [os.path.relpath(other.log_path, folder.log_path) for other in folders]
         folder.saved[SEED_BATCH_KEY] = {"seeds": [run.seed for run, _ in pairs], "folders": relative}
     updates_before = int(stacked.num_updates)
@@ -223,10 +224,8 @@ def _train(
     """Run the seeds' trainer inside every folder's `training` context; returns the folders of the seeds
     that trained to the end (a diverged seed's context ends with its divergence, recorded there)."""
     live = list(folders)
-    contexts = {
-        id(folder): folder.training(lambda: f"{int(batch.stacked.num_updates) - updates_before} updates")
-        for folder in folders
-    }
+    done = lambda: f"{int(batch.stacked.num_updates) - updates_before} updates of {len(live)} seeds"  # noqa: E731
+    contexts = {id(folder): folder.training(done) for folder in folders}
     for context in contexts.values():
         context.__enter__()
 
@@ -237,6 +236,8 @@ def _train(
             contexts.pop(id(folder)).__exit__(TrainingDiverged, error, None)
         except TrainingDiverged as recorded:
             log.warning(f"seed {folder.settings.seed}: {recorded}; the other seeds train on")
+        if folder.says_stop and live:  # the next seed's lines speak for the batch now
+            live[0].says_stop = live[0].reporter.says_scale = True
 
     if batch.stacked.device.type == "cpu":
         resources.tune_cpu_allocator()
