@@ -273,7 +273,8 @@ def run_trials(
     estimating = f" ({to_estimate} to estimate)" if to_estimate else ""
     batched = sum(len(job.batch) for job in jobs)
     runs = sum(len(job.ids) for job in jobs) - to_estimate
-    together = f" ({batched} of them as {sum(1 for job in jobs if job.batch)} batches of seeds)" if batched else ""
+    batches = sum(1 for job in jobs if job.batch)
+    together = f" ({batched} of them as {batches} batch{'es' if batches > 1 else ''} of seeds)" if batched else ""
     counts = f"{skipped + to_estimate} finished before{estimating}, {runs} to run{together}, {where}"
     print(f"sweep {spec.name}: {len(trials)} trials in {folder} ({counts})")
     display = Display(state, len(trials), skipped)
