@@ -181,6 +181,14 @@ def test_a_diverged_seed_is_recorded_and_leaves_while_the_others_train_to_the_en
     assert json.loads((folders[3] / "summary.json").read_text())["total_updates"] == 30
     assert "seed 3: evaluation 2 " in done.stdout and "seed 4: evaluation 1 " not in done.stdout
 
+    # Resumed, the batch goes on without the seed that left it (which diverged before its first checkpoint).
+    monkeypatch.setattr(seeds.SeedStatistics, "count", count)
+    again = ["--resume-path", str(folders[3] / "checkpoint.pth"), "--epoch", "3", *MACHINE]
+    resumed = run_in_process("examples/d4rl_cql.py", *again, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "seed 4: its training diverged" in resumed.stdout and "seed 3: evaluation 3 " in resumed.stdout
+    assert json.loads((folders[3] / "summary.json").read_text())["total_updates"] == 45
+
 
 def test_a_sweep_batches_consecutive_seeds_of_one_setting_and_nothing_else() -> None:
     from offline_rl.sweep.seed_batches import batch_arguments, seed_batches

@@ -35,7 +35,7 @@ from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpo
 from offline_rl.runs.config import OfflineRunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
 from offline_rl.runs.evaluation_collector import EVALUATION_SEED_OFFSET
-from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_NEXT_CHECKPOINT_FILE
+from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_DIVERGED_FILE, RUN_NEXT_CHECKPOINT_FILE
 from offline_rl.runs.folder import EPOCH_STEPS_DONE, RunFolder, progress_output
 from offline_rl.runs.joint_evaluation import JointEvaluation
 from offline_rl.runs.record import finish_offline_run, folder_logger
@@ -61,16 +61,22 @@ def seed_checkpoints(settings: OfflineRunConfig, checkpoint: dict[str, Any] | No
             f"--resume-path {settings.resume_path}: a checkpoint of a run of {seeds} seed(s), not "
             f"--num-seeds {settings.num_seeds}; resume it with --num-seeds {seeds}"
         )
-    folders = [(named.parent / folder).resolve() for folder in batch["folders"]]
-    settle_checkpoint_round(folders, settings.resume_path)
-    paths = [folder / RUN_CHECKPOINT_FILE for folder in folders]
-    loaded = [checkpoint if path == named else load_checkpoint(path, device) for path in paths]
-    for path, own in zip(paths, loaded, strict=True):
+    places = zip(batch["seeds"], batch["folders"], strict=True)
+    members = [(int(seed), (named.parent / folder).resolve()) for seed, folder in places]
+    for seed, folder in members:
+        if (folder / RUN_DIVERGED_FILE).is_file():  # it left the batch: resumed alone it would diverge again
+            log.info(f"seed {seed}: its training diverged ({folder / RUN_DIVERGED_FILE}); the others go on without it")
+    members = [(seed, folder) for seed, folder in members if not (folder / RUN_DIVERGED_FILE).is_file()]
+    if not members:
+        raise OfflineRLError(f"--resume-path {settings.resume_path}: every seed of its batch diverged")
+    settle_checkpoint_round([folder for _, folder in members], settings.resume_path)
+    pairs = []
+    for seed, folder in members:
+        path = folder / RUN_CHECKPOINT_FILE
+        own = checkpoint if path == named else load_checkpoint(path, device)
         require_training_checkpoint(own, str(path))
-    return [
-        (replace(settings, seed=int(seed), resume_path=str(path)), own)
-        for seed, path, own in zip(batch["seeds"], paths, loaded, strict=True)
-    ]
+        pairs.append((replace(settings, seed=seed, resume_path=str(path)), own))
+    return pairs
 
 
 def joint_evaluation(
