@@ -209,3 +209,16 @@ def test_a_sweep_batches_consecutive_seeds_of_one_setting_and_nothing_else() -> 
         ["seed=None__w=9"],  # no seed axis: alone
     ]
     assert batch_arguments(seed_batches(trials)[0]) == ["--seed", "0", "--num-seeds", "3"]
+
+
+def test_a_sweeps_batch_is_failed_by_divergence_only_when_every_seed_diverged(tmp_path: Path) -> None:
+    from offline_rl.sweep.trial import diverged_message
+
+    runs = [tmp_path / "Hopper-v4" / "cql" / str(seed) / "stamp" for seed in (0, 1)]
+    for run in runs:
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("{}")
+    (runs[0] / "diverged.json").write_text(json.dumps({"message": "training diverged: nan"}))
+    assert diverged_message(tmp_path) is None  # seed 1 goes on: the batch is resumed, without seed 0
+    (runs[1] / "diverged.json").write_text(json.dumps({"message": "training diverged: inf"}))
+    assert diverged_message(tmp_path) == "training diverged: nan"

@@ -26,9 +26,9 @@ from offline_rl.core.files import write_json
 from offline_rl.core.interrupts import STOPPED_STATUSES
 from offline_rl.runs.files import (
     RUN_CHECKPOINT_FILE,
-    RUN_DIVERGED_FILE,
     RUN_FINAL_POLICY_FILE,
     RUN_FQE_FILE,
+    RUN_SETTINGS_FILE,
     RUN_SUMMARY_FILE,
     diverged_reason,
     fqe_value,
@@ -71,9 +71,13 @@ def finished_run_dir(directory: Path) -> Path | None:
 
 
 def diverged_message(directory: Path) -> str | None:
-    """Why the run under `directory` stopped, when its training diverged (and was not resumed since)."""
-    reasons = (diverged_reason(path.parent) for path in sorted(directory.rglob(RUN_DIVERGED_FILE)))
-    return next((reason for reason in reasons if reason is not None), None)
+    """Why the run under `directory` stopped, when its training diverged (and was not resumed since); for a
+    batch of seeds (several run folders), only when every seed's did: the others go on without it."""
+    runs = sorted(path.parent for path in directory.rglob(RUN_SETTINGS_FILE))
+    reasons = [diverged_reason(run) for run in runs]
+    if not runs or any(reason is None for reason in reasons):
+        return None
+    return reasons[0]
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
