@@ -222,3 +222,15 @@ def test_a_sweeps_batch_is_failed_by_divergence_only_when_every_seed_diverged(tm
     assert diverged_message(tmp_path) is None  # seed 1 goes on: the batch is resumed, without seed 0
     (runs[1] / "diverged.json").write_text(json.dumps({"message": "training diverged: inf"}))
     assert diverged_message(tmp_path) == "training diverged: nan"
+
+
+def test_a_batch_killed_between_two_seeds_summaries_finishes_the_other_on_resume(tmp_path: Path) -> None:
+    run_ok("examples/d4rl_cql.py", *TINY, *MACHINE, *SEEDS, "--epoch", "1", cwd=tmp_path)
+    folders = seed_folders(tmp_path / "log")
+    (folders[4] / "summary.json").unlink()  # as a kill after seed 3's summary, before seed 4's
+    out = run_ok("examples/d4rl_cql.py", "--resume-path", str(folders[3] / "checkpoint.pth"), *MACHINE, cwd=tmp_path)
+    assert "nothing to do" not in out
+    finished = json.loads((folders[4] / "summary.json").read_text())
+    assert finished["total_updates"] == 15 and finished["last"] is not None
+    again = run_ok("examples/d4rl_cql.py", "--resume-path", str(folders[3] / "checkpoint.pth"), *MACHINE, cwd=tmp_path)
+    assert "already trained its 1 epochs" in again  # every seed finished: nothing to do

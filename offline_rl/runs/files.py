@@ -21,6 +21,10 @@ run removes it; tables count such runs and leave them out of the scores."""
 RUN_CHECKPOINT_FILE = "checkpoint.pth"
 """Written after every epoch: where the run stopped, what `--resume-path` continues training from."""
 
+SEED_BATCH_KEY = "seed_batch"
+"""Checkpoint field of a seed of a batched run (--num-seeds): the batch's `seeds` and, relative to this seed's
+folder, its `folders`, in seed order."""
+
 RUN_NEXT_CHECKPOINT_FILE = ".checkpoint-next.pth"
 """A seed of a batch (--num-seeds): its checkpoint of the round under way, renamed to `checkpoint.pth` once
 every seed's is written, so that a kill between two seeds' writes resumes every seed from one point."""

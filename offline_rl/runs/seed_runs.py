@@ -35,17 +35,13 @@ from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpo
 from offline_rl.runs.config import OfflineRunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
 from offline_rl.runs.evaluation_collector import EVALUATION_SEED_OFFSET
-from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_DIVERGED_FILE, RUN_NEXT_CHECKPOINT_FILE
+from offline_rl.runs.files import RUN_CHECKPOINT_FILE, RUN_DIVERGED_FILE, RUN_NEXT_CHECKPOINT_FILE, SEED_BATCH_KEY
 from offline_rl.runs.folder import EPOCH_STEPS_DONE, RunFolder, progress_output
 from offline_rl.runs.joint_evaluation import JointEvaluation
 from offline_rl.runs.record import finish_offline_run, folder_logger
 from offline_rl.runs.training import vector_envs
 
 log = logging.getLogger(__name__)
-
-SEED_BATCH_KEY = "seed_batch"
-"""Checkpoint field of a seed of a batched run: the batch's `seeds` and, relative to this seed's folder,
-its `folders`, in seed order."""
 
 
 def seed_checkpoints(settings: OfflineRunConfig, checkpoint: dict[str, Any] | None, device: str) -> list[Any]:

@@ -28,7 +28,7 @@ from offline_rl.core.resources import RunRegistry, busy_cores, core_budget, shar
 from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
 from offline_rl.runs.config import RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.runs.evaluation import counted
-from offline_rl.runs.files import RUN_SUMMARY_FILE
+from offline_rl.runs.files import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, SEED_BATCH_KEY
 from offline_rl.runs.video import require_display
 from offline_rl.runs.wandb_logger import require_wandb
 
@@ -81,6 +81,10 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str,
     if checkpoint is None or not run.trains or int(checkpoint.get("epoch", 0)) < run.epoch:
         return None
     folder = Path(str(run.resume_path)).expanduser().resolve().parent
+    batch = checkpoint.get(SEED_BATCH_KEY) if getattr(run, "num_seeds", 1) > 1 else None
+    others = [(folder / other).resolve() for other in (batch or {}).get("folders", [])]
+    if any(not (other / RUN_SUMMARY_FILE).is_file() and not (other / RUN_DIVERGED_FILE).is_file() for other in others):
+        return None  # a seed of its batch stopped before its summary: the batch finishes them
     try:
         summary = json.loads((folder / RUN_SUMMARY_FILE).read_text())
     except (OSError, ValueError):  # stopped after its last checkpoint, before its summary: finish it
