@@ -234,3 +234,26 @@ def test_a_batch_killed_between_two_seeds_summaries_finishes_the_other_on_resume
     assert finished["total_updates"] == 15 and finished["last"] is not None
     again = run_ok("examples/d4rl_cql.py", "--resume-path", str(folders[3] / "checkpoint.pth"), *MACHINE, cwd=tmp_path)
     assert "already trained its 1 epochs" in again  # every seed finished: nothing to do
+
+
+def test_a_batch_job_reports_each_of_its_trials_on_either_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_job` (the local engine's and, pickled, a Ray task's): one process for the batch, one outcome per
+    trial, each read from its own seed's folder."""
+    import pickle
+
+    from offline_rl.sweep import engines
+    from offline_rl.sweep.spec import Trial
+    from offline_rl.sweep.trial import TrialOutcome
+
+    run = tmp_path / "Pendulum-v1" / "cql" / "1" / "stamp"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"last": {"return_mean": -5.0}, "total_updates": 7}))
+    monkeypatch.setattr(engines, "run_trial", lambda **kwargs: TrialOutcome(kwargs["trial_id"], "done"))
+    batch = tuple(Trial(f"seed={seed}", ("--seed", str(seed)), (("seed", seed),)) for seed in (0, 1))
+    job = engines.TrialJob("m", "seed=0", ["--seed", "0", "--num-seeds", "2"], str(tmp_path), batch=batch)
+    outcomes = engines.run_job(pickle.loads(pickle.dumps(job)))
+    assert [(o.id, o.status) for o in outcomes] == [("seed=0", "failed"), ("seed=1", "done")]
+    assert outcomes[0].message.startswith("no summary of seed 0") and outcomes[1].score == -5.0
+    assert job.ids == ["seed=0", "seed=1"]
