@@ -17,6 +17,7 @@
 #   bash benchmarks/gpu_session.sh throughput end-to-end           the update against Tianshou's and TorchRL's; d4rl_cql.py in the trainer
 #   bash benchmarks/gpu_session.sh new-algorithms                  TD3+BC, IQL, ReBRAC, BC captured = eager; their updates/s
 #   bash benchmarks/gpu_session.sh seeds                           many seeds in one update: captured = eager; updates/s by S
+#   bash benchmarks/gpu_session.sh seeds-beside                    4 runs through MPS; one run's update, unchanged
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole   where an evaluation goes; whole runs as a sweep trains them
 #   bash benchmarks/gpu_session.sh learning-tf32                   TF32's learning check against float32
 #   bash benchmarks/gpu_session.sh profile critic-variants         where one update spends the GPU, and other ways to compute the critics
@@ -93,13 +94,18 @@ for part in "$@"; do
         --updates 300 --rounds 3
       ;;
     seeds)  # many seeds in one update: captured (and compiled) = eager; aggregate updates/s of 1, 2, 4, 8, 16
-      # seeds against one run alone (TF32, d4rl_cql.py's defaults) with each batch's memory; then 4 runs through MPS
-      check seed_batch_paths 240 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_seed_batch.py \
+      # seeds against one run alone (TF32, d4rl_cql.py's defaults) with each batch's memory
+      check seed_batch_paths 200 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_seed_batch.py \
         -k captured
-      check seed_batch_throughput 240 python3 benchmarks/seed_batch_throughput.py --device cuda \
+      check seed_batch_throughput 300 python3 benchmarks/seed_batch_throughput.py --device cuda \
         --seeds 1 2 4 8 16 --updates 300 --rounds 3
+      ;;
+    seeds-beside)  # what the batch is compared with: 4 runs through MPS at half shares (TF32), and one run's
+      # update as the benchmark page last measured it (a single run is unchanged by the batch's engine)
       check concurrent_runs_mps_half 240 python3 benchmarks/concurrent_runs.py --runs 1 4 --updates 20000 --mps \
         -- --matmul-precision high
+      check cql_sac_throughput_tf32 200 python3 benchmarks/cql_sac_throughput.py --device cuda --paths compiled \
+        --updates 300 --rounds 3 --matmul-precision high --torchrl none --d3rlpy none
       ;;
     concurrent)  # total updates/s of 1, 2 and 4 runs on one GPU, processes taking turns
       check concurrent_runs 290 python3 benchmarks/concurrent_runs.py --runs 1 2 4 --updates 20000 \
@@ -194,7 +200,7 @@ for part in "$@"; do
       done
       ;;
     *)
-      echo "unknown part '$part'; expected throughput, tests, new-algorithms, seeds, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
+      echo "unknown part '$part'; expected throughput, tests, new-algorithms, seeds, seeds-beside, concurrent, concurrent-mps, concurrent-mps-shares, concurrent-mps-tf32, concurrent-mps-two, concurrent-mps-half, concurrent-mps-whole, evaluation-time, autotune, learning-tf32, profile, critic-variants, concurrent-mps-variant, small-workspace, discrete-tf32, discrete-dopamine or end-to-end" >&2
       exit 2
       ;;
   esac
