@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -39,8 +38,6 @@ from torch.utils._pytree import tree_map
 from offline_rl.algorithms.base import CountedOfflineAlgorithm
 from offline_rl.algorithms.training_stats import StatisticsWindow, stat_names, stats_from_numbers
 from offline_rl.core.compat import swapped_tensors, torch_optimizers
-
-log = logging.getLogger(__name__)
 
 
 def seed_batch_blocker(algorithm: CountedOfflineAlgorithm) -> str | None:
