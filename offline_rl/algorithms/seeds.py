@@ -145,7 +145,7 @@ class SeedBatch:
                     owner._buffers[leaf] = tensor
         self._stack_optimizer_state()
         stacked._captured = {}
-        stacked._host_updates = members[0]._host_updates
+        stacked._host_updates = int(stacked.num_updates)
         stacked.statistics = SeedStatistics(stacked.STATS, len(members), stacked.statistics.interval)
 
     def _stack_optimizer_state(self) -> None:
@@ -199,25 +199,19 @@ class SeedBatch:
         """One batched update on S batches of `batch_size` (`draw(S·batch_size)`, cut into S), eager or
         replayed as one graph; each member's statistics window gets its seed's figures. Returns the
         first seed's statistics for the trainer."""
-        seeds = self.size
+        seeds, stacked = self.size, self.stacked
 
         def step() -> dict[str, torch.Tensor]:
-            rows = draw(seeds * batch_size)
-            return self.gradient_step(
-                tree_map(
-                    lambda column: None if column is None else column.view(seeds, batch_size, *column.shape[1:]), rows
-                )
-            )
+            rows = draw(seeds * batch_size)  # S batches: consecutive runs of batch_size rows
+            return self.gradient_step(tree_map(lambda column: _per_seed_rows(column, seeds), rows))
 
-        stacked = self.stacked
-        options = tuple(self.members[0].loss_options().values())
+        options = tuple(stacked.loss_options().values())
         stats = stacked.run_step(step, (key, seeds, batch_size, *options), eager=eager)
         window = stacked.statistics
-        fresh = window.take_fresh()
-        for member, own in zip(self.members, window.per_seed, strict=True):
-            member._host_updates = stacked._host_updates
-            member.statistics.latest, member.statistics.fresh = own, fresh
-        stacked.statistics.fresh = fresh
+        if window.fresh:  # a window closed: each seed's trainer logs its own (the stacked copy's stays fresh)
+            for member, own in zip(self.members, window.per_seed, strict=True):
+                member._host_updates = stacked._host_updates
+                member.statistics.latest, member.statistics.fresh = own, True
         return stats
 
     def losses(self, method: str, batches: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +232,7 @@ class SeedBatch:
         one backward pass over their sum, the stacked copy's optimiser steps; then the count. Returns
         the figures, each (S,)."""
         stacked = self.stacked
-        options = self.members[0].loss_options()
+        options = stacked.loss_options()
         figures: dict[str, torch.Tensor] = {}
         losses = self.losses
         if stacked._compiled is not None:  # the stacked copy is about to be captured, compiled: so are the losses
@@ -255,23 +249,18 @@ class SeedBatch:
             sum(part.sum() for part in result["parts"].values()).backward()  # type: ignore[union-attr]
             getattr(stacked, apply_method)()
         stacked.count_update()
-        for member in self.members:
-            member._host_updates = stacked._host_updates
         return figures
 
 
 def _owner(module: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
     """The submodule holding the parameter or buffer `name` (dotted), and its name there."""
-    *path, leaf = name.split(".")
-    for part in path:
-        module = getattr(module, part)
-    return module, leaf
+    path, _, leaf = name.rpartition(".")
+    return module.get_submodule(path), leaf
 
 
 def _tensor(module: torch.nn.Module, name: str) -> torch.Tensor:
     owner, leaf = _owner(module, name)
-    value = owner._parameters.get(leaf)
-    return value if value is not None else owner._buffers[leaf]
+    return owner._parameters[leaf] if leaf in owner._parameters else owner._buffers[leaf]
 
 
 def _per_seed_rows(column: torch.Tensor | None, seeds: int) -> torch.Tensor | None:
@@ -290,8 +279,3 @@ def _per_seed(key: str, value: Any) -> bool:
 
 def _copy(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
-
-
-def stack_batches(batches: Sequence[Any]) -> Any:
-    """Batches of the same shape (one per seed) as one batch with a leading seed dimension."""
-    return tree_map(lambda *columns: None if columns[0] is None else torch.stack(columns), *batches)

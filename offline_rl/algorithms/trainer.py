@@ -171,12 +171,13 @@ class SeedsTrainer(WindowedOfflineTrainer):
 
     def _training_step(self) -> Any:
         step = super()._training_step()
-        batch = self.algorithm.seed_batch
-        for index in sorted(batch.stacked.statistics.diverged, reverse=True):
-            self._drop(index, TrainingDiverged(batch.stacked.statistics.diverged[index]))
+        diverged = self.algorithm.statistics.diverged  # found as a window closes
+        for index in sorted(diverged, reverse=True):
+            self._drop(index, TrainingDiverged(diverged[index]))
         for follower in self.followers:
-            self._sync(follower)
-            follower._update_moving_avg_stats_and_log_update_data(follower.algorithm.statistics.latest)
+            if follower.algorithm.statistics.fresh:  # its seed's window closed at this update: log it
+                self._sync(follower)
+                follower._update_moving_avg_stats_and_log_update_data(follower.algorithm.statistics.latest)
         return step
 
     def execute_epoch(self) -> Any:

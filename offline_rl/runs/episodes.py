@@ -12,7 +12,6 @@ import numpy as np
 import torch
 from tianshou.data import Batch, CollectStats, to_numpy
 from tianshou.data.collector import get_stddev_from_dist
-from tianshou.utils.torch_utils import torch_train_mode
 
 from offline_rl.core.progress import progress_bar
 
@@ -84,8 +83,7 @@ def _group_action(group: PlayingGroup, noise: bool) -> np.ndarray | None:
         outside = np.random.get_state()
         np.random.set_state(group.random_state)
         try:
-            with torch_train_mode(group.policy, enabled=False):
-                action = evaluation_action(group.policy, group.observations, noise)
+            action = evaluation_action(group.policy, group.observations, noise)
         finally:
             group.random_state = np.random.get_state()
             np.random.set_state(outside)

@@ -176,23 +176,30 @@ class EvaluationCollector(Collector):
         policies: Tianshou's loop carries and resets their states)."""
         if self._pre_collect_obs_RO is None:
             raise ValueError("reset the collector (reset or reset_env) before collecting")
-        quota = EvaluationQuota(n_episode, min_steps, cut=cut_at_budget)
-        group = PlayingGroup(self.policy, np.arange(self.env_num), quota)
+        groups = self._playing_groups(n_episode, min_steps, cut_at_budget)
         try:
-            played = play_episodes(
-                self.env, [group], self._pre_collect_obs_RO, gym_reset_kwargs, self.exploration_noise
-            )
+            first = self._pre_collect_obs_RO
+            played = play_episodes(self.env, groups, first, gym_reset_kwargs, self.exploration_noise)
         finally:
-            quota.close()
+            for group in groups:
+                group.quota.close()
         if played is None:
             return None
-        (stats,) = played
-        self.collect_step += quota.steps
-        self.collect_episode += quota.episodes
+        self.collect_step += sum(group.quota.steps for group in groups)
+        self.collect_episode += sum(group.quota.episodes for group in groups)
         # Tianshou's loop resets (here: reseeds) the envs now; the trainer resets them again before the next
         # evaluation, and a reseeded Atari env reloads its game (~0.1 s each), so the reset waits until needed
         self.reset_owed = gym_reset_kwargs
-        return stats
+        return self._statistics(played)
+
+    def _playing_groups(self, n_episode: int, min_steps: int, cut_at_budget: bool) -> list[PlayingGroup]:
+        """Who plays on which envs: the policy on all of them."""
+        quota = EvaluationQuota(n_episode, min_steps, cut=cut_at_budget)
+        return [PlayingGroup(self.policy, np.arange(self.env_num), quota)]
+
+    def _statistics(self, played: list[CollectStats]) -> CollectStats:
+        """The collection's statistics from its groups'."""
+        return played[0]
 
 
 __all__ = ["EVALUATION_SEED_OFFSET", "EpisodeRecord", "EvaluationCollector", "episode_record"]

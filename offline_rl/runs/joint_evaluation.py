@@ -11,12 +11,14 @@ evaluation plays the whole batch's, and every seat takes its own seed's statisti
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 from tianshou.data import CollectStats
+from tianshou.utils.torch_utils import torch_train_mode
 
-from offline_rl.runs.episodes import EvaluationQuota, PlayingGroup, play_episodes
+from offline_rl.runs.episodes import EvaluationQuota, PlayingGroup
 from offline_rl.runs.evaluation_collector import EVALUATION_SEED_OFFSET, EvaluationCollector
 
 
@@ -51,45 +53,50 @@ class JointEvaluation(EvaluationCollector):
         self.pending.pop(index, None)
 
     def collect(self, n_episode: int | None = None, **kwargs: Any) -> Any:
-        """`n_episode` episodes for each seed: Tianshou's collector is asked for all of them together."""
+        """`n_episode` episodes for each seed: Tianshou's collector is asked for all of them together.
+        Every seed's policy evaluates in evaluation mode (Tianshou's collect sets the first one's)."""
         total = None if n_episode is None else n_episode * len(self.run_seeds)  # one per env, as a single run's
-        stats = super().collect(n_episode=total, **kwargs)
+        with contextlib.ExitStack() as modes:
+            for policy in self.live.values():
+                modes.enter_context(torch_train_mode(policy, enabled=False))
+            stats = super().collect(n_episode=total, **kwargs)
         for own in self.pending.values():  # as Tianshou's collect completes its statistics
             own.set_collect_time(float(stats.collect_time))  # every seed's evaluation took the joint one's time
             own.refresh_all_sequence_stats()
         return stats
 
-    def _play_episodes(
-        self, n_episode: int, gym_reset_kwargs: dict[str, Any], *, min_steps: int = 0, cut_at_budget: bool = False
-    ) -> CollectStats | None:
-        if self._pre_collect_obs_RO is None:
-            raise ValueError("reset the collector (reset or reset_env) before collecting")
+    def _playing_groups(self, n_episode: int, min_steps: int, cut_at_budget: bool) -> list[PlayingGroup]:
+        """Each live seed's policy on its own envs, its exploration coins from a generator seeded as its
+        single run's evaluation seeds numpy's."""
         n_episode //= len(self.run_seeds)  # each seed's
-        groups = {
-            index: PlayingGroup(
+        return [
+            PlayingGroup(
                 policy,
                 np.arange(index * self.test_num, (index + 1) * self.test_num),
                 EvaluationQuota(n_episode, min_steps, cut=cut_at_budget, bar=False),
                 random_state=np.random.RandomState(
                     (self.run_seeds[index] + EVALUATION_SEED_OFFSET) % 2**32
-                ).get_state(),  # as a single run's evaluation seeds numpy's generator
+                ).get_state(),
             )
             for index, policy in self.live.items()
-        }
-        first = self._pre_collect_obs_RO
-        played = play_episodes(self.env, list(groups.values()), first, gym_reset_kwargs, self.exploration_noise)
-        if played is None:
-            raise ValueError("a seed batch evaluates policies without a hidden state")
-        self.pending = dict(zip(groups, played, strict=True))
-        steps = sum(group.quota.steps for group in groups.values())
-        episodes = sum(group.quota.episodes for group in groups.values())
-        self.collect_step += steps
-        self.collect_episode += episodes
-        self.reset_owed = gym_reset_kwargs
-        every = CollectStats(n_collected_episodes=episodes, n_collected_steps=steps)
+        ]
+
+    def _statistics(self, played: list[CollectStats]) -> CollectStats:
+        """Each seed's statistics kept for its seat; the whole evaluation's returned."""
+        self.pending = dict(zip(self.live, played, strict=True))
+        every = CollectStats(
+            n_collected_episodes=sum(own.n_collected_episodes for own in played),
+            n_collected_steps=sum(own.n_collected_steps for own in played),
+        )
         every.returns = np.concatenate([own.returns for own in played])
         every.lens = np.concatenate([own.lens for own in played])
         return every
+
+    def _play_episodes(self, *args: Any, **kwargs: Any) -> CollectStats | None:
+        stats = super()._play_episodes(*args, **kwargs)
+        if stats is None:  # Tianshou's loop would play member 0's policy on every env
+            raise ValueError("a seed batch evaluates policies without a hidden state")
+        return stats
 
 
 class Seat:

@@ -57,19 +57,20 @@ def seed_checkpoints(settings: OfflineRunConfig, checkpoint: dict[str, Any] | No
             f"--resume-path {settings.resume_path}: a checkpoint of a run of {seeds} seed(s), not "
             f"--num-seeds {settings.num_seeds}; resume it with --num-seeds {seeds}"
         )
-    places = zip(batch["seeds"], batch["folders"], strict=True)
-    members = [(int(seed), (named.parent / folder).resolve()) for seed, folder in places]
-    for seed, folder in members:
+    members = []
+    for seed, place in zip(batch["seeds"], batch["folders"], strict=True):
+        folder = (named.parent / place).resolve()
         if (folder / RUN_DIVERGED_FILE).is_file():  # it left the batch: resumed alone it would diverge again
             log.info(f"seed {seed}: its training diverged ({folder / RUN_DIVERGED_FILE}); the others go on without it")
-    members = [(seed, folder) for seed, folder in members if not (folder / RUN_DIVERGED_FILE).is_file()]
+        else:
+            members.append((int(seed), folder))
     if not members:
         raise OfflineRLError(f"--resume-path {settings.resume_path}: every seed of its batch diverged")
-    settle_checkpoint_round([folder for _, folder in members], settings.resume_path)
+    folders = [folder for _, folder in members]
+    settled = settle_checkpoint_round(folders, settings.resume_path, device, known={named: checkpoint})
     pairs = []
-    for seed, folder in members:
+    for (seed, folder), own in zip(members, settled, strict=True):
         path = folder / RUN_CHECKPOINT_FILE
-        own = checkpoint if path == named else load_checkpoint(path, device)
         require_training_checkpoint(own, str(path))
         pairs.append((replace(settings, seed=seed, resume_path=str(path)), own))
     return pairs
@@ -85,34 +86,42 @@ def joint_evaluation(
     return JointEvaluation(policies, envs, seeds, settings.test_num, min_steps=min_steps, cut_at_budget=cut)
 
 
-def settle_checkpoint_round(folders: list[Path], resume_path: str) -> None:
-    """Put the batch's folders back at one point after a round of checkpoints a kill cut short: with
+def settle_checkpoint_round(
+    folders: list[Path], resume_path: str, device: str, *, known: dict[Path, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Put the batch's folders back at one point after a round of checkpoints a kill cut short, and
+    return each folder's checkpoint (each file read once; `known`: those already read, by path): with
     every seed's new checkpoint written (some still aside), the round is completed; with some not, the
     ones written aside are dropped and every seed keeps its previous one."""
-    current = [_point_of(folder / RUN_CHECKPOINT_FILE) for folder in folders]
-    written = [_point_of(folder / RUN_NEXT_CHECKPOINT_FILE) for folder in folders]
-    points = [point for point in current + written if point is not None]
+
+    def read(path: Path) -> dict[str, Any] | None:
+        return known.get(path) or (load_checkpoint(path, device) if path.is_file() else None)
+
+    current = [read(folder / RUN_CHECKPOINT_FILE) for folder in folders]
+    written = [read(folder / RUN_NEXT_CHECKPOINT_FILE) for folder in folders]
+    points = [_point(each) for each in current + written if each is not None]
     newest = max(points, default=None)
-    complete = newest is not None and all(newest in (now, next_) for now, next_ in zip(current, written, strict=True))
-    for folder, next_ in zip(folders, written, strict=True):
-        if next_ is not None and complete and next_ == newest:
+    complete = all(newest in (_point(now), _point(next_)) for now, next_ in zip(current, written, strict=True))
+    settled = []
+    for folder, now, next_ in zip(folders, current, written, strict=True):
+        if next_ is not None and complete and _point(next_) == newest:
             os.replace(folder / RUN_NEXT_CHECKPOINT_FILE, folder / RUN_CHECKPOINT_FILE)
+            now = next_
         else:
             (folder / RUN_NEXT_CHECKPOINT_FILE).unlink(missing_ok=True)
-    settled = [_point_of(folder / RUN_CHECKPOINT_FILE) for folder in folders]
-    if None in settled or len(set(settled)) > 1:
+        settled.append(now)
+    if any(each is None for each in settled) or len({_point(each) for each in settled}) > 1:
         raise OfflineRLError(
             f"--resume-path {resume_path}: the batch's seeds have no checkpoint of one point to go on from "
             "(stopped during its first checkpoints?); start the batch again, or resume a seed alone with --num-seeds 1"
         )
+    return settled  # type: ignore[return-value]
 
 
-def _point_of(path: Path) -> tuple[int, int, int] | None:
-    """Where the checkpoint at `path` was written, (epoch, update, updates into the next epoch); None if
-    there is none."""
-    if not path.is_file():
+def _point(checkpoint: dict[str, Any] | None) -> tuple[int, int, int] | None:
+    """Where a checkpoint was written: (epoch, update, updates into the next epoch); None for none."""
+    if checkpoint is None:
         return None
-    checkpoint = load_checkpoint(path)
     into = int(checkpoint.get(EPOCH_STEPS_DONE) or 0)
     return int(checkpoint["epoch"]), int(checkpoint.get("gradient_step", 0)), into
 
@@ -195,7 +204,7 @@ def train_offline_seeds(
         followers = []
         for index, (algorithm, folder, (run, _)) in enumerate(zip(algorithms, folders, pairs, strict=True)):
             folder.reporter.updates_done = lambda algorithm=algorithm: int(algorithm.num_updates)
-            logger = folder_logger(folder, run, saved_for(run), stacked.device, watch=index == 0)
+            logger = folder_logger(folder, run, folder.saved, stacked.device, watch=index == 0)
             params = OfflineTrainerParams(
                 buffer=buffer,
                 test_collector=evaluation.seat(index),
@@ -211,7 +220,7 @@ def train_offline_seeds(
         )
         for folder in finished
     ]
-    return batch_summary(summaries, [int(folder.algorithm.num_updates) for folder in finished])
+    return batch_summary(summaries)
 
 
 def _train(
@@ -266,12 +275,13 @@ def _train(
     return live
 
 
-def batch_summary(summaries: list[dict[str, Any]], total_updates: list[int]) -> dict[str, Any]:
+def batch_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """The batch's summary: every seed's, and the mean ± std of their last evaluations' scores."""
     lasts = [summary["last"] for summary in summaries if summary.get("last")]
     key = "normalized_score" if all("normalized_score" in last for last in lasts) else "return_mean"
     scores = [float(last[key]) for last in lasts]
-    summary: dict[str, Any] = {"mode": "train", "seeds": summaries, "total_updates": max(total_updates, default=0)}
+    updates = max((int(each["total_updates"]) for each in summaries), default=0)  # the seeds train in step
+    summary: dict[str, Any] = {"mode": "train", "seeds": summaries, "total_updates": updates}
     if scores:
         summary["last_mean"], summary["last_std"] = float(np.mean(scores)), float(np.std(scores))
         log.info(

@@ -181,13 +181,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.dry_run:
         for trial in trials:
             print(f"{trial.id}: {' '.join(trial.arguments)}")
-        batches = seed_batches(trials) if config.seed_batches and not config.fqe_updates else []
-        if any(len(batch) > 1 for batch in batches):
+        batches = trial_batches(config, trials)
+        if len(batches) < len(trials):
             print(f"as {len(batches)} processes: the seeds of a setting train as one batch (--no-seed-batches: apart)")
         print(f"{len(trials)} trials in {folder}; nothing started (--dry-run)")
         return 0
     check_output(folder, flag="--logdir", directory=True)
     return run_sweep(config, spec, trials, folder, EXAMPLES[spec.example].main_module)
+
+
+def trial_batches(config: SweepConfig, trials: list[Any]) -> list[list[Any]]:
+    """The processes the trials train as: the seeds of a setting as one batch (`--no-seed-batches`, and
+    `--fqe-updates`, which estimates one trial's policy at a time: each trial alone)."""
+    if config.seed_batches and not config.fqe_updates:
+        return seed_batches(trials)
+    return [[trial] for trial in trials]
 
 
 def _flag_given(trials: list[Any], flag: str) -> bool:
@@ -228,8 +236,7 @@ def run_trials(
     threads = max(1, int(config.cpus_per_trial)) if config.ray_address else cores_per_run(workers)
     per_invocation = [] if _flag_given(trials, "--threads") else ["--threads", str(threads)]
     jobs, skipped, to_estimate = [], 0, 0
-    batching = config.seed_batches and not config.fqe_updates
-    for batch in seed_batches(trials) if batching else [[trial] for trial in trials]:
+    for batch in trial_batches(config, trials):
         if len(batch) > 1:
             directory = folder / batch[0].id
             ended = finished_batch(directory, batch)

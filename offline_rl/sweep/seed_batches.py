@@ -73,29 +73,32 @@ def seed_run(directory: Path, seed: int, file_name: str) -> Path | None:
 def member_outcome(batch: TrialOutcome, directory: Path, trial: Trial) -> TrialOutcome:
     """The outcome of `trial` from its seed's run folder in the batch's `directory`: done with its own
     score, failed when its training diverged, else the batch's (failed or interrupted)."""
-    seed = seed_of(trial)
-    attempts = attempts_logged(directory)
-    summary_path = seed_run(directory, seed, RUN_SUMMARY_FILE)
-    if summary_path is not None:
-        summary = json.loads(summary_path.read_text())
-        updates = summary.get("total_updates")
-        return TrialOutcome(trial.id, "done", attempts, batch.resumed, score=score_of(summary), updates=updates)
-    diverged = seed_run(directory, seed, RUN_DIVERGED_FILE)
-    reason = diverged_reason(diverged.parent) if diverged is not None else None
-    if reason is not None:
-        return TrialOutcome(trial.id, "failed", attempts, batch.resumed, reason)
+    seed, attempts = seed_of(trial), attempts_logged(directory)
+    ended = seed_ended(directory, seed)
+    if isinstance(ended, dict):
+        updates = ended.get("total_updates")
+        return TrialOutcome(trial.id, "done", attempts, batch.resumed, score=score_of(ended), updates=updates)
+    if isinstance(ended, str):
+        return TrialOutcome(trial.id, "failed", attempts, batch.resumed, ended)
     if batch.status == "done":  # the batch ended, this seed without a summary
         return TrialOutcome(trial.id, "failed", attempts, batch.resumed, f"no summary of seed {seed} in {directory}")
     return replace(batch, id=trial.id)
 
 
+def seed_ended(directory: Path, seed: int) -> dict[str, Any] | str | None:
+    """How seed `seed` of the batch in `directory` ended: its summary, why its training diverged, or None
+    (still to train)."""
+    summary = seed_run(directory, seed, RUN_SUMMARY_FILE)
+    if summary is not None:
+        return json.loads(summary.read_text())
+    diverged = seed_run(directory, seed, RUN_DIVERGED_FILE)
+    return diverged_reason(diverged.parent) if diverged is not None else None
+
+
 def finished_batch(directory: Path, batch: Sequence[Trial]) -> list[TrialOutcome] | None:
     """Every trial's outcome when the batch in `directory` has ended for all its seeds (each with a
     summary, or diverged), else None."""
-    if not directory.is_dir():
+    if not directory.is_dir() or any(seed_ended(directory, seed_of(trial)) is None for trial in batch):
         return None
     ended = TrialOutcome(batch[0].id, "done")
-    outcomes = [member_outcome(ended, directory, trial) for trial in batch]
-    if any(outcome.status == "failed" and outcome.message.startswith("no summary") for outcome in outcomes):
-        return None
-    return outcomes
+    return [member_outcome(ended, directory, trial) for trial in batch]
