@@ -43,6 +43,7 @@ def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[
     """Steps 2-4 for any continuous algorithm: `config` holds the data settings, `run` and `algorithm`
     (`algorithm_class.build` makes the algorithm from the last); runs go to <logdir>/<task>/<algo_name>/."""
     from offline_rl.data import dataset_info  # heavy (torch, Tianshou): loaded only when used
+    from offline_rl.runs.finetune import fine_tune, fine_tuning_finished  # heavy (torch): loaded only when used
     from offline_rl.runs.policy_export import export_behaviour_policy  # heavy (torch): loaded only when used
     from offline_rl.runs.session import start_session  # heavy (torch): loaded only when used
     from offline_rl.runs.training import (  # heavy (torch, Tianshou): loaded only when used
@@ -51,8 +52,13 @@ def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[
     )
 
     # The device, torch's threads and arithmetic, every seed; and the checkpoint a --resume-path names.
-    session = start_session(config.run)
-    if session.finished is not None:  # resumed a run that already trained to its end
+    # With --online-steps the run goes on fine-tuning online after its offline epochs.
+    finetune = getattr(config, "finetune", None)
+    fine_tunes = finetune is not None and finetune.fine_tunes and config.run.trains
+    session = start_session(config.run, then_online=fine_tunes)
+    if fine_tunes and (done := fine_tuning_finished(session.checkpoint, finetune, str(config.run.resume_path))):
+        return done
+    if session.finished is not None and not fine_tunes:  # resumed a run that already trained to its end
         return session.finished
 
     # 2. The data, checked against the env it is evaluated on (--task, else the env the data belongs
@@ -99,16 +105,21 @@ def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[
         )  # fmt: skip
     algorithm = build()
     session.restore(algorithm, task=task)
-    return evaluate_or_train(
-        algorithm,
-        buffer,
-        make_env,
-        config.run,
-        lambda writer: reporter(algorithm, writer),
-        saved=saved_for(config.run),
-        checkpoint=session.checkpoint,
-        **common,
-    )
+    report = lambda writer: reporter(algorithm, writer)  # noqa: E731
+    saved, checkpoint = saved_for(config.run), session.checkpoint
+
+    def offline() -> dict[str, Any]:  # the offline run, or the summary of the finished one resumed
+        return session.finished or evaluate_or_train(
+            algorithm, buffer, make_env, config.run, report, saved=saved, checkpoint=checkpoint, **common
+        )
+
+    if not fine_tunes:
+        return offline()
+    # 5. Fine-tuning online (--online-steps) in the same run folder, from where the offline updates ended.
+    return fine_tune(
+        algorithm, buffer, make_env, config.run, finetune, report, offline_summary=offline, checkpoint=checkpoint,
+        task=task, saved=saved,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tianshou.algorithm.modelfree.sac import SACPolicy
+from tianshou.data import Batch
 from torch import nn
 
 from offline_rl.algorithms.layers import relu_mlp
@@ -73,6 +74,22 @@ class GaussianMeanActor(DeterministicActor):
         return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
+class GaussianActorPolicy(SACPolicy):
+    """The policy of `GaussianMeanActor`: its mean tanh(f(s)) when evaluating, as `SACPolicy` acts; while
+    collecting in a training step (fine-tuning online), a draw from N(tanh(f(s)), σ²) clipped to the box,
+    as CORL's IQL explores (`SACPolicy` would squash a draw around f(s) instead)."""
+
+    def forward(self, batch: Any, state: Any = None, **kwargs: Any) -> Any:
+        if self.deterministic_eval and not self.is_within_training_step:
+            return super().forward(batch, state, **kwargs)
+        actor: GaussianMeanActor = self.actor  # type: ignore[assignment]
+        (pre_tanh, _), hidden = actor(batch.obs, state=state, info=batch.info)
+        std = actor.log_std.clamp(actor.LOG_STD_MIN, actor.LOG_STD_MAX).exp()
+        mean = torch.tanh(pre_tanh)
+        act = (mean + std * torch.randn_like(mean)).clamp(-1.0, 1.0)
+        return Batch(act=act, state=hidden)
+
+
 def target_copy(actor: DeterministicActor) -> DeterministicActor:
     """A frozen copy of the actor for TD targets, sharing its normaliser (fitted once, for both)."""
     return copy.deepcopy(actor, memo={id(actor.normalizer): actor.normalizer}).requires_grad_(False)
@@ -98,7 +115,7 @@ def deterministic_policy(
         actor: DeterministicActor = GaussianMeanActor(obs_dim, act_dim, hidden_sizes, normalizer)
     else:
         actor = DeterministicActor(obs_dim, act_dim, hidden_sizes, normalizer, orthogonal_init=orthogonal_init)
-    policy = SACPolicy(
+    policy = (GaussianActorPolicy if gaussian else SACPolicy)(
         actor=actor,
         action_space=action_space,
         observation_space=observation_space,

@@ -21,6 +21,7 @@ from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import ReplayBuffer
 
 from offline_rl.algorithms.base import CountedOfflineAlgorithm, PolicyT
+from offline_rl.algorithms.fine_tuning import FineTuningData
 from offline_rl.algorithms.staging import (
     DeviceDataset,
     StoredTransitions,
@@ -40,6 +41,8 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
 
     config: Any
     normalizer: torch.nn.Module | None
+    fine_tuning: FineTuningData | None = None
+    """While fine-tuned online: the offline data and the collected transitions each batch is drawn from."""
     action_low: torch.Tensor
     action_high: torch.Tensor
 
@@ -137,9 +140,28 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
         """Whether updates now run uncaptured (a warm-up phase whose losses differ)."""
         return False
 
+    def start_fine_tuning(self, offline: ReplayBuffer, online_steps: int, mixing_ratio: float | None) -> None:
+        """From now on learn online (`offline_rl.algorithms.fine_tuning`): `update` is given the replay the
+        env steps are collected into, and each batch is drawn from it and the offline data `offline`
+        (`mixing_ratio`: the offline share; None: both drawn alike). The losses take their online
+        settings first (`go_online`)."""
+        if getattr(self.config, "n_step", 1) > 1:
+            raise ValueError("fine-tuning collects one-step transitions; n-step returns are for offline data")
+        self.go_online()
+        self._captured = {}  # the losses' settings changed: record afresh
+        self.fine_tuning = FineTuningData(self.staged(offline), online_steps, mixing_ratio)
+
+    def go_online(self) -> None:
+        """What changes in the losses when fine-tuning starts; nothing by default."""
+
     def update_from_buffer(self, buffer: ReplayBuffer, sample_size: int | None) -> Any:
         """A batch drawn on the device from the staged dataset (from a prioritized buffer: indices drawn
-        by its priorities)."""
+        by its priorities); while fine-tuning, from the offline data and `buffer`, the online replay."""
+        if self.fine_tuning is not None:
+            self.fine_tuning.take_new(buffer, self.preparation())
+            batch_size = sample_size or self.fine_tuning.offline.size
+            draw = self.fine_tuning.sample
+            return self.sampled_step(draw, batch_size, id(self.fine_tuning), eager=self.eager_phase())
         dataset = self.staged(buffer)
         batch_size = sample_size or dataset.size
         if is_prioritized(buffer):

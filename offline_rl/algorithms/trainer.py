@@ -103,22 +103,32 @@ class StopsBetweenSteps:
             self._stop.deferring = True
 
 
-class WindowedOfflineTrainer(StopsBetweenSteps, OfflineTrainer):
-    """`OfflineTrainer` for an algorithm with a `statistics` window (`offline_rl.algorithms.base`).
-
-    Overrides the private hooks listed in `offline_rl.core.compat.TRAINER_HOOKS` (checked there)."""
+class LogsClosedWindows:
+    """A Tianshou trainer of an algorithm with a `statistics` window (`offline_rl.algorithms.base`): its
+    moving averages and logger are fed as a window closes. Mixed in before the trainer class it extends;
+    overrides the private hooks listed in `offline_rl.core.compat.TRAINER_HOOKS` (checked there)."""
 
     def _update_moving_avg_stats_and_log_update_data(self, update_stat: TrainingStats) -> None:
-        if self.algorithm.statistics.take_fresh():  # a window closed at this update
-            super()._update_moving_avg_stats_and_log_update_data(update_stat)
+        if self.algorithm.statistics.take_fresh():  # type: ignore[attr-defined]  # a window closed at this update
+            super()._update_moving_avg_stats_and_log_update_data(update_stat)  # type: ignore[misc]
 
     @property
     def _pbar(self) -> Callable[..., tqdm.tqdm]:
-        return partial(_BarWithLazyPostfix, dynamic_ncols=True, ascii=True, disable=not self.params.show_progress)
+        shown = self.params.show_progress  # type: ignore[attr-defined]
+        return partial(_BarWithLazyPostfix, dynamic_ncols=True, ascii=True, disable=not shown)
+
+
+class WindowedOfflineTrainer(StopsBetweenSteps, LogsClosedWindows, OfflineTrainer):
+    """`OfflineTrainer` for an algorithm with a `statistics` window, stopping between two steps."""
 
 
 class StoppableOffPolicyTrainer(StopsBetweenSteps, OffPolicyTrainer):
     """Tianshou's `OffPolicyTrainer` (the online behaviour trainer's) stopping between two steps."""
+
+
+class WindowedOffPolicyTrainer(StopsBetweenSteps, LogsClosedWindows, OffPolicyTrainer):
+    """`OffPolicyTrainer` for an algorithm with a `statistics` window (an offline algorithm fine-tuned
+    online), stopping between two steps."""
 
 
 class _StepAfterResume:

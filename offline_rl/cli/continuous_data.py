@@ -15,7 +15,7 @@ from offline_rl.cli.flags import parse_config
 from offline_rl.cli.programs import training_command
 from offline_rl.cli.task_choice import default_task_misfit, evaluation_task
 from offline_rl.core.errors import OfflineRLError
-from offline_rl.core.settings import setting
+from offline_rl.core.settings import check_ranges, require, setting
 from offline_rl.data.fit import check_dataset_belongs_to_task, dataset_env
 from offline_rl.envs.d4rl_catalogue import kitchen_evaluation_elsewhere
 from offline_rl.envs.make import (
@@ -53,6 +53,19 @@ class ContinuousDataSettings:
         "none: a random-policy dataset generated for --task and cached",
     )
     dataset_size: int = setting(100_000, "transitions in the generated default dataset", minimum=1)
+
+
+def check_with_fine_tuning(config: Any) -> None:
+    """The checks of a program that fine-tunes online (`config.finetune`): its own settings' ranges, and
+    what `--online-steps` cannot be combined with, in one line naming the flag."""
+    check_ranges(config)
+    finetune = config.finetune
+    if finetune.fine_tunes:
+        require(
+            config.run.num_seeds == 1,
+            f"--online-steps {finetune.online_steps}: fine-tuning plays one env per run; fine-tune each seed "
+            "alone (without --num-seeds)",
+        )
 
 
 def settings_reader(settings_class: type[Settings], prog: str, algorithm: str) -> Callable[..., Settings]:

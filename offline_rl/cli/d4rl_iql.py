@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offline_rl.algorithms.iql.config import IQLConfig
-from offline_rl.cli.continuous_data import ContinuousDataSettings, settings_reader
-from offline_rl.runs.config import OfflineRunConfig
+from offline_rl.cli.continuous_data import ContinuousDataSettings, check_with_fine_tuning, settings_reader
+from offline_rl.runs.config import FineTuneConfig, OfflineRunConfig
 
 
 @dataclass
@@ -16,6 +16,10 @@ class D4RLIQLConfig(ContinuousDataSettings):
 
     run: OfflineRunConfig = field(default_factory=OfflineRunConfig)
     algorithm: IQLConfig = field(default_factory=IQLConfig)
+    finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
+
+    def validate(self) -> None:
+        check_with_fine_tuning(self)
 
 
 config_from_args = settings_reader(D4RLIQLConfig, "examples/d4rl_iql.py", "IQL")

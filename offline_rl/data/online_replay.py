@@ -78,8 +78,8 @@ def save_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str]) -> Pat
 
 def restore_replay(replay: VectorReplayBuffer, path: str | os.PathLike[str], *, cut_running: bool = True) -> str | None:
     """Refill the empty `replay` from `save_replay`'s file; None on success, else why it was not
-    restored (another layout: other envs, size or stacking than this run's; a damaged file), in
-    which case `replay` is left empty.
+    restored (another layout: other envs or stacking than this run's, or a size that holds fewer
+    transitions than the file; a damaged file), in which case `replay` is left empty.
 
     The transitions are added again in their original order, so Tianshou's episode bookkeeping is
     rebuilt by its own `add`. An episode still running when the file was written is cut there as
@@ -100,11 +100,13 @@ def _refill(replay: VectorReplayBuffer, path: Path, cut_running: bool) -> str | 
     with h5py.File(path, "r") as file:
         if file.attrs.get("format") != REPLAY_FORMAT:
             return f"{path} is not a replay saved by offline_rl"
-        saved = json.loads(file.attrs["layout"])
-        if saved != replay_layout(replay):
-            return f"{path} holds a replay of {saved}, this run's is {replay_layout(replay)}"
+        saved, mine = json.loads(file.attrs["layout"]), replay_layout(replay)
+        if {**saved, "size": 0} != {**mine, "size": 0}:
+            return f"{path} holds a replay of {saved}, this run's is {mine}"
         groups = [file[str(number)] for number in range(replay.buffer_num)]
         lengths = [len(group["act"]) if "act" in group else 0 for group in groups]
+        if saved["size"] != mine["size"] and max(lengths, default=0) > mine["size"]:  # a larger one holds them all
+            return f"{path} holds a replay of {saved}, this run's is {mine}"
         for start in range(0, max(lengths, default=0), RESTORE_CHUNK):
             window = slice(start, start + RESTORE_CHUNK)
             chunk = {number: _read_steps(group, replay, window, cut_running) for number, group in enumerate(groups)}

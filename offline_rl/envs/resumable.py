@@ -90,3 +90,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.integer):
         return int(value)
     return value
+
+
+def resumable_where_possible(env: gym.Env) -> gym.Env:
+    """`env` as a `ResumableMujocoEnv` where its whole episode state is the simulator's (gymnasium's own
+    MuJoCo tasks); any other env as it is (a run resumed with it starts new episodes)."""
+    module = type(env.unwrapped).__module__
+    return ResumableMujocoEnv(env) if module.startswith("gymnasium.envs.mujoco") else env

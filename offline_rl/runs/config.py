@@ -289,3 +289,62 @@ class OfflineRunConfig(RunConfig):
         if self.estimates_value and self.fqe.fqe_output:
             outputs["--fqe-output"] = self.fqe.fqe_output
         return outputs
+
+
+@dataclass
+class FineTuneConfig:
+    """Online fine-tuning after offline training (`offline_rl.runs.finetune`): the offline policy goes on
+    learning in its env, one env step and `--online-updates-per-step` updates at a time, each batch
+    drawn from the offline data and the transitions collected so far. The defaults are CORL's
+    (`algorithms/finetune/*.py`): one env, one update per step, CQL's and IQL's batches drawn from the
+    offline and online transitions alike; Cal-QL's presets draw half of each batch from each."""
+
+    FLAG_GROUP: ClassVar[str] = "fine-tuning online"
+
+    online_steps: int = setting(
+        0,
+        "after the offline updates, fine-tune in the env for this many env steps (0: offline only)",
+        details=(
+            "Given with --resume-path of a finished offline run, it fine-tunes that run's policy in the"
+            " same run folder."
+        ),
+        minimum=0,
+        maximum=10**9,
+    )
+    online_eval_interval: int = setting(
+        5000, "env steps between two evaluations while fine-tuning", minimum=1, maximum=10**9
+    )
+    mixing_ratio: float | None = setting(
+        None,
+        "share of each fine-tuning batch drawn from the offline data (none: offline and online "
+        "transitions drawn alike, as from one buffer)",
+        details="CORL's Cal-QL draws half of each batch from each (0.5); its CQL and IQL draw from one buffer.",
+        minimum=0,
+        maximum=1,
+    )
+    online_updates_per_step: float = setting(
+        1.0, "gradient updates per env step while fine-tuning", above=0, maximum=1000
+    )
+
+    @property
+    def fine_tunes(self) -> bool:
+        return self.online_steps > 0
+
+    @property
+    def eval_interval(self) -> int:
+        """Env steps per fine-tuning epoch (one evaluation each): --online-eval-interval, or all of
+        --online-steps where they are fewer."""
+        return min(self.online_eval_interval, max(self.online_steps, 1))
+
+    @property
+    def epochs(self) -> int:
+        """The fine-tuning phase's epochs, the last one ending at the last env step."""
+        return self.online_steps // self.eval_interval
+
+    def validate(self) -> None:
+        check_ranges(self)
+        require(
+            self.online_steps % self.eval_interval == 0,
+            f"--online-steps {self.online_steps}: expected a multiple of --online-eval-interval "
+            f"{self.online_eval_interval} (each evaluation closes an equal stretch of env steps)",
+        )

@@ -25,6 +25,10 @@ SEED_BATCH_KEY = "seed_batch"
 """Checkpoint field of a seed of a batched run (--num-seeds): the batch's `seeds` and, relative to this seed's
 folder, its `folders`, in seed order."""
 
+FINE_TUNING_KEY = "fine_tuning"
+"""A fine-tuning phase's checkpoints and summary (`offline_rl.runs.finetune`): where its offline phase
+ended, its update count and last evaluation."""
+
 RUN_NEXT_CHECKPOINT_FILE = ".checkpoint-next.pth"
 """A seed of a batch (--num-seeds): its checkpoint of the round under way, renamed to `checkpoint.pth` once
 every seed's is written, so that a kill between two seeds' writes resumes every seed from one point."""

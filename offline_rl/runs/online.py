@@ -57,6 +57,8 @@ class OnlinePlan:
     updates_done: Callable[[], int] | None = None  # the x-axis of the eval/* curves
     at_env_step: Callable[[int], None] = lambda env_step: None
     on_evaluation: Callable[[RunFolder, dict[str, float]], None] | None = None  # each trained evaluation's record
+    windowed_statistics: bool = False  # the algorithm's statistics window (an offline algorithm fine-tuned online)
+    summarize: Callable[[RunFolder], dict[str, Any]] = lambda folder: {}  # the summary's fields beside the counts
 
 
 def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
@@ -70,10 +72,14 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
     from tianshou.trainer import OffPolicyTrainerParams  # heavy (Tianshou): loaded only when used
     from tianshou.utils import TensorboardLogger  # heavy (TensorBoard, Tianshou): loaded only when used
 
-    from offline_rl.algorithms.trainer import StoppableOffPolicyTrainer  # heavy (Tianshou): likewise
+    from offline_rl.algorithms.trainer import (  # heavy (Tianshou): loaded only when used
+        StoppableOffPolicyTrainer,
+        WindowedOffPolicyTrainer,
+    )
     from offline_rl.core.compat import buffer_sampler_state, set_buffer_sampler_state  # heavy (Tianshou): likewise
     from offline_rl.data.online_replay import save_replay  # heavy (h5py, Tianshou): loaded only when used
     from offline_rl.runs.folder import RunFolder  # heavy (Tianshou, torch): loaded only when used
+    from offline_rl.runs.record import log_every_window  # heavy (torch): loaded only when used
     from offline_rl.runs.training import (  # heavy (Tianshou, torch): loaded only when used
         evaluation_envs_closed,
         film_evaluations,
@@ -105,7 +111,7 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
         on_checkpoint=keep_with_checkpoint,
     )
     envs_kept = (checkpoint or {}).get(TRAINING_ENVS)
-    if checkpoint is not None:
+    if checkpoint is not None and int(checkpoint.get("env_step", 0)) > 0:  # before the first env step: none
         print(resume_replay(replay, folder.log_path / REPLAY_FILE, episodes_go_on=envs_kept is not None))
         if REPLAY_SAMPLER in checkpoint:
             set_buffer_sampler_state(replay, checkpoint[REPLAY_SAMPLER])
@@ -134,11 +140,15 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
         monitor.updated(env_step)  # log-file lines; slowdown notice
         plan.at_env_step(env_step)
 
+    logger = folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1))
+    trainer = StoppableOffPolicyTrainer
+    if plan.windowed_statistics:  # its statistics are read once per window: log each closed one
+        logger, trainer = log_every_window(logger), WindowedOffPolicyTrainer
     with (
         folder.training(lambda: f"{env_steps[0] - first_env_step} env steps"),
         evaluation_envs_closed(test_collector, videos),
     ):
-        result = StoppableOffPolicyTrainer(
+        result = trainer(
             algorithm,
             OffPolicyTrainerParams(
                 training_collector=train_collector,
@@ -147,9 +157,7 @@ def train_online(plan: OnlinePlan, algorithm: Any, run: RunConfig, checkpoint: d
                 collection_step_num_env_steps=plan.step_per_collect,
                 update_step_num_gradient_steps_per_sample=plan.update_per_step,
                 training_fn=training_fn,
-                logger=pause_at_evaluations(
-                    folder.keeping_the_record(TensorboardLogger(folder.writer, save_interval=1)), monitor
-                ),
+                logger=pause_at_evaluations(logger, monitor),
                 **folder.trainer_params(),
             ),
         ).run(reset_collectors=not in_place)
@@ -171,6 +179,7 @@ def finish_online(
         "seconds": elapsed,
         "env_steps_per_second": steps / max(elapsed, 1e-9),
         "evaluation_seconds": folder.evaluation_seconds,
+        **plan.summarize(folder),
     }
     best_policy = shell_quoted(folder.log_path / RUN_BEST_POLICY_FILE)
     return folder.finish(

@@ -28,7 +28,7 @@ from offline_rl.core.resources import RunRegistry, busy_cores, core_budget, shar
 from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
 from offline_rl.runs.config import RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.runs.evaluation import counted
-from offline_rl.runs.files import RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, SEED_BATCH_KEY
+from offline_rl.runs.files import FINE_TUNING_KEY, RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, SEED_BATCH_KEY
 from offline_rl.runs.video import require_display
 from offline_rl.runs.wandb_logger import require_wandb
 
@@ -53,9 +53,11 @@ class Session:
             restore_algorithm(algorithm, self.checkpoint, str(self.run.resume_path), task=task)
 
 
-def start_session(run: RunConfig) -> Session:
+def start_session(run: RunConfig, *, then_online: bool = False) -> Session:
     """Pick the device, set threads, precision and seeds, read the checkpoint to resume from, and
-    make sure the run's folder can be written before any data is loaded."""
+    make sure the run's folder can be written before any data is loaded. `then_online`: the run goes on
+    fine-tuning after its offline epochs (`offline_rl.runs.finetune`), which decides for itself whether
+    anything is left to do."""
     device = pick_device(run.torch.device)
     check_run_folder(run)
     if run.export_policy:
@@ -72,13 +74,17 @@ def start_session(run: RunConfig) -> Session:
     if checkpoint is not None and run.trains:
         require_training_checkpoint(checkpoint, str(run.resume_path))
     configure_torch(device, run.torch, run.seed)
-    return Session(run=run, device=device, checkpoint=checkpoint, finished=finished_run(run, checkpoint))
+    finished = finished_run(run, checkpoint, say=not then_online)
+    return Session(run=run, device=device, checkpoint=checkpoint, finished=finished)
 
 
-def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`Session.finished`, saying so in one line. Without this a resumed finished run trained zero
-    epochs and rewrote its summary with no last evaluation (the sweep's score of the trial)."""
+def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None, *, say: bool = True) -> dict[str, Any] | None:
+    """`Session.finished`, saying so in one line (`say`). Without this a resumed finished run trained zero
+    epochs and rewrote its summary with no last evaluation (the sweep's score of the trial). A fine-tuning
+    checkpoint counts its own epochs (`offline_rl.runs.finetune`)."""
     if checkpoint is None or not run.trains or int(checkpoint.get("epoch", 0)) < run.epoch:
+        return None
+    if FINE_TUNING_KEY in checkpoint:
         return None
     folder = Path(str(run.resume_path)).expanduser().resolve().parent
     batch = checkpoint.get(SEED_BATCH_KEY) if getattr(run, "num_seeds", 1) > 1 else None
@@ -91,6 +97,8 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None) -> dict[str,
         return None
     if not isinstance(summary, dict):  # not a summary this program wrote: finish the run, which writes one
         return None
+    if not say:
+        return summary
     log.info(
         f"the run in {folder} already trained its {run.epoch} epochs ({RUN_SUMMARY_FILE}); nothing to do: "
         f"give --epoch above {run.epoch} to train it further, or --watch to evaluate it"
@@ -169,6 +177,11 @@ def configure_torch(device: str, settings: TorchConfig, seed: int) -> None:
     use_cpu_products(settings.cpu_products)
     if device == "cpu":
         tune_cpu_allocator()
+    seed_generators(seed)
+
+
+def seed_generators(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators (every device's)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

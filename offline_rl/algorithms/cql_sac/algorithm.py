@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -199,6 +199,13 @@ class CQLSAC(ContinuousOfflineAlgorithm[SACPolicy]):
     def loss_options(self) -> dict[str, Any]:
         """The warm-up phase and the reward noise of (3), passed to `compute_losses` as plain values."""
         return {"cloning": self.in_cloning_phase(), "noise_scale": self.reward_noise_scale}
+
+    def go_online(self) -> None:
+        """Fine-tuning online as CORL's Cal-QL and CQL: w becomes `online_cql_weight` where one is given, and
+        Cal-QL's calibration is off (the transitions collected online have no Monte-Carlo return)."""
+        cfg = self.config
+        weight = cfg.cql_weight if cfg.online_cql_weight is None else cfg.online_cql_weight
+        self.config = replace(cfg, cql_weight=weight, calibrated=False)
 
     def eager_phase(self) -> bool:
         return self.in_cloning_phase()  # a different actor loss: its own phase, uncaptured

@@ -109,6 +109,9 @@ class CQLSACConfig:
     )
     clip_diff_min: float = setting(-math.inf, "lower clip of the per-state gap", infinite=-math.inf, group=CONSERVATIVE)
     clip_diff_max: float = setting(math.inf, "upper clip of the per-state gap", infinite=math.inf, group=CONSERVATIVE)
+    online_cql_weight: float | None = setting(
+        None, "w while fine-tuning online (none: --cql-weight; CORL's cql_alpha_online)", minimum=0, group=CONSERVATIVE
+    )
     calibrated: bool = setting(
         False, "Cal-QL: floor the policy actions' Q-values in the gap at the data's Monte-Carlo return",
         aliases=("--cal-ql",), group=CONSERVATIVE,

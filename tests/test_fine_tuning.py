@@ -1,0 +1,269 @@
+"""Online fine-tuning after offline training (`--online-steps`): the online transitions prepared exactly as
+the offline ones, each batch drawn from both as CORL draws it, the losses' online settings (CQL's weight,
+Cal-QL's calibration off), IQL's exploration, and the programs: one run folder, two phases, resumed
+exactly in either, refused in one line where it cannot work."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from tianshou.data import Batch, ReplayBuffer
+from tianshou.utils.torch_utils import policy_within_training_step
+
+from conftest import run_in_process
+from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
+from offline_rl.algorithms.iql import IQL, IQLConfig
+from offline_rl.cli.d4rl_cql import config_from_args
+from offline_rl.core.errors import OfflineRLError
+from offline_rl.data import set_action_units
+from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
+
+OBS, ACT = 2, 1
+OFFLINE_ROWS = 6
+OBS_SPACE = gym.spaces.Box(-50, 50, (OBS,), np.float32)
+ACT_SPACE = gym.spaces.Box(-2, 2, (ACT,), np.float32)  # env units: the offline data's actions are scaled into [-1, 1]
+
+
+def offline_buffer() -> ReplayBuffer:
+    """Six transitions in two episodes, observations around +10, actions in env units, rewards 0..5."""
+    buffer = ReplayBuffer(OFFLINE_ROWS)
+    for k in range(OFFLINE_ROWS):
+        buffer.add(
+            Batch(
+                obs=np.array([10.0 + k, 12.0 - 0.5 * k], np.float32),
+                act=np.array([-2.0 + 0.8 * k], np.float32),
+                rew=float(k),
+                terminated=k == 2,
+                truncated=k == OFFLINE_ROWS - 1,
+                obs_next=np.array([11.0 + k, 11.5 - 0.5 * k], np.float32),
+                info={},
+            )
+        )
+    set_action_units(buffer, "env")
+    return buffer
+
+
+def online_replay(rows: int, capacity: int) -> NullCheckedVectorReplayBuffer:
+    """`rows` env steps of one env, as the collector adds them: observations around −10, actions in the
+    policy's box, a terminal at the second step and a time-out at the third."""
+    replay = NullCheckedVectorReplayBuffer(capacity, 1)
+    for k in range(rows):
+        replay.add(
+            Batch(
+                obs=np.array([[-10.0 - k, 3.0 * k]], np.float32),
+                act=np.array([[0.9 - 0.4 * k]], np.float32),
+                rew=np.array([100.0 + k]),
+                terminated=np.array([k == 1]),
+                truncated=np.array([k == 2]),
+                obs_next=np.array([[-11.0 - k, 3.0 * k + 1]], np.float32),
+                info=Batch(),
+            ),
+            buffer_ids=[0],
+        )
+    return replay
+
+
+def tiny_cql(**overrides) -> CQLSAC:
+    settings = {
+        "actor_hidden_sizes": [4],
+        "critic_layers": 1,
+        "cql_n_actions": 2,
+        "reward_scale": 2.0,
+        "reward_bias": -1.0,
+        **overrides,
+    }
+    return CQLSAC.build(OBS_SPACE, ACT_SPACE, CQLSACConfig(**settings))
+
+
+def fine_tuned(algorithm, rows: int, capacity: int, mixing_ratio: float | None):
+    algorithm.start_fine_tuning(offline_buffer(), capacity, mixing_ratio)
+    algorithm.fine_tuning.take_new(online_replay(rows, capacity), algorithm.preparation())
+    return algorithm.fine_tuning
+
+
+def rows_of(transitions) -> set[tuple[float, ...]]:
+    """Each row of a batch as one tuple of its columns, to tell where it came from."""
+    columns = [column.reshape(len(column), -1) for column in transitions[:5]]
+    return {tuple(np.round(row, 5)) for row in torch.cat(columns, dim=1).numpy()}
+
+
+def test_online_transitions_are_prepared_as_the_offline_data_was() -> None:
+    algorithm = tiny_cql()
+    data = fine_tuned(algorithm, rows=3, capacity=5, mixing_ratio=0.5)
+    normalizer = algorithm.normalizer
+    assert bool(normalizer.fitted)  # fitted on the offline data, once
+    raw = online_replay(3, 5)[np.arange(3)]
+    mean, std = normalizer.mean.numpy(), normalizer.std.numpy()
+    online = data.online
+    assert online.size == 3 and float(online.count) == 3.0
+    np.testing.assert_allclose(online.obs[:3].numpy(), (raw.obs - mean) / std, rtol=1e-5)
+    np.testing.assert_allclose(online.obs_next[:3].numpy(), (raw.obs_next - mean) / std, rtol=1e-5)
+    np.testing.assert_allclose(online.act[:3].numpy(), raw.act)  # already in the policy's box: not rescaled
+    np.testing.assert_allclose(online.rew[:3].numpy(), 2.0 * raw.rew - 1.0)  # the offline scale and bias
+    # the terminal stops bootstrapping; the time-out does not
+    np.testing.assert_array_equal(online.not_terminated[:3].numpy(), [1.0, 0.0, 1.0])
+    assert not online.obs[3:].any()  # rows not yet collected stay empty
+    # the offline data's actions were in env units, scaled into the box: the two agree on units
+    assert float(data.offline.act.abs().max()) <= 1.0
+
+
+def test_new_transitions_are_copied_once_and_the_capacity_is_kept() -> None:
+    algorithm = tiny_cql()
+    data = fine_tuned(algorithm, rows=2, capacity=3, mixing_ratio=0.5)
+    replay = online_replay(3, 3)
+    data.take_new(replay, algorithm.preparation())
+    data.take_new(replay, algorithm.preparation())  # nothing new
+    assert data.online.size == 3 and data.read == 3
+    np.testing.assert_allclose(data.online.rew.numpy(), 2.0 * np.array([100.0, 101.0, 102.0]) - 1.0)
+    with pytest.raises(ValueError, match="more than the 3"):
+        data.online.extend(data.online.take(torch.tensor([0])))
+
+
+def test_a_mixing_ratio_draws_its_share_from_the_offline_data_and_the_rest_online() -> None:
+    algorithm = tiny_cql()
+    data = fine_tuned(algorithm, rows=3, capacity=8, mixing_ratio=0.25)
+    offline = rows_of(data.offline.take(torch.arange(OFFLINE_ROWS)))
+    online = rows_of(data.online.take(torch.arange(3)))  # the filled rows only
+    batch = data.sample(10)
+    assert batch.mc_return is None
+    first, rest = rows_within(batch, slice(0, 2)), rows_within(batch, slice(2, 10))
+    assert first <= offline  # int(10 · 0.25) = 2 offline rows, CORL's rounding
+    assert rest <= online and len(rest) > 1
+
+
+def rows_within(batch, rows: slice) -> set[tuple[float, ...]]:
+    return rows_of(type(batch)(*(column[rows] for column in batch[:5])))
+
+
+def test_without_a_ratio_rows_are_drawn_alike_from_both_as_from_one_buffer() -> None:
+    torch.manual_seed(0)
+    data = fine_tuned(tiny_cql(), rows=3, capacity=8, mixing_ratio=None)
+    offline = rows_of(data.offline.take(torch.arange(OFFLINE_ROWS)))
+    online = rows_of(data.online.take(torch.arange(3)))
+    batch = data.sample(30_000)
+    rows = torch.cat([column.reshape(len(column), -1) for column in batch[:5]], dim=1).numpy()
+    seen = [tuple(np.round(row, 5)) for row in rows]
+    assert set(seen) <= offline | online  # never an empty online row
+    share = np.mean([row in offline for row in seen])
+    assert share == pytest.approx(OFFLINE_ROWS / (OFFLINE_ROWS + 3), abs=0.02)
+    assert set(seen) == offline | online  # every row can be drawn
+
+
+def test_cql_fine_tunes_with_its_online_weight_and_without_calibration() -> None:
+    algorithm = tiny_cql(cql_weight=5.0, online_cql_weight=0.5, calibrated=True, num_critics=2)
+    data = fine_tuned(algorithm, rows=3, capacity=4, mixing_ratio=0.5)
+    assert (algorithm.config.cql_weight, algorithm.config.calibrated) == (0.5, False)
+    torch.manual_seed(0)
+    losses = algorithm.compute_losses(data.sample(8))  # no Monte-Carlo returns online: none needed now
+    figures = losses.figures
+    # the critics' loss: TD + w_online · Σ_e gap_e, the figure being the mean over the two critics
+    expected = figures["td_loss"] + 0.5 * 2 * figures["cql_gap"]
+    assert float(figures["critic_loss"]) == pytest.approx(float(expected), rel=1e-5)
+    assert tiny_cql(cql_weight=5.0).config.online_cql_weight is None  # none: the offline weight stays
+    kept = tiny_cql(cql_weight=5.0)
+    fine_tuned(kept, rows=1, capacity=2, mixing_ratio=None)
+    assert kept.config.cql_weight == 5.0
+
+
+def test_fine_tuning_refuses_n_step_returns() -> None:
+    from offline_rl.algorithms.td3_bc import TD3BC, TD3BCConfig
+
+    algorithm = TD3BC.build(OBS_SPACE, ACT_SPACE, TD3BCConfig(n_step=3))
+    with pytest.raises(ValueError, match="n-step"):
+        algorithm.start_fine_tuning(offline_buffer(), 4, None)
+
+
+def test_iqls_gaussian_actor_explores_around_its_mean_and_evaluates_at_it() -> None:
+    algorithm = IQL.build(OBS_SPACE, ACT_SPACE, IQLConfig(hidden_sizes=[4], normalize_obs=False))
+    with torch.no_grad():
+        algorithm.actor.log_std.fill_(math.log(0.05))
+    obs = np.tile(np.array([[0.3, -0.2]], np.float32), (4000, 1))
+    mean = torch.tanh(algorithm.actor.net(torch.as_tensor(obs[:1]))).item()
+    policy = algorithm.policy
+    evaluated = policy(Batch(obs=obs[:3], info={})).act
+    np.testing.assert_allclose(evaluated.detach().numpy(), mean, rtol=1e-6)  # the mean, when evaluating
+    with policy_within_training_step(policy):
+        drawn = policy(Batch(obs=obs, info={})).act.detach().numpy()
+    assert drawn.min() >= -1.0 and drawn.max() <= 1.0
+    assert drawn.mean() == pytest.approx(mean, abs=0.005)  # N(tanh f(s), σ²), not a squashed draw around f(s)
+    assert drawn.std() == pytest.approx(0.05, rel=0.1)
+
+
+def test_bad_fine_tuning_flags_are_one_line_naming_the_flag() -> None:
+    with pytest.raises(OfflineRLError, match=r"--online-steps 300: .*--num-seeds"):
+        config_from_args(["--online-steps", "300", "--num-seeds", "2"])
+    with pytest.raises(OfflineRLError, match=r"--mixing-ratio 1.5"):
+        config_from_args(["--online-steps", "300", "--mixing-ratio", "1.5"])
+    with pytest.raises(OfflineRLError, match=r"--online-steps 250: expected a multiple of --online-eval-interval 100"):
+        config_from_args(["--online-steps", "250", "--online-eval-interval", "100"])
+    config = config_from_args(["--online-steps", "300"])  # fewer steps than an interval: one evaluation at the end
+    assert (config.finetune.epochs, config.finetune.eval_interval) == (1, 300)
+
+
+TINY = [
+    "--task", "Hopper-v4", "--dataset-size", "1500", "--step-per-epoch", "15", "--test-num", "1",
+    "--hidden-sizes", "16", "--critic-layers", "1", "--cql-n-actions", "3", "--batch-size", "32", "--epoch", "1",
+    "--threads", "1", "--online-eval-interval", "150",
+]  # fmt: skip
+
+
+def evaluations(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if "evaluation" in line and ("return" in line)]
+
+
+def summary_of(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def only_run(logdir: Path) -> Path:
+    (folder,) = (logdir / "Hopper-v4" / "cql" / "0").iterdir()
+    return folder
+
+
+def test_one_folder_two_phases_and_every_way_of_getting_there_trains_alike(tmp_path: Path) -> None:
+    straight = run_in_process("examples/d4rl_cql.py", *TINY, "--logdir", "a", "--online-steps", "300", cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    lines = evaluations(straight.stdout)
+    offline_last = next(line for line in lines if line.startswith("evaluation 1 "))
+    at_switch = next(line for line in lines if "fine-tuning: evaluation before training" in line)
+    assert offline_last.split(": ", 1)[1] == at_switch.split(": ", 2)[2]  # the switch evaluates the offline policy
+    folder = only_run(tmp_path / "a")
+    summary = summary_of(folder)
+    assert summary["env_steps"] == 300 and summary["fine_tuning"]["offline_updates"] == 15
+    assert summary["fine_tuning"]["offline_last"]["epoch"] == 1 and summary["last"]["epoch"] == 2
+    assert (folder / "replay.hdf5").is_file() and (folder / "policy_last.pth").is_file()
+    tuned = [line for line in lines if line.startswith("fine-tuning: evaluation 2 ")]
+
+    # offline first, fine-tuned later from its finished checkpoint, stopped after one fine-tuning epoch and
+    # resumed: the same evaluations, digit for digit
+    first = run_in_process("examples/d4rl_cql.py", *TINY, "--logdir", "b", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    checkpoint = str(only_run(tmp_path / "b") / "checkpoint.pth")
+    half = run_in_process("examples/d4rl_cql.py", "--resume-path", checkpoint, "--online-steps", "150", cwd=tmp_path)
+    assert half.returncode == 0, half.stderr[-2000:]
+    assert "already trained" not in half.stdout
+    rest = run_in_process("examples/d4rl_cql.py", "--resume-path", checkpoint, "--online-steps", "300", cwd=tmp_path)
+    assert rest.returncode == 0, rest.stderr[-2000:]
+    assert "replay: restored 150 transitions" in rest.stdout
+    assert [line for line in evaluations(rest.stdout) if line.startswith("fine-tuning: evaluation 2 ")] == tuned
+    assert summary_of(only_run(tmp_path / "b"))["last"] == summary["last"]
+    again = run_in_process("examples/d4rl_cql.py", "--resume-path", checkpoint, "--online-steps", "300", cwd=tmp_path)
+    assert again.returncode == 0 and "already fine-tuned for its 300 env steps; nothing to do" in again.stdout
+
+
+def test_iql_fine_tunes_online_too(tmp_path: Path) -> None:
+    args = [
+        "--task", "Hopper-v4", "--dataset-size", "1500", "--step-per-epoch", "15", "--test-num", "1",
+        "--hidden-sizes", "16", "--batch-size", "32", "--epoch", "1", "--threads", "1", "--online-steps", "100",
+    ]  # fmt: skip
+    done = run_in_process("examples/d4rl_iql.py", *args, "--logdir", "log", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "done: Hopper-v4 fine-tuning: 100 env steps" in done.stdout
+    (folder,) = (tmp_path / "log" / "Hopper-v4" / "iql" / "0").iterdir()
+    assert summary_of(folder)["fine_tuning"]["offline_updates"] == 15
