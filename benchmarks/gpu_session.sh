@@ -18,6 +18,7 @@
 #   bash benchmarks/gpu_session.sh new-algorithms                  TD3+BC, IQL, ReBRAC, BC captured = eager; their updates/s
 #   bash benchmarks/gpu_session.sh seeds                           many seeds in one update: captured = eager; updates/s by S
 #   bash benchmarks/gpu_session.sh seeds-beside                    4 runs through MPS; one run's update, unchanged
+#   bash benchmarks/gpu_session.sh fine-tuning                     online fine-tuning: captured = eager; env steps/s
 #   bash benchmarks/gpu_session.sh evaluation-time concurrent-mps-whole   where an evaluation goes; whole runs as a sweep trains them
 #   bash benchmarks/gpu_session.sh learning-tf32                   TF32's learning check against float32
 #   bash benchmarks/gpu_session.sh profile critic-variants         where one update spends the GPU, and other ways to compute the critics
@@ -99,6 +100,14 @@ for part in "$@"; do
         -k captured
       check seed_batch_throughput 300 python3 benchmarks/seed_batch_throughput.py --device cuda \
         --seeds 1 2 4 8 16 --updates 300 --rounds 3
+      ;;
+    fine-tuning)  # online fine-tuning: its captured (and compiled) updates = eager ones while the online part
+      # fills; then d4rl_cql.py offline and fine-tuned on Hopper, env steps per second of the online phase
+      check fine_tuning_paths 200 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/test_fine_tuning.py \
+        -k captured
+      check fine_tuning_hopper 300 python3 examples/d4rl_cql.py --task Hopper-v4 --dataset-size 20000 \
+        --step-per-epoch 2000 --epoch 1 --test-num 5 --online-steps 10000 --online-eval-interval 5000 \
+        --mixing-ratio 0.5 --logdir "$out/fine-tuning-runs"
       ;;
     seeds-beside)  # what the batch is compared with: 4 runs through MPS at half shares (TF32), and one run's
       # update as the benchmark page last measured it (a single run is unchanged by the batch's engine)

@@ -3,6 +3,8 @@ Tianshou's end, action units by marker, re-staging on change, prioritized replay
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -280,6 +282,26 @@ def test_monte_carlo_returns_run_to_each_episode_end() -> None:
     rewards = np.array([1.0, 1.0, 1.0, 2.0, 2.0])
     ends = np.array([False, False, True, False, True])
     np.testing.assert_allclose(monte_carlo_returns(rewards, ends, 0.5), [1.75, 1.5, 1.0, 3.0, 2.0])
+
+
+def test_on_a_sparse_reward_an_episode_that_failed_returns_its_reward_forever() -> None:
+    # AntMaze as CORL's Cal-QL stages it: rewards 10·r − 5, so −5 short of the goal and +5 at it
+    buffer = ReplayBuffer(5)
+    for k, (reward, last) in enumerate([(0.0, False), (0.0, True), (0.0, False), (0.0, False), (1.0, True)]):
+        buffer.add(
+            Batch(obs=np.full(2, float(k)), act=np.zeros(1), rew=reward, terminated=last and reward > 0,
+                  truncated=last and reward == 0, obs_next=np.full(2, k + 1.0), info={})
+        )  # fmt: skip
+    config = CQLSACConfig(calibrated=True, calibration_failure_reward=0.0, reward_scale=10.0, reward_bias=-5.0)
+    config.normalize_obs, config.gamma = False, 0.5
+    algo = CQLSAC.build(gym.spaces.Box(-9, 9, (2,)), gym.spaces.Box(-1, 1, (1,)), config)
+    staged = algo.staged(buffer)
+    # the failed episode: −5 / (1 − 0.5) at each step; the one that reached the goal: its discounted sum
+    np.testing.assert_allclose(staged.mc_return.numpy(), [-10.0, -10.0, -5.0 - 2.5 + 1.25, -5.0 + 2.5, 5.0])
+    plain = CQLSAC.build(
+        gym.spaces.Box(-9, 9, (2,)), gym.spaces.Box(-1, 1, (1,)), replace(config, calibration_failure_reward=None)
+    )
+    np.testing.assert_allclose(plain.staged(buffer).mc_return.numpy()[:2], [-7.5, -5.0])  # without it: the finite sum
 
 
 def test_cal_ql_floors_the_policy_values_in_the_gap_at_the_monte_carlo_return() -> None:

@@ -5,6 +5,7 @@ exactly in either, refused in one line where it cannot work."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -13,13 +14,18 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from test_engine_paths_of_new_algorithms import inductor_draws_with_torch  # noqa: F401  (a fixture)
+from test_presets import ANTMAZE, field_values
 from tianshou.data import Batch, ReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step
 
-from conftest import run_in_process
+from conftest import REPO_ROOT, run_in_process
 from offline_rl.algorithms.cql_sac import CQLSAC, CQLSACConfig
 from offline_rl.algorithms.iql import IQL, IQLConfig
+from offline_rl.algorithms.training_stats import stat_names
+from offline_rl.cli import d4rl_cql, d4rl_iql
 from offline_rl.cli.d4rl_cql import config_from_args
+from offline_rl.cli.presets import load_preset
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.data import set_action_units
 from offline_rl.data.online_replay import NullCheckedVectorReplayBuffer
@@ -69,7 +75,7 @@ def online_replay(rows: int, capacity: int) -> NullCheckedVectorReplayBuffer:
     return replay
 
 
-def tiny_cql(**overrides) -> CQLSAC:
+def tiny_cql(device: str = "cpu", **overrides) -> CQLSAC:
     settings = {
         "actor_hidden_sizes": [4],
         "critic_layers": 1,
@@ -78,7 +84,7 @@ def tiny_cql(**overrides) -> CQLSAC:
         "reward_bias": -1.0,
         **overrides,
     }
-    return CQLSAC.build(OBS_SPACE, ACT_SPACE, CQLSACConfig(**settings))
+    return CQLSAC.build(OBS_SPACE, ACT_SPACE, CQLSACConfig(**settings), device=device)
 
 
 def fine_tuned(algorithm, rows: int, capacity: int, mixing_ratio: float | None):
@@ -169,6 +175,35 @@ def test_cql_fine_tunes_with_its_online_weight_and_without_calibration() -> None
     kept = tiny_cql(cql_weight=5.0)
     fine_tuned(kept, rows=1, capacity=2, mixing_ratio=None)
     assert kept.config.cql_weight == 5.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("compiled", [False, True], ids=["captured", "captured-compiled"])
+def test_captured_fine_tuning_updates_give_the_eager_ones(compiled: bool, request: pytest.FixtureRequest) -> None:
+    """The update stays one captured graph while the online part fills: each update copies the new env step
+    in, outside the graph, and the replayed draws read it."""
+    if compiled:
+        request.getfixturevalue("inductor_draws_with_torch")
+    torch.manual_seed(0)
+    captured = tiny_cql("cuda")
+    eager = copy.deepcopy(captured)
+    captured.capture, eager.capture = True, False
+    captured.compile_update = compiled
+    runs = []
+    for algorithm in (captured, eager):
+        algorithm.start_fine_tuning(offline_buffer(), 8, 0.5)
+        algorithm.statistics_interval = 1
+        torch.manual_seed(5)
+        with policy_within_training_step(algorithm.policy):
+            stats = [algorithm.update(online_replay(steps, 8), 16) for steps in range(1, 9)]  # one env step each
+        runs.append([[getattr(each, name) for name in stat_names(algorithm.STATS)] for each in stats])
+    tolerance = {"rtol": 1e-3, "atol": 1e-4} if compiled else {"rtol": 1e-4, "atol": 1e-5}
+    np.testing.assert_allclose(np.array(runs[0]), np.array(runs[1]), **tolerance)
+    for name, value in captured.state_dict().items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(value, eager.state_dict()[name], msg=name, **tolerance)
+    assert captured.update_path().startswith("updates: captured") and len(captured._captured) == 1
+    assert all(recording.captured for recording in captured._captured.values())
 
 
 def test_fine_tuning_refuses_n_step_returns() -> None:
@@ -267,3 +302,101 @@ def test_iql_fine_tunes_online_too(tmp_path: Path) -> None:
     assert "done: Hopper-v4 fine-tuning: 100 env steps" in done.stdout
     (folder,) = (tmp_path / "log" / "Hopper-v4" / "iql" / "0").iterdir()
     assert summary_of(folder)["fine_tuning"]["offline_updates"] == 15
+
+
+FINE_TUNING_DATASETS = [*ANTMAZE, *(f"{hand}-cloned-v1" for hand in ("pen", "door", "hammer", "relocate"))]
+FINE_TUNING_FOLDERS = {
+    "cql": d4rl_cql.config_from_args,
+    "cal_ql": d4rl_cql.config_from_args,
+    "iql": d4rl_iql.config_from_args,
+}
+FINE_TUNING_PRESETS = [
+    (folder, path)
+    for folder in FINE_TUNING_FOLDERS
+    for path in sorted((REPO_ROOT / "configs" / "finetune" / folder).glob("*.yaml"))
+]
+
+
+@pytest.mark.parametrize("folder", FINE_TUNING_FOLDERS)
+def test_there_is_one_fine_tuning_preset_per_corl_dataset(folder: str) -> None:
+    stems = sorted(path.stem for path in (REPO_ROOT / "configs" / "finetune" / folder).glob("*.yaml"))
+    assert stems == sorted(FINE_TUNING_DATASETS)
+
+
+@pytest.mark.parametrize(("folder", "path"), FINE_TUNING_PRESETS, ids=lambda value: getattr(value, "stem", value))
+def test_a_fine_tuning_preset_loads_with_exactly_the_values_in_its_file(folder: str, path: Path) -> None:
+    config = FINE_TUNING_FOLDERS[folder](["--config", str(path)])
+    values = field_values(config)
+    for key, expected in load_preset(path).items():
+        actual = values[key.replace("-", "_")]
+        if isinstance(expected, float) and not math.isinf(expected):
+            assert actual == pytest.approx(expected), key
+        else:
+            assert actual == expected, key
+    assert config.dataset == path.stem
+
+
+@pytest.mark.parametrize(("folder", "path"), FINE_TUNING_PRESETS, ids=lambda value: getattr(value, "stem", value))
+def test_the_fine_tuning_presets_hold_corls_values(folder: str, path: Path) -> None:
+    config = FINE_TUNING_FOLDERS[folder](["--config", str(path)])
+    run, tune, algo = config.run, config.finetune, config.algorithm
+    maze = path.stem.startswith("antmaze")
+    every = 50_000 if maze else 5_000
+    assert (run.epoch * run.step_per_epoch, tune.online_steps) == (
+        1_000_000,
+        1_000_000,
+    )  # offline and online iterations
+    assert (run.step_per_epoch, tune.online_eval_interval, run.test_num) == (every, every, 100 if maze else 10)
+    assert (run.batch_size, tune.online_updates_per_step) == (256, 1.0)
+    assert tune.mixing_ratio == (0.5 if folder == "cal_ql" else None)  # Cal-QL mixes; CQL and IQL keep one buffer
+    if folder == "iql":
+        assert (algo.expectile, algo.temperature) == ((0.9, 10.0) if maze else (0.8, 3.0))
+        assert (algo.normalize_obs, algo.reward_bias) == (True, -1.0 if maze else 0.0)
+        return
+    assert algo.calibrated == (folder == "cal_ql") and algo.online_cql_weight == algo.cql_weight
+    assert (algo.cql_weight, algo.with_lagrange) == ((5.0, True) if maze else (1.0, False))
+    assert (algo.clip_diff_min, algo.max_target_backup, algo.normalize_obs) == (-200.0, True, False)
+    assert (algo.actor_lr, algo.critic_lr, algo.lagrange_multiplier_init) == (1e-4, 3e-4, pytest.approx(math.e))
+    layers = {"cql": 5 if maze else 2, "cal_ql": 4 if maze else 3}[folder]
+    if folder == "cal_ql" and path.stem == "antmaze-umaze-v2":  # the file CORL revised last
+        layers = 5
+    assert algo.critic_layers == layers
+    scaled = maze and (folder == "cql" or path.stem == "antmaze-umaze-v2")
+    assert (algo.reward_scale, algo.reward_bias) == ((10.0, -5.0) if scaled else (1.0, 0.0))
+    assert algo.calibration_failure_reward == (0.0 if folder == "cal_ql" and scaled else None)
+
+
+def test_a_fine_tuning_run_stopped_between_two_env_steps_goes_on_as_it_never_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM inside a fine-tuning epoch: the env step and update under way end, the checkpoint keeps the
+    online replay and the env's place in its episode, and the resume ends where the run never stopped ends."""
+    import os
+    import signal
+
+    from offline_rl.algorithms.base import CountedOfflineAlgorithm
+
+    flags = [*TINY, "--online-steps", "300"]
+    straight = run_in_process("examples/d4rl_cql.py", *flags, "--logdir", "straight", cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    update, calls = CountedOfflineAlgorithm.update, []
+
+    def stopped_online(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 15 + 40:  # the 40th env step of the first fine-tuning epoch
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(CountedOfflineAlgorithm, "update", stopped_online)
+    stopped = run_in_process("examples/d4rl_cql.py", *flags, "--logdir", "stopped", cwd=tmp_path)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    checkpoint = only_run(tmp_path / "stopped") / "checkpoint.pth"
+    kept = torch.load(checkpoint, weights_only=True)
+    assert (kept["epoch"], kept["epoch_steps_done"], "fine_tuning" in kept) == (0, 40, True)
+    monkeypatch.setattr(CountedOfflineAlgorithm, "update", update)
+    resumed = run_in_process("examples/d4rl_cql.py", "--resume-path", str(checkpoint), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "replay: restored 40 transitions" in resumed.stdout
+    tuned = [line for line in evaluations(straight.stdout) if line.startswith("fine-tuning: evaluation ")]
+    assert [line for line in evaluations(resumed.stdout) if line.startswith("fine-tuning: evaluation ")] == tuned[1:]
+    assert summary_of(only_run(tmp_path / "stopped"))["last"] == summary_of(only_run(tmp_path / "straight"))["last"]

@@ -116,3 +116,18 @@ def test_a_run_stopped_and_resumed_trains_as_the_one_never_stopped(tmp_path: Pat
     ):
         for key in ("obs", "act", "rew", "terminated", "truncated", "obs_next"):
             np.testing.assert_array_equal(resumed["0"][key][:], straight["0"][key][:], err_msg=key)
+
+
+def test_a_task_beyond_gymnasiums_mujoco_ones_trains_and_resumes(tmp_path: Path) -> None:
+    """Pendulum's episode is not the simulator's state alone: its checkpoint keeps no env state, and the
+    resumed run starts new episodes (its replay's running episode cut), rather than failing at the checkpoint."""
+    flags = [flag if flag != "InvertedPendulum-v4" else "Pendulum-v1" for flag in SMALL_RUN]
+    first = run_in_process("examples/mujoco_sac.py", *flags, "--epoch", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (run,) = (tmp_path / "log/Pendulum-v1/sac/1").iterdir()
+    assert "training_envs" not in torch.load(run / "checkpoint.pth", weights_only=True)
+    resumed = run_in_process(
+        "examples/mujoco_sac.py", "--resume-path", str(run / "checkpoint.pth"), "--epoch", "2", cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "replay: restored 150 transitions" in resumed.stdout + resumed.stderr

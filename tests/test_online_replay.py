@@ -109,6 +109,22 @@ def test_a_replay_of_another_layout_is_not_restored(tmp_path) -> None:
     np.testing.assert_array_equal(same.obs[chronological(same, 3)], original.obs[chronological(original, 3)])
 
 
+def test_a_replay_restores_into_a_larger_one_that_holds_it_and_not_into_a_smaller(tmp_path) -> None:
+    from offline_rl.data.online_replay import restore_replay, save_replay
+
+    rng = np.random.default_rng(4)
+    original = NullCheckedVectorReplayBuffer(40, 4)
+    for _ in range(6):
+        original.add(step_batch(rng, 4))
+    save_replay(original, tmp_path / "replay.hdf5")
+    larger = NullCheckedVectorReplayBuffer(80, 4)  # a run given more steps: the same transitions, room for more
+    assert restore_replay(larger, tmp_path / "replay.hdf5") is None and len(larger) == 24
+    np.testing.assert_array_equal(larger.obs[chronological(larger, 2)], original.obs[chronological(original, 2)])
+    smaller = NullCheckedVectorReplayBuffer(20, 4)  # 5 per env, fewer than the 6 each holds
+    reason = restore_replay(smaller, tmp_path / "replay.hdf5")
+    assert reason is not None and "'size': 10" in reason and len(smaller) == 0
+
+
 def test_a_damaged_replay_file_leaves_the_replay_empty_and_says_why(tmp_path) -> None:
     from offline_rl.data.online_replay import restore_replay, save_replay
 

@@ -99,6 +99,7 @@ class ContinuousOfflineAlgorithm(CountedOfflineAlgorithm[PolicyT], Generic[Polic
             select=self.selected_rows,
             next_actions=self.NEXT_ACTIONS,
             n_step=(getattr(cfg, "n_step", 1), cfg.gamma),
+            failure_reward=getattr(cfg, "calibration_failure_reward", None),
         )
 
     def selected_rows(self, stored: StoredTransitions) -> np.ndarray | None:

@@ -116,6 +116,21 @@ def monte_carlo_returns(rewards: np.ndarray, episode_end: np.ndarray, gamma: flo
     return np.asarray(returns, dtype=np.float32)
 
 
+def failures_forever(
+    returns: np.ndarray, rewards: np.ndarray, episode_end: np.ndarray, failed: float, gamma: float
+) -> np.ndarray:
+    """Cal-QL on a sparse reward (CORL's `is_sparse_reward`, after the authors' code): an episode whose last
+    reward is `failed` (the reward short of the goal, as the critic learns it) never reached the goal, and
+    each of its steps takes failed/(1 − γ), the return of failing forever, in place of its finite sum."""
+    ends = np.flatnonzero(np.asarray(episode_end, dtype=bool))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    returns = returns.copy()
+    for start, end in zip(starts, ends, strict=True):
+        if np.isclose(rewards[end], failed):
+            returns[start : end + 1] = failed / (1.0 - gamma)
+    return returns
+
+
 class _NoUnfinishedEpisodes:
     """`compute_episodic_return` asks a buffer for its running episodes; `episode_end` already has them."""
 
@@ -219,6 +234,7 @@ class DeviceDataset:
         mc_gamma: float | None,
         next_actions: bool = False,
         n_step: tuple[int, float] | None = None,
+        failure_reward: float | None = None,
     ) -> None:
         def column(array: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(array), dtype=torch.float32).to(device)
@@ -230,7 +246,11 @@ class DeviceDataset:
         """The factor rewards were multiplied by before the scale and the bias."""
         self.mc_return = None
         if mc_gamma is not None:  # from the rewards the critic learns (scaled), to each episode's end
-            returns = monte_carlo_returns(self.rew.cpu().numpy(), stored.episode_end, mc_gamma)
+            rewards = self.rew.cpu().numpy()
+            returns = monte_carlo_returns(rewards, stored.episode_end, mc_gamma)
+            if failure_reward is not None:
+                failed = failure_reward * reward_unit * prepare.reward_scale + prepare.reward_bias
+                returns = failures_forever(returns, rewards, stored.episode_end, failed, mc_gamma)
             self.mc_return = torch.as_tensor(returns).to(device)
         self.size = len(stored.indices)
         self.indices = stored.indices
@@ -304,13 +324,15 @@ def stage_continuous(
     select: Callable[[StoredTransitions], np.ndarray | None] | None = None,
     next_actions: bool = False,
     n_step: tuple[int, float] | None = None,
+    failure_reward: float | None = None,
 ) -> DeviceDataset:
     """A continuous-action buffer on `device`: its action units read from its marker
     (`offline_rl.data.action_units`), the observation normaliser fitted on it (`fit_normalizer`, when
     given), CORL's reward unit where `normalize_reward`, and the Monte-Carlo returns Cal-QL floors at
     (`mc_gamma`, when given). `select` picks the rows to stage (all of them when it gives None),
     before the normaliser is fitted. `next_actions` stages the data's action at each s′ too; `n_step` (horizon, γ)
-    stages n-step returns in place of rewards."""
+    stages n-step returns in place of rewards; `failure_reward` (a raw reward) marks the episodes ending on it
+    as failures for the Monte-Carlo returns (`failures_forever`)."""
     stored = read_transitions(buffer)
     rows = select(stored) if select is not None else None
     if rows is not None:
@@ -338,4 +360,5 @@ def stage_continuous(
         mc_gamma=mc_gamma,
         next_actions=next_actions,
         n_step=n_step,
+        failure_reward=failure_reward,
     )

@@ -20,7 +20,7 @@ from offline_rl.core.files import write_json
 from offline_rl.core.resources import require_memory
 from offline_rl.core.settings import check_ranges, setting
 from offline_rl.envs.make import make_env
-from offline_rl.envs.resumable import ResumableMujocoEnv
+from offline_rl.envs.resumable import resumable_where_possible
 from offline_rl.envs.scores import reference_scores
 from offline_rl.runs.config import RunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
@@ -171,7 +171,7 @@ def train_online(config: MujocoSACConfig, algorithm: Any, env: gym.Env, checkpoi
         algo_name="sac",
         label="SAC",
         saved={"config": asdict(config)},
-        make_training_env=lambda: ResumableMujocoEnv(make_env(config.task)),
+        make_training_env=lambda: resumable_where_possible(make_env(config.task)),
         make_test_env=lambda **kwargs: make_env(config.task, **kwargs),
         replay=NullCheckedVectorReplayBuffer(config.buffer_size, buffer_num=config.training_num),
         training_num=config.training_num,

@@ -116,6 +116,13 @@ class CQLSACConfig:
         False, "Cal-QL: floor the policy actions' Q-values in the gap at the data's Monte-Carlo return",
         aliases=("--cal-ql",), group=CONSERVATIVE,
     )  # fmt: skip
+    calibration_failure_reward: float | None = setting(
+        None, (
+    "Cal-QL on a sparse reward: the raw reward short of the goal; an episode ending on it takes r/(1 − γ) as "
+    "each step's Monte-Carlo return (CORL's is_sparse_reward; AntMaze: 0)"
+),
+        group=CONSERVATIVE,
+    )  # fmt: skip
     max_grad_norm: float | None = setting(
         None, "clip each critic's gradient to this L2 norm (none: no clipping)", aliases=("--clip-grad",),
         above=0, group=OPTIMISATION,
