@@ -88,7 +88,9 @@ def curve(folder: Path) -> tuple[int, list[tuple[int, float]]]:
     from offline_rl.results.runs import read_run
 
     offline = int(json.loads((folder / "summary.json").read_text())["fine_tuning"]["offline_updates"])
-    return offline, [(evaluation.updates - offline, evaluation.return_mean) for evaluation in read_run(folder).evaluations]
+    return offline, [
+        (evaluation.updates - offline, evaluation.return_mean) for evaluation in read_run(folder).evaluations
+    ]
 
 
 def main() -> None:

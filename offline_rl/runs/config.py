@@ -322,7 +322,9 @@ class FineTuneConfig:
         minimum=0,
         maximum=1,
     )
-    online_updates_per_step: int = setting(1, "gradient updates per env step while fine-tuning", minimum=1, maximum=1000)
+    online_updates_per_step: int = setting(
+        1, "gradient updates per env step while fine-tuning", minimum=1, maximum=1000
+    )
 
     @property
     def fine_tunes(self) -> bool:
