@@ -400,3 +400,16 @@ def test_a_fine_tuning_run_stopped_between_two_env_steps_goes_on_as_it_never_sto
     tuned = [line for line in evaluations(straight.stdout) if line.startswith("fine-tuning: evaluation ")]
     assert [line for line in evaluations(resumed.stdout) if line.startswith("fine-tuning: evaluation ")] == tuned[1:]
     assert summary_of(only_run(tmp_path / "stopped"))["last"] == summary_of(only_run(tmp_path / "straight"))["last"]
+
+
+def test_a_sweep_fine_tunes_each_seed_apart_and_batches_the_rest() -> None:
+    from offline_rl.sweep.seed_batches import seed_batches
+    from offline_rl.sweep.spec import SweepSpec
+
+    preset = str(REPO_ROOT / "configs" / "finetune" / "cal_ql" / "door-cloned-v1.yaml")
+    tuned = SweepSpec(name="tuned", example="d4rl_cql", config=preset, grid={"seed": [0, 1, 2]}).trials()
+    assert all(trial.alone for trial in tuned) and len(seed_batches(tuned)) == 3  # the preset fine-tunes
+    grid = {"seed": [0, 1], "online_steps": [0, 1000]}
+    trials = SweepSpec(name="mixed", example="d4rl_cql", fixed={"online_eval_interval": 500}, grid=grid).trials()
+    batches = [[dict(trial.values)["online_steps"] for trial in batch] for batch in seed_batches(trials)]
+    assert sorted(batches) == [[0, 0], [1000], [1000]]

@@ -26,12 +26,12 @@ WANDB_NAME = "--wandb-name"
 
 def seed_batches(trials: Sequence[Trial]) -> list[list[Trial]]:
     """The trials in batches: those whose grid values are equal but for the seed, with consecutive
-    seeds, each batch in seed order; a trial with no such neighbour is a batch of one. The batches
-    keep the order of their first trials."""
+    seeds, each batch in seed order; a trial with no such neighbour, or that trains `alone`, is a batch of
+    one. The batches keep the order of their first trials."""
     keyed: dict[tuple[Any, ...], list[Trial]] = {}
     for trial in trials:
         values = dict(trial.values)
-        if not isinstance(values.get(SEED_AXIS), int):
+        if not isinstance(values.get(SEED_AXIS), int) or trial.alone:
             keyed[("alone", trial.id)] = [trial]
             continue
         key = tuple((name, repr(value)) for name, value in trial.values if name != SEED_AXIS)

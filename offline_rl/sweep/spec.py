@@ -71,6 +71,7 @@ class Trial:
     id: str
     arguments: tuple[str, ...]
     values: tuple[tuple[str, Any], ...]  # the grid values, by setting name
+    alone: bool = False  # trains in a process of its own, never in a batch of seeds (it fine-tunes online)
 
 
 @dataclass
@@ -106,7 +107,11 @@ class SweepSpec:
             trials.append(Trial(trial_id, tuple(arguments), tuple((name, value) for name, value, _, _ in chosen)))
         parsed = check_with_example(self.example, trials, self.source)
         trials = [
-            dataclasses.replace(trial, arguments=(*trial.arguments, *self._wandb_naming(settings, trial.id)))
+            dataclasses.replace(
+                trial,
+                arguments=(*trial.arguments, *self._wandb_naming(settings, trial.id)),
+                alone=fine_tunes(settings),
+            )
             for trial, settings in zip(trials, parsed, strict=True)
         ]
         if len({trial.id for trial in trials}) < len(trials):
@@ -127,6 +132,13 @@ class SweepSpec:
             return []
         group = ["--wandb-group", self.name] if logging.wandb_group is None else []
         return group + (["--wandb-name", trial_id] if logging.wandb_name is None else [])
+
+
+def fine_tunes(settings: Any) -> bool:
+    """Whether a trial fine-tunes online after its offline epochs (`--online-steps`), which plays one env
+    per run: its seeds train apart."""
+    finetune = getattr(settings, "finetune", None)
+    return finetune is not None and finetune.fine_tunes
 
 
 def example_defaults(example: str, config: str | None, source: str) -> Any:
