@@ -413,3 +413,28 @@ def test_a_sweep_fine_tunes_each_seed_apart_and_batches_the_rest() -> None:
     trials = SweepSpec(name="mixed", example="d4rl_cql", fixed={"online_eval_interval": 500}, grid=grid).trials()
     batches = [[dict(trial.values)["online_steps"] for trial in batch] for batch in seed_batches(trials)]
     assert sorted(batches) == [[0, 0], [1000], [1000]]
+
+
+def test_the_run_counts_as_ended_only_once_fine_tuning_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop during fine-tuning leaves no `summary.json` (a sweep resumes the trial, a results table counts
+    it unfinished); the offline phase's summary is kept beside it."""
+    import os
+    import signal
+
+    from offline_rl.algorithms.base import CountedOfflineAlgorithm
+
+    update, calls = CountedOfflineAlgorithm.update, []
+
+    def stopped_online(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 15 + 10:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(CountedOfflineAlgorithm, "update", stopped_online)
+    stopped = run_in_process("examples/d4rl_cql.py", *TINY, "--online-steps", "150", "--logdir", "log", cwd=tmp_path)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    folder = only_run(tmp_path / "log")
+    assert not (folder / "summary.json").exists()
+    offline = json.loads((folder / "summary-offline.json").read_text())
+    assert offline["total_updates"] == 15 and offline["last"]["epoch"] == 1

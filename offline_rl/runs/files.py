@@ -14,6 +14,10 @@ RUN_SETTINGS_FILE = "run.json"
 RUN_SUMMARY_FILE = "summary.json"
 """Written when a run has trained to its end: the figures of its summary line."""
 
+RUN_OFFLINE_SUMMARY_FILE = "summary-offline.json"
+"""A run that fine-tunes online: its offline phase's summary, moved aside as fine-tuning starts, so that
+`summary.json` says the whole run ended (sweeps and results tables read it so)."""
+
 RUN_DIVERGED_FILE = "diverged.json"
 """Written when a run stopped because its training diverged (NaN or inf): the one-line reason. A resumed
 run removes it; tables count such runs and leave them out of the scores."""

@@ -28,7 +28,13 @@ from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.progress import shell_quoted
 from offline_rl.runs.config import FineTuneConfig, OfflineRunConfig
 from offline_rl.runs.evaluation import EvaluationReporter
-from offline_rl.runs.files import FINE_TUNING_KEY, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE, RUN_SUMMARY_FILE
+from offline_rl.runs.files import (
+    FINE_TUNING_KEY,
+    RUN_CHECKPOINT_FILE,
+    RUN_FINAL_POLICY_FILE,
+    RUN_OFFLINE_SUMMARY_FILE,
+    RUN_SUMMARY_FILE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +66,12 @@ def fine_tune(
     ended = (checkpoint or {}).get(FINE_TUNING_KEY)
     if ended is None:  # the switch: the offline phase first, to its end
         summary = offline_summary()
+        folder = Path(summary["log_path"])
+        if (folder / RUN_SUMMARY_FILE).is_file():  # the run goes on: not ended until fine-tuning ends
+            (folder / RUN_SUMMARY_FILE).replace(folder / RUN_OFFLINE_SUMMARY_FILE)
         ended = {"offline_updates": int(algorithm.num_updates), "offline_last": summary.get("last")}
         checkpoint = switch_counters(int(algorithm.num_updates), run.seed)
-        run = replace(run, resume_path=str(Path(summary["log_path"]) / RUN_CHECKPOINT_FILE))
+        run = replace(run, resume_path=str(folder / RUN_CHECKPOINT_FILE))
     make_training_env = lambda: resumable_where_possible(make_env())  # noqa: E731
     try:
         make_training_env().close()
