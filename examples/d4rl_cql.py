@@ -12,7 +12,10 @@ TensorBoard curves, `checkpoint.pth` after every epoch (`--resume-path` continue
 `behaviour_policy.pt`, the actor as a policy file `python -m offline_rl.collect --policy` can play.
 
 The same steps train every continuous algorithm: `d4rl_td3_bc.py` and `d4rl_bc.py` call `train_offline`
-below with their own settings and algorithm.
+below with their own settings and algorithm. With `--online-steps N` (here and in `d4rl_iql.py`) the run
+goes on fine-tuning online in the env after its offline epochs, in the same folder (step 5):
+
+    python examples/d4rl_cql.py --config configs/finetune/cal_ql/antmaze-umaze-v2.yaml
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def train_offline(config: Any, algorithm_class: Any, *, algo_name: str) -> dict[str, Any]:
-    """Steps 2-4 for any continuous algorithm: `config` holds the data settings, `run` and `algorithm`
-    (`algorithm_class.build` makes the algorithm from the last); runs go to <logdir>/<task>/<algo_name>/."""
+    """Steps 2-5 for any continuous algorithm: `config` holds the data settings, `run` and `algorithm`
+    (`algorithm_class.build` makes the algorithm from the last), and `finetune` where the program fine-tunes
+    online; runs go to <logdir>/<task>/<algo_name>/."""
     from offline_rl.data import dataset_info  # heavy (torch, Tianshou): loaded only when used
     from offline_rl.runs.finetune import fine_tune, fine_tuning_finished  # heavy (torch): loaded only when used
     from offline_rl.runs.policy_export import export_behaviour_policy  # heavy (torch): loaded only when used
