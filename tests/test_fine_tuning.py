@@ -438,3 +438,26 @@ def test_the_run_counts_as_ended_only_once_fine_tuning_has(tmp_path: Path, monke
     assert not (folder / "summary.json").exists()
     offline = json.loads((folder / "summary-offline.json").read_text())
     assert offline["total_updates"] == 15 and offline["last"]["epoch"] == 1
+
+
+def test_a_finished_offline_run_fine_tunes_from_its_final_weights_as_from_its_checkpoint(tmp_path: Path) -> None:
+    import shutil
+
+    first = run_in_process("examples/d4rl_cql.py", *TINY, "--logdir", "c", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    shutil.copytree(tmp_path / "c", tmp_path / "d")
+    tuned = {}
+    for logdir, file in (("c", "checkpoint.pth"), ("d", "policy_last.pth")):
+        path = str(only_run(tmp_path / logdir) / file)
+        done = run_in_process("examples/d4rl_cql.py", "--resume-path", path, "--online-steps", "150", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        tuned[file] = [line for line in evaluations(done.stdout) if line.startswith("fine-tuning: evaluation 1 ")]
+    assert tuned["checkpoint.pth"] == tuned["policy_last.pth"] and tuned["checkpoint.pth"]
+    # the best weights are not where the run ended, and training alone goes on from the checkpoint only
+    best = str(only_run(tmp_path / "c") / "policy.pth")
+    for flags in (["--online-steps", "150"], ["--epoch", "3"]):
+        refused = run_in_process("examples/d4rl_cql.py", "--resume-path", best, *flags, cwd=tmp_path)
+        assert refused.returncode == 2 and "continue training from the checkpoint.pth beside it" in refused.stderr
+    last = str(only_run(tmp_path / "c") / "policy_last.pth")
+    refused = run_in_process("examples/d4rl_cql.py", "--resume-path", last, "--epoch", "3", cwd=tmp_path)
+    assert refused.returncode == 2 and "the weights of one evaluation" in refused.stderr

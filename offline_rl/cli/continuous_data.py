@@ -54,6 +54,13 @@ class ContinuousDataSettings:
     )
     dataset_size: int = setting(100_000, "transitions in the generated default dataset", minimum=1)
 
+    @property
+    def starts_from_final_weights(self) -> bool:
+        """Whether the command fine-tunes online (`--online-steps`), which may start from a finished offline
+        run's `policy_last.pth` as from its `checkpoint.pth` (`require_training_checkpoint`)."""
+        finetune = getattr(self, "finetune", None)
+        return finetune is not None and finetune.fine_tunes
+
 
 def check_with_fine_tuning(config: Any) -> None:
     """The checks of a program that fine-tunes online (`config.finetune`): its own settings' ranges, and

@@ -314,7 +314,8 @@ def parse_config(
         if trains:
             from offline_rl.runs.checkpoint import require_training_checkpoint  # torch: loaded above already
 
-            require_training_checkpoint(resumed[2], resumed[1])
+            final_weights = bool(getattr(config, "starts_from_final_weights", False))
+            require_training_checkpoint(resumed[2], resumed[1], final_weights=final_weights)
         print(f"{'resuming' if trains else 'reading'} the run in {resumed[1]} with its own settings")
         _report_overrides(resumed[0], config, resumed[1])
     return config

@@ -16,7 +16,7 @@ import torch
 
 from offline_rl.core.errors import OfflineRLError
 from offline_rl.core.files import DAMAGED, atomic_path, damaged, load_weights_only, unreadable_torch_file, with_checksum
-from offline_rl.runs.files import RUN_BEST_POLICY_FILE, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE
+from offline_rl.runs.files import FINE_TUNING_KEY, RUN_BEST_POLICY_FILE, RUN_CHECKPOINT_FILE, RUN_FINAL_POLICY_FILE
 
 CHECKPOINT_FORMAT = "offline_rl.runs.checkpoint/1"
 
@@ -93,11 +93,15 @@ def restore_algorithm(
         ) from None
 
 
-def require_training_checkpoint(checkpoint: dict[str, Any], path: str) -> None:
+def require_training_checkpoint(checkpoint: dict[str, Any], path: str, *, final_weights: bool = False) -> None:
     """Training goes on from `checkpoint.pth` only. `policy.pth` and `policy_last.pth` hold the
     weights of one evaluation, without the epoch, counters and random generators of the moment the
     run stopped: continuing from the best epoch's weights under the counters of the run's last
-    epoch would number its evaluations from 1 again and mix two points of the run in one folder."""
+    epoch would number its evaluations from 1 again and mix two points of the run in one folder.
+    `final_weights`: the command starts a new phase from where a finished run ended (fine-tuning online,
+    which reseeds its generators), which an offline run's `policy_last.pth` holds as well."""
+    if final_weights and Path(path).name == RUN_FINAL_POLICY_FILE and FINE_TUNING_KEY not in checkpoint:
+        return
     if "epoch" not in checkpoint:
         raise OfflineRLError(
             f"--resume-path {path}: the weights of one evaluation (policy.pth or policy_last.pth), not where "

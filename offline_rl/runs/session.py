@@ -28,7 +28,13 @@ from offline_rl.core.resources import RunRegistry, busy_cores, core_budget, shar
 from offline_rl.runs.checkpoint import load_checkpoint, require_training_checkpoint, restore_algorithm
 from offline_rl.runs.config import RunConfig, TorchConfig, resolve_matmul_precision
 from offline_rl.runs.evaluation import counted
-from offline_rl.runs.files import FINE_TUNING_KEY, RUN_DIVERGED_FILE, RUN_SUMMARY_FILE, SEED_BATCH_KEY
+from offline_rl.runs.files import (
+    FINE_TUNING_KEY,
+    RUN_CHECKPOINT_FILE,
+    RUN_DIVERGED_FILE,
+    RUN_SUMMARY_FILE,
+    SEED_BATCH_KEY,
+)
 from offline_rl.runs.video import require_display
 from offline_rl.runs.wandb_logger import require_wandb
 
@@ -72,7 +78,7 @@ def start_session(run: RunConfig, *, then_online: bool = False) -> Session:
         require_wandb(run.logging)
     checkpoint = load_checkpoint(run.resume_path, device) if run.resume_path else None
     if checkpoint is not None and run.trains:
-        require_training_checkpoint(checkpoint, str(run.resume_path))
+        require_training_checkpoint(checkpoint, str(run.resume_path), final_weights=then_online)
     configure_torch(device, run.torch, run.seed)
     finished = finished_run(run, checkpoint, say=not then_online)
     return Session(run=run, device=device, checkpoint=checkpoint, finished=finished)
@@ -82,9 +88,10 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None, *, say: bool
     """`Session.finished`, saying so in one line (`say`). Without this a resumed finished run trained zero
     epochs and rewrote its summary with no last evaluation (the sweep's score of the trial). A fine-tuning
     checkpoint counts its own epochs (`offline_rl.runs.finetune`)."""
-    if checkpoint is None or not run.trains or int(checkpoint.get("epoch", 0)) < run.epoch:
+    if checkpoint is None or not run.trains or FINE_TUNING_KEY in checkpoint:
         return None
-    if FINE_TUNING_KEY in checkpoint:
+    final_weights = "epoch" not in checkpoint  # policy_last.pth, to fine-tune from (`require_training_checkpoint`)
+    if not final_weights and int(checkpoint["epoch"]) < run.epoch:
         return None
     folder = Path(str(run.resume_path)).expanduser().resolve().parent
     batch = checkpoint.get(SEED_BATCH_KEY) if getattr(run, "num_seeds", 1) > 1 else None
@@ -94,8 +101,13 @@ def finished_run(run: RunConfig, checkpoint: dict[str, Any] | None, *, say: bool
     try:
         summary = json.loads((folder / RUN_SUMMARY_FILE).read_text())
     except (OSError, ValueError):  # stopped after its last checkpoint, before its summary: finish it
-        return None
-    if not isinstance(summary, dict):  # not a summary this program wrote: finish the run, which writes one
+        summary = None
+    if not isinstance(summary, dict):  # none this program wrote: finish the run, which writes one
+        if final_weights:  # nothing to finish from: the run's own checkpoint knows where it is
+            raise OfflineRLError(
+                f"--resume-path {run.resume_path}: its run has no {RUN_SUMMARY_FILE} (it did not end here); "
+                f"fine-tune from the {RUN_CHECKPOINT_FILE} beside it"
+            )
         return None
     if not say:
         return summary
