@@ -72,11 +72,6 @@ def fine_tune(
         ended = {"offline_updates": int(algorithm.num_updates), "offline_last": summary.get("last")}
         checkpoint = switch_counters(int(algorithm.num_updates), run.seed)
         run = replace(run, resume_path=str(folder / RUN_CHECKPOINT_FILE))
-    make_training_env = lambda: resumable_where_possible(make_env())  # noqa: E731
-    try:
-        make_training_env().close()
-    except OfflineRLError as error:
-        raise OfflineRLError(f"--online-steps {finetune.online_steps}: {error}") from None
     try:
         algorithm.start_fine_tuning(buffer, finetune.online_steps, finetune.mixing_ratio)
     except ValueError as error:
@@ -98,7 +93,7 @@ def fine_tune(
         algo_name="",  # the run's folder is the offline phase's
         label="fine-tuning",
         saved={**saved, FINE_TUNING_KEY: ended},
-        make_training_env=make_training_env,
+        make_training_env=lambda: resumable_where_possible(make_env()),  # the env made for evaluation, too
         make_test_env=make_env,
         replay=NullCheckedVectorReplayBuffer(finetune.online_steps, 1),
         training_num=1,
