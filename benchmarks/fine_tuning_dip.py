@@ -10,7 +10,8 @@ offline, then fine-tunes online with half of each batch from the offline data, o
     python benchmarks/fine_tuning_dip.py --workdir /path/kept/between/calls [--seeds 3] [--jobs 2]
 
 Every step keeps its result in the workdir: a second call skips what is done and resumes an unfinished run
-from its checkpoint. It prints the table and writes the plot (`--plot`, by default the documentation's).
+from its checkpoint (a larger `--online-steps` fine-tunes the finished runs further). It prints the table
+and writes the plot (`--plot`, by default the documentation's).
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ def train(workdir: Path, dataset: Path, name: str, seed: int, args: argparse.Nam
     """One run, offline then online, resumed where an earlier call left it; its folder."""
     logdir = workdir / "runs" / name
     folders = sorted(logdir.glob(f"{TASK}/cql/{seed}/*"))
-    if folders and is_finished(folders[-1]):
+    if folders and is_finished(folders[-1], args.online_steps):
         return folders[-1]
-    if folders and (folders[-1] / "checkpoint.pth").is_file():
-        run(["examples/d4rl_cql.py", "--resume-path", str(folders[-1] / "checkpoint.pth")])
+    if folders and (folders[-1] / "checkpoint.pth").is_file():  # stopped, or asked for more env steps now
+        resume = ["--resume-path", str(folders[-1] / "checkpoint.pth"), "--online-steps", str(args.online_steps)]
+        run(["examples/d4rl_cql.py", *resume])
         return folders[-1]
     run([
         "examples/d4rl_cql.py", "--dataset", str(dataset), "--task", TASK, *NETWORKS, "--critic-layers", "2",
@@ -78,9 +80,12 @@ def train(workdir: Path, dataset: Path, name: str, seed: int, args: argparse.Nam
     return sorted(logdir.glob(f"{TASK}/cql/{seed}/*"))[-1]
 
 
-def is_finished(folder: Path) -> bool:
+def is_finished(folder: Path, online_steps: int) -> bool:
     summary = folder / "summary.json"
-    return summary.is_file() and "fine_tuning" in json.loads(summary.read_text())
+    if not summary.is_file():
+        return False
+    record = json.loads(summary.read_text())
+    return "fine_tuning" in record and record["total_env_steps"] >= online_steps
 
 
 def curve(folder: Path) -> tuple[int, list[tuple[int, float]]]:
