@@ -453,6 +453,9 @@ def test_a_finished_offline_run_fine_tunes_from_its_final_weights_as_from_its_ch
         assert done.returncode == 0, done.stderr[-2000:]
         tuned[file] = [line for line in evaluations(done.stdout) if line.startswith("fine-tuning: evaluation 1 ")]
     assert tuned["checkpoint.pth"] == tuned["policy_last.pth"] and tuned["checkpoint.pth"]
+    for logdir in ("c", "d"):  # each in its own folder, the copy's too (its summary names the original's)
+        assert summary_of(only_run(tmp_path / logdir))["env_steps"] == 150
+        assert (only_run(tmp_path / logdir) / "summary-offline.json").is_file()
     # the best weights are not where the run ended, and training alone goes on from the checkpoint only
     best = str(only_run(tmp_path / "c") / "policy.pth")
     for flags in (["--online-steps", "150"], ["--epoch", "3"]):

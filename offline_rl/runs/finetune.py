@@ -66,7 +66,8 @@ def fine_tune(
     ended = (checkpoint or {}).get(FINE_TUNING_KEY)
     if ended is None:  # the switch: the offline phase first, to its end
         summary = offline_summary()
-        folder = Path(summary["log_path"])
+        # the folder the run is resumed from (it may have moved since its summary was written), else the new run's
+        folder = Path(run.resume_path).expanduser().resolve().parent if run.resume_path else Path(summary["log_path"])
         if (folder / RUN_SUMMARY_FILE).is_file():  # the run goes on: not ended until fine-tuning ends
             (folder / RUN_SUMMARY_FILE).replace(folder / RUN_OFFLINE_SUMMARY_FILE)
         ended = {"offline_updates": int(algorithm.num_updates), "offline_last": summary.get("last")}
