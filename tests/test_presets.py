@@ -7,7 +7,9 @@ import dataclasses
 import math
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,8 +52,9 @@ AUTHORS_PRESETS = [path for path in AUTHORS_FILES if not path.stem.startswith("a
 AUTHORS_ATARI_PRESETS = [path for path in AUTHORS_FILES if path.stem.startswith("atari")]  # atari_cql.py's
 
 
-def assert_loads_as_written(path: Path) -> d4rl_cql.D4RLCQLConfig:
-    config = d4rl_cql.config_from_args(["--config", str(path)])
+def assert_loads_as_written(path: Path, read: Callable[[list[str]], Any] = d4rl_cql.config_from_args) -> Any:
+    """The preset at `path` read by a program's `config_from_args` (`read`), every value exactly as written."""
+    config = read(["--config", str(path)])
     values = field_values(config)
     for key, expected in load_preset(path).items():
         actual = values[key.replace("-", "_")]
